@@ -1,0 +1,71 @@
+// Types for dev/engine.mjs, so TypeScript tests can start and inspect the development engine.
+
+/** Names accepted after `/s/` in a path; any other name answers 404. */
+export type ScenarioName =
+	| "ok"
+	| "fail500"
+	| "fail503"
+	| "fail429"
+	| "bad400"
+	| "flat400"
+	| "hang"
+	| "drop"
+	| "midstream"
+	| "midflat"
+	| "cut"
+	| "nousage"
+	| "cumulative"
+	| "finishusage"
+	| "comments"
+	| "slow"
+	| "reasoning"
+	| "searchfail"
+	| "searchslow";
+
+export declare const scenarioNames: readonly ScenarioName[];
+
+/** A JSON value as the engine parsed it from a request body. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+/** One request the engine received (control routes under `/_engine/` are not recorded). */
+export interface RecordedRequest {
+	/** Increasing from 1 for the engine's lifetime; `reset()` does not restart it. */
+	id: number;
+	method: string;
+	/** Path as received, scenario prefix included, without the query string. */
+	path: string;
+	/** Query parameters, e.g. `{ q: "...", format: "json" }` for search. */
+	query: Record<string, string>;
+	/** "ok" when the path has no `/s/<scenario>` prefix; unknown names are recorded too. */
+	scenario: string;
+	/** Lower-cased header names, as Node parsed them (`authorization` included). */
+	headers: Record<string, string | string[] | undefined>;
+	/** Parsed JSON body, or null when there was none or it was not JSON. */
+	body: { [key: string]: JsonValue } | null;
+	/** The client closed the connection before the response finished (not set by `drop`/`cut`, which the engine closes itself). */
+	aborted: boolean;
+	/** The whole response was handed to the OS. */
+	finished: boolean;
+}
+
+export interface StartEngineOptions {
+	/** 0 (default) picks a free port. */
+	port?: number;
+	/** Default "127.0.0.1". */
+	host?: string;
+	/** When false, logs one line per request. Default true. */
+	quiet?: boolean;
+}
+
+export interface Engine {
+	/** e.g. "http://127.0.0.1:54321", no trailing slash; node base URLs are `${url}/v1` or `${url}/s/<scenario>/v1`. */
+	url: string;
+	port: number;
+	/** Live array: it fills as requests arrive and is emptied in place by `reset()`. */
+	requests: RecordedRequest[];
+	reset(): void;
+	/** Stops listening and drops open connections (hanging and streaming ones included). */
+	close(): Promise<void>;
+}
+
+export declare function startEngine(options?: StartEngineOptions): Promise<Engine>;

@@ -1,0 +1,61 @@
+import type { ModelConfig, ResolvedModel } from "../config";
+import type { ChatRequest } from "./validate";
+
+export const DEFAULT_SEARCH_RESULTS = 6;
+
+export interface PreparedChat {
+	/** The body the engine receives: same object, with the gateway's rewrites applied. */
+	engineBody: Record<string, unknown>;
+	stream: boolean;
+	/** The output token cap the engine was given. */
+	maxOutputTokens: number;
+	webSearch: { enabled: boolean; results: number };
+}
+
+/** The largest output the model may produce for this prompt: the model's cap, and what the context leaves. */
+export function outputCap(model: ModelConfig, promptTokens: number): number {
+	let cap = model.max_output_tokens;
+	if (model.context_length !== undefined) cap = Math.min(cap, Math.max(1, model.context_length - promptTokens));
+	return cap;
+}
+
+/**
+ * Rewrites a validated chat request for the engine, in place: the catalog's engine model,
+ * capped max tokens (the cap is sent when the client sent none), usage forced on streams,
+ * and the gateway's own `venym` options removed.
+ */
+export function prepareChat(body: ChatRequest, resolved: ResolvedModel, promptTokens: number): PreparedChat {
+	const cap = outputCap(resolved.model, promptTokens);
+	const out = body as Record<string, unknown>;
+	const venym = body.venym;
+	delete out.venym;
+	out.model = resolved.model.engine_model;
+
+	let maxOutputTokens = cap;
+	let sawLimit = false;
+	for (const field of ["max_tokens", "max_completion_tokens"] as const) {
+		const v = body[field];
+		if (typeof v === "number") {
+			sawLimit = true;
+			out[field] = Math.min(v, cap);
+			maxOutputTokens = Math.min(maxOutputTokens, out[field] as number);
+		} else if (v === null) {
+			delete out[field];
+		}
+	}
+	if (!sawLimit) out.max_tokens = cap;
+
+	const stream = body.stream === true;
+	if (stream) out.stream_options = { include_usage: true };
+	else delete out.stream_options;
+
+	return {
+		engineBody: out,
+		stream,
+		maxOutputTokens,
+		webSearch: {
+			enabled: resolved.online || venym?.web_search === true,
+			results: venym?.search_results ?? DEFAULT_SEARCH_RESULTS,
+		},
+	};
+}

@@ -1,0 +1,76 @@
+import { z } from "zod";
+import { GatewayError } from "../errors";
+
+const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
+
+const ContentPart = z.looseObject({ type: z.string() });
+const Content = z.union([z.string(), z.array(ContentPart)]);
+
+const Message = z
+	.looseObject({
+		role: z.enum(ROLES),
+		content: z.union([Content, z.null()]).optional(),
+		tool_calls: z.array(z.looseObject({})).optional(),
+	})
+	.superRefine((m, ctx) => {
+		// Only an assistant turn (carrying tool calls) may omit content.
+		if (m.role !== "assistant" && (m.content === undefined || m.content === null)) {
+			ctx.addIssue({ code: "custom", path: ["content"], message: `Missing required parameter: content (role '${m.role}')` });
+		}
+	});
+
+const MaxTokens = z.number().int().positive().nullable().optional();
+
+export const VenymOptions = z.strictObject({
+	web_search: z.boolean().optional(),
+	search_results: z.number().int().min(1).max(10).optional(),
+});
+
+/** Only what the gateway itself reads is checked; every other field goes to the engine untouched. */
+export const ChatRequestSchema = z.looseObject({
+	model: z.string().min(1),
+	messages: z.array(Message).min(1),
+	stream: z.boolean().nullable().optional(),
+	stream_options: z.looseObject({}).nullable().optional(),
+	max_tokens: MaxTokens,
+	max_completion_tokens: MaxTokens,
+	venym: VenymOptions.optional(),
+});
+
+export type ChatRequest = z.infer<typeof ChatRequestSchema>;
+export type VenymOptionsInput = z.infer<typeof VenymOptions>;
+
+/** `messages.0.role` → `messages[0].role`, as OpenAI names params. */
+export function formatParam(path: ReadonlyArray<PropertyKey>): string {
+	let out = "";
+	for (const seg of path) {
+		if (typeof seg === "number") out += `[${seg}]`;
+		else out += out ? `.${String(seg)}` : String(seg);
+	}
+	return out;
+}
+
+export function zodToGatewayError(error: z.ZodError, prefix: ReadonlyArray<PropertyKey> = []): GatewayError {
+	const issue = error.issues[0] as z.core.$ZodIssue;
+	const param = formatParam([...prefix, ...issue.path]);
+	let message: string;
+	if (issue.code === "invalid_type" && issue.input === undefined) message = `Missing required parameter: '${param}'.`;
+	else if (issue.code === "too_small" && issue.origin === "array") message = `Invalid '${param}': empty array. Expected an array with minimum length ${issue.minimum}.`;
+	else if (issue.code === "unrecognized_keys") {
+		const key = issue.keys[0] as string;
+		return new GatewayError("invalid_request", `Unrecognized request argument supplied: ${param ? `${param}.` : ""}${key}`, {
+			param: formatParam([...prefix, ...issue.path, key]),
+		});
+	} else message = `Invalid value for '${param}': ${issue.message}`;
+	return new GatewayError("invalid_request", message, { param: param || null });
+}
+
+/** Validates a chat completions body. The same object is returned so nothing is copied on the hot path. */
+export function validateChatRequest(body: unknown): ChatRequest {
+	if (body === null || typeof body !== "object" || Array.isArray(body)) {
+		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
+	}
+	const result = ChatRequestSchema.safeParse(body);
+	if (!result.success) throw zodToGatewayError(result.error);
+	return body as ChatRequest;
+}

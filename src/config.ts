@@ -1,0 +1,124 @@
+import { z } from "zod";
+import { GatewayError } from "./errors";
+
+const url = z.url({ protocol: /^https?$/ });
+
+const NodeSchema = z.union([
+	url,
+	z.strictObject({ url, api_key_env: z.string().min(1).optional() }),
+]);
+
+const ModelSchema = z.strictObject({
+	id: z.string().min(1).regex(/^[^:\s]+$/, "must not contain ':' or spaces"),
+	engine_model: z.string().min(1),
+	nodes: z.array(NodeSchema).min(1),
+	max_output_tokens: z.number().int().positive(),
+	context_length: z.number().int().positive().optional(),
+	pricing: z.strictObject({
+		input_usd_per_mtok: z.number().nonnegative(),
+		output_usd_per_mtok: z.number().nonnegative(),
+	}),
+	capabilities: z.array(z.string()).default([]),
+	owned_by: z.string().default("venym"),
+});
+
+const WebSearchSchema = z.strictObject({
+	provider: z.enum(["searxng", "brave", "tavily"]).default("searxng"),
+	url: url.optional(),
+	api_key_env: z.string().min(1).optional(),
+	timeout_ms: z.number().int().positive().default(5000),
+	price_usd_per_search: z.number().nonnegative().default(0),
+});
+
+export const GatewayConfigSchema = z
+	.strictObject({
+		models: z.array(ModelSchema).min(1),
+		web_search: WebSearchSchema.optional(),
+		/** How long a node may take to send response headers before the next node is tried. */
+		first_byte_timeout_ms: z.number().int().positive().default(30_000),
+		/** Largest accepted request body. */
+		max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
+	})
+	.superRefine((cfg, ctx) => {
+		const seen = new Set<string>();
+		cfg.models.forEach((m, i) => {
+			if (seen.has(m.id)) ctx.addIssue({ code: "custom", path: ["models", i, "id"], message: `duplicate model id "${m.id}"` });
+			seen.add(m.id);
+		});
+	});
+
+export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
+export type ModelConfig = GatewayConfig["models"][number];
+export interface EngineNode {
+	url: string;
+	apiKeyEnv?: string;
+}
+
+/** Node entries normalised to one shape, base URL without a trailing slash. */
+export function modelNodes(model: ModelConfig): EngineNode[] {
+	return model.nodes.map((n) =>
+		typeof n === "string" ? { url: n.replace(/\/+$/, "") } : { url: n.url.replace(/\/+$/, ""), apiKeyEnv: n.api_key_env },
+	);
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+	const path = issue.path.length ? issue.path.join(".") : "(root)";
+	return `${path}: ${issue.message}`;
+}
+
+/** Parses GATEWAY_CONFIG (a JSON string or an object). Throws a GatewayError naming the bad field. */
+export function parseConfig(raw: unknown): GatewayConfig {
+	let value = raw;
+	if (raw === undefined || raw === null || raw === "") {
+		throw new GatewayError("config_invalid", "GATEWAY_CONFIG is not set");
+	}
+	if (typeof raw === "string") {
+		try {
+			value = JSON.parse(raw);
+		} catch (e) {
+			throw new GatewayError("config_invalid", `GATEWAY_CONFIG is not valid JSON: ${(e as Error).message}`);
+		}
+	}
+	const result = GatewayConfigSchema.safeParse(value);
+	if (!result.success) {
+		throw new GatewayError("config_invalid", `GATEWAY_CONFIG is invalid: ${result.error.issues.map(describeIssue).join("; ")}`);
+	}
+	return result.data;
+}
+
+// Parsed once per isolate per distinct raw value; a bad config is remembered too so every request fails fast.
+let cachedRaw: unknown;
+let cached: { config?: GatewayConfig; error?: GatewayError } | undefined;
+
+export function loadConfig(raw: unknown): GatewayConfig {
+	if (cached === undefined || cachedRaw !== raw) {
+		cachedRaw = raw;
+		try {
+			cached = { config: parseConfig(raw) };
+		} catch (e) {
+			cached = { error: e as GatewayError };
+		}
+	}
+	if (cached.error) throw cached.error;
+	return cached.config as GatewayConfig;
+}
+
+export interface ResolvedModel {
+	model: ModelConfig;
+	/** The id exactly as the client sent it (with any `:online` suffix); echoed in responses. */
+	requestedId: string;
+	online: boolean;
+}
+
+/** Finds the catalog entry for a client model id; `:online` turns on web search. */
+export function resolveModel(config: GatewayConfig, requested: string): ResolvedModel {
+	const online = requested.endsWith(":online");
+	const baseId = online ? requested.slice(0, -":online".length) : requested;
+	const model = config.models.find((m) => m.id === baseId);
+	if (!model) {
+		throw new GatewayError("model_not_found", `The model '${requested}' does not exist or you do not have access to it.`, {
+			param: "model",
+		});
+	}
+	return { model, requestedId: requested, online };
+}

@@ -1,0 +1,109 @@
+/**
+ * The one error type of the gateway. Every failure is one of a closed set of kinds; the
+ * exhaustive switch in `describe` maps each kind to its HTTP status and OpenAI error
+ * fields, so a new kind does not compile until it is mapped.
+ */
+export type ErrorKind =
+	| "invalid_request"
+	| "invalid_api_key"
+	| "insufficient_balance"
+	| "forbidden"
+	| "model_not_found"
+	| "not_found"
+	| "request_too_large"
+	| "rate_limited"
+	| "engine_refused"
+	| "upstream_unavailable"
+	| "config_invalid"
+	| "client_closed"
+	| "internal";
+
+export interface OpenAIErrorBody {
+	error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+interface ErrorOptions {
+	param?: string | null;
+	/** Status for kinds whose status varies (engine_refused, upstream_unavailable). */
+	status?: number;
+	/** Overrides the default `code` (engine_refused passes the engine's). */
+	code?: string | null;
+	type?: string;
+	headers?: Record<string, string>;
+	/** Extra fields merged into `error` (e.g. available/required for 402). */
+	extra?: Record<string, unknown>;
+	cause?: unknown;
+}
+
+export class GatewayError extends Error {
+	readonly kind: ErrorKind;
+	readonly options: ErrorOptions;
+	constructor(kind: ErrorKind, message: string, options: ErrorOptions = {}) {
+		super(message, { cause: options.cause });
+		this.kind = kind;
+		this.options = options;
+	}
+}
+
+interface Described {
+	status: number;
+	type: string;
+	code: string | null;
+}
+
+function describe(err: GatewayError): Described {
+	const o = err.options;
+	switch (err.kind) {
+		case "invalid_request":
+			return { status: 400, type: "invalid_request_error", code: o.code ?? null };
+		case "invalid_api_key":
+			return { status: 401, type: "invalid_request_error", code: "invalid_api_key" };
+		case "insufficient_balance":
+			return { status: 402, type: "insufficient_quota", code: "insufficient_balance" };
+		case "forbidden":
+			return { status: 403, type: "permission_error", code: o.code ?? "forbidden" };
+		case "model_not_found":
+			return { status: 404, type: "invalid_request_error", code: "model_not_found" };
+		case "not_found":
+			return { status: 404, type: "invalid_request_error", code: "not_found" };
+		case "request_too_large":
+			return { status: 413, type: "invalid_request_error", code: "request_too_large" };
+		case "rate_limited":
+			return { status: 429, type: "rate_limit_error", code: "rate_limit_exceeded" };
+		case "engine_refused":
+			return { status: o.status ?? 400, type: o.type ?? "invalid_request_error", code: o.code ?? null };
+		case "upstream_unavailable":
+			return { status: o.status ?? 502, type: "server_error", code: "upstream_unavailable" };
+		case "config_invalid":
+			return { status: 500, type: "server_error", code: "config_invalid" };
+		case "client_closed":
+			// nginx's 499: nobody reads it, but logs and usage records stay honest.
+			return { status: 499, type: "invalid_request_error", code: "client_closed_request" };
+		case "internal":
+			return { status: 500, type: "server_error", code: "internal_error" };
+	}
+}
+
+/** The OpenAI-shaped body and status for any thrown value. 5xx messages stay generic unless the kind says otherwise. */
+export function toErrorResponse(err: unknown): { status: number; body: OpenAIErrorBody; headers: Record<string, string> } {
+	const ge = err instanceof GatewayError ? err : new GatewayError("internal", "Internal error", { cause: err });
+	const d = describe(ge);
+	return {
+		status: d.status,
+		headers: ge.options.headers ?? {},
+		body: {
+			error: {
+				message: ge.message,
+				type: d.type,
+				param: ge.options.param ?? null,
+				code: d.code,
+				...ge.options.extra,
+			},
+		},
+	};
+}
+
+/** An in-band SSE error frame for failures after the first byte of a stream. */
+export function toErrorFrame(err: unknown): string {
+	return `data: ${JSON.stringify(toErrorResponse(err).body)}\n\n`;
+}

@@ -1,0 +1,49 @@
+import { GatewayError } from "../errors";
+
+/**
+ * Reads a JSON request body, refusing anything over `maxBytes` without buffering it whole.
+ * Malformed JSON is a 400, as OpenAI answers it.
+ */
+export async function readJsonBody(req: Request, maxBytes: number): Promise<unknown> {
+	const declared = Number(req.headers.get("content-length") ?? "NaN");
+	if (declared > maxBytes) throw tooLarge(maxBytes);
+	const text = await readText(req, maxBytes);
+	if (text.length === 0) throw new GatewayError("invalid_request", "The request body is empty; expected a JSON object.");
+	try {
+		return JSON.parse(text);
+	} catch {
+		throw new GatewayError(
+			"invalid_request",
+			"We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)",
+		);
+	}
+}
+
+function tooLarge(maxBytes: number): GatewayError {
+	return new GatewayError("request_too_large", `The request body is larger than the ${maxBytes} byte limit.`);
+}
+
+async function readText(req: Request, maxBytes: number): Promise<string> {
+	if (!req.body) return "";
+	const reader = req.body.getReader();
+	const chunks: Uint8Array[] = [];
+	let size = 0;
+	for (;;) {
+		const { done, value } = await reader.read();
+		if (done) break;
+		size += value.byteLength;
+		if (size > maxBytes) {
+			await reader.cancel().catch(() => {});
+			throw tooLarge(maxBytes);
+		}
+		chunks.push(value);
+	}
+	if (chunks.length === 1) return new TextDecoder().decode(chunks[0]);
+	const all = new Uint8Array(size);
+	let offset = 0;
+	for (const c of chunks) {
+		all.set(c, offset);
+		offset += c.byteLength;
+	}
+	return new TextDecoder().decode(all);
+}

@@ -1,0 +1,211 @@
+import { DurableObject } from "cloudflare:workers";
+import { flushOutbox, type UsageRecordInput } from "./outbox";
+
+/** How long a hold lives without settlement before the alarm voids it. */
+export const HOLD_TTL_MS = 15 * 60 * 1000;
+/** Settled request ids are remembered this long so a replayed settle debits nothing. */
+const SETTLED_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+const FLUSH_BATCH = 50;
+
+export type AuthorizeResult =
+	| { ok: true; availableNanos: number; holdNanos: number }
+	| { ok: false; availableNanos: number; requiredNanos: number };
+
+export interface SettleInput {
+	requestId: string;
+	costNanos: number;
+	record: UsageRecordInput;
+	now?: number;
+}
+
+export interface SettleResult {
+	requestId: string;
+	costNanos: number;
+	balanceNanos: number;
+	/** false when this request had already been settled: nothing was debited this time. */
+	applied: boolean;
+}
+
+export interface LedgerInfo {
+	keyId: string | null;
+	balanceNanos: number;
+	spentNanos: number;
+	heldNanos: number;
+	openHolds: number;
+	outboxSize: number;
+}
+
+/**
+ * The ledger of one API key: its balance, open holds and usage outbox. It is the only writer
+ * of the balance. Every mutation is synchronous SQLite work with no outbound call in between,
+ * so the input gate makes each method atomic; every mutation is idempotent by request id.
+ */
+export class KeyLedger extends DurableObject<Env> {
+	private readonly sql: SqlStorage;
+
+	constructor(ctx: DurableObjectState, env: Env) {
+		super(ctx, env);
+		this.sql = ctx.storage.sql;
+		this.sql.exec(`
+			CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
+			CREATE TABLE IF NOT EXISTS holds (request_id TEXT PRIMARY KEY, amount INTEGER NOT NULL, created_at INTEGER NOT NULL);
+			CREATE TABLE IF NOT EXISTS settled (request_id TEXT PRIMARY KEY, cost INTEGER NOT NULL, balance_after INTEGER NOT NULL, created_at INTEGER NOT NULL);
+			CREATE TABLE IF NOT EXISTS outbox (request_id TEXT PRIMARY KEY, record TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0);
+			CREATE TABLE IF NOT EXISTS credits (idempotency_key TEXT PRIMARY KEY, amount INTEGER NOT NULL, balance_after INTEGER NOT NULL, note TEXT, created_at INTEGER NOT NULL);
+		`);
+	}
+
+	/** Places a hold when balance minus open holds is positive. A repeated call for the same request is a no-op. */
+	authorize(input: { keyId: string; requestId: string; holdNanos: number; now?: number }): AuthorizeResult {
+		const now = input.now ?? Date.now();
+		this.rememberKey(input.keyId);
+		const available = this.balance() - this.held();
+		const existing = this.sql.exec<{ amount: number }>("SELECT amount FROM holds WHERE request_id = ?", input.requestId).toArray()[0];
+		if (existing) return { ok: true, availableNanos: available, holdNanos: existing.amount };
+		if (available <= 0) return { ok: false, availableNanos: available, requiredNanos: input.holdNanos };
+		const hold = Math.max(0, Math.round(input.holdNanos));
+		this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);
+		this.ensureAlarm(now + HOLD_TTL_MS);
+		return { ok: true, availableNanos: available - hold, holdNanos: hold };
+	}
+
+	/** Releases the hold and debits the real cost, once per request id; a replay returns the stored result. */
+	settle(input: SettleInput): SettleResult {
+		const now = input.now ?? Date.now();
+		const prior = this.sql
+			.exec<{ cost: number; balance_after: number }>("SELECT cost, balance_after FROM settled WHERE request_id = ?", input.requestId)
+			.toArray()[0];
+		if (prior) return { requestId: input.requestId, costNanos: prior.cost, balanceNanos: prior.balance_after, applied: false };
+		const cost = Math.max(0, Math.round(input.costNanos));
+		const balanceAfter = this.balance() - cost;
+		this.ctx.storage.transactionSync(() => {
+			this.sql.exec("DELETE FROM holds WHERE request_id = ?", input.requestId);
+			this.setMeta("balance", balanceAfter);
+			this.setMeta("spent", this.meta("spent") + cost);
+			this.sql.exec(
+				"INSERT INTO settled (request_id, cost, balance_after, created_at) VALUES (?, ?, ?, ?)",
+				input.requestId,
+				cost,
+				balanceAfter,
+				now,
+			);
+			const record = { ...input.record, request_id: input.requestId, cost_nanos: cost, created_at: input.record.created_at ?? now };
+			this.sql.exec("INSERT OR IGNORE INTO outbox (request_id, record) VALUES (?, ?)", input.requestId, JSON.stringify(record));
+		});
+		// Flush soon, batching whatever else settles in the meantime.
+		this.ensureAlarm(now + 200);
+		return { requestId: input.requestId, costNanos: cost, balanceNanos: balanceAfter, applied: true };
+	}
+
+	/** Adds credit (or removes it, with a negative amount); idempotent by key. */
+	credit(input: { keyId: string; amountNanos: number; idempotencyKey: string; note?: string; now?: number }): { balanceNanos: number; applied: boolean } {
+		this.rememberKey(input.keyId);
+		const prior = this.sql
+			.exec<{ balance_after: number }>("SELECT balance_after FROM credits WHERE idempotency_key = ?", input.idempotencyKey)
+			.toArray()[0];
+		if (prior) return { balanceNanos: prior.balance_after, applied: false };
+		const after = this.balance() + Math.round(input.amountNanos);
+		this.ctx.storage.transactionSync(() => {
+			this.setMeta("balance", after);
+			this.sql.exec(
+				"INSERT INTO credits (idempotency_key, amount, balance_after, note, created_at) VALUES (?, ?, ?, ?, ?)",
+				input.idempotencyKey,
+				Math.round(input.amountNanos),
+				after,
+				input.note ?? null,
+				input.now ?? Date.now(),
+			);
+		});
+		return { balanceNanos: after, applied: true };
+	}
+
+	info(): LedgerInfo {
+		const holds = this.sql.exec<{ n: number; total: number }>("SELECT COUNT(*) AS n, COALESCE(SUM(amount), 0) AS total FROM holds").one();
+		const outbox = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one();
+		const keyId = this.sql.exec<{ v: string }>("SELECT v FROM meta WHERE k = 'key_id'").toArray()[0]?.v ?? null;
+		return {
+			keyId,
+			balanceNanos: this.balance(),
+			spentNanos: this.meta("spent"),
+			heldNanos: holds.total,
+			openHolds: holds.n,
+			outboxSize: outbox.n,
+		};
+	}
+
+	/** Voids expired holds and flushes the usage outbox to D1, rescheduling itself while work remains. */
+	override async alarm(): Promise<void> {
+		const now = Date.now();
+		this.setMeta("alarm_at", 0);
+		this.expireHolds(now);
+		this.sql.exec("DELETE FROM settled WHERE created_at < ?", now - SETTLED_TTL_MS);
+		let pending = true;
+		try {
+			pending = await this.flush();
+		} catch (err) {
+			console.error("ledger: usage flush failed, will retry", err);
+			const attempts = this.sql.exec<{ a: number }>("SELECT COALESCE(MAX(attempts), 0) AS a FROM outbox").one().a;
+			this.sql.exec("UPDATE outbox SET attempts = attempts + 1");
+			this.scheduleNext(now + Math.min(60_000, 200 * 2 ** Math.min(attempts, 8)));
+			return;
+		}
+		this.scheduleNext(pending ? now + 50 : undefined);
+	}
+
+	/** Voids holds older than the TTL, each exactly once. Returns how many were voided. */
+	expireHolds(now: number = Date.now()): number {
+		return this.sql.exec("DELETE FROM holds WHERE created_at <= ?", now - HOLD_TTL_MS).rowsWritten;
+	}
+
+	/** Sends one batch of the outbox to D1; true when more remain. */
+	private async flush(): Promise<boolean> {
+		const rows = this.sql.exec<{ request_id: string; record: string }>("SELECT request_id, record FROM outbox LIMIT ?", FLUSH_BATCH).toArray();
+		if (rows.length === 0) return false;
+		await flushOutbox(this.env.DB, rows.map((r) => JSON.parse(r.record)));
+		for (const r of rows) this.sql.exec("DELETE FROM outbox WHERE request_id = ?", r.request_id);
+		return rows.length === FLUSH_BATCH;
+	}
+
+	/** After an alarm run: the next time there is work (outbox, open holds), or none. */
+	private scheduleNext(soon: number | undefined): void {
+		if (soon !== undefined) return this.ensureAlarm(soon);
+		const outbox = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n;
+		if (outbox > 0) return this.ensureAlarm(Date.now() + 1000);
+		const oldest = this.sql.exec<{ t: number | null }>("SELECT MIN(created_at) AS t FROM holds").one().t;
+		if (oldest !== null) this.ensureAlarm(oldest + HOLD_TTL_MS);
+	}
+
+	/** Moves the alarm earlier when needed. The planned time is kept in SQLite so this stays synchronous. */
+	private ensureAlarm(at: number): void {
+		const planned = this.meta("alarm_at");
+		if (planned > 0 && planned <= at) return;
+		this.setAlarmAt(at);
+	}
+
+	private setAlarmAt(at: number): void {
+		this.setMeta("alarm_at", at);
+		// setAlarm is a storage write covered by the output gate, not an outbound call.
+		void this.ctx.storage.setAlarm(at);
+	}
+
+	private rememberKey(keyId: string): void {
+		this.sql.exec("INSERT OR IGNORE INTO meta (k, v) VALUES ('key_id', ?)", keyId);
+	}
+
+	private balance(): number {
+		return this.meta("balance");
+	}
+
+	private held(): number {
+		return this.sql.exec<{ t: number }>("SELECT COALESCE(SUM(amount), 0) AS t FROM holds").one().t;
+	}
+
+	private meta(k: string): number {
+		const row = this.sql.exec<{ v: number }>("SELECT v FROM meta WHERE k = ?", k).toArray()[0];
+		return row ? Number(row.v) : 0;
+	}
+
+	private setMeta(k: string, v: number): void {
+		this.sql.exec("INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", k, v);
+	}
+}

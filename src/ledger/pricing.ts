@@ -1,0 +1,27 @@
+import type { ModelConfig } from "../config";
+import type { Usage } from "../types";
+
+/** Nano-dollars (1e-9 USD) per token for a price in USD per million tokens. */
+function nanosPerToken(usdPerMtok: number): number {
+	return usdPerMtok * 1000;
+}
+
+/** A request's cost in integer nano-dollars. */
+export function costNanos(pricing: ModelConfig["pricing"], promptTokens: number, completionTokens: number): number {
+	return Math.round(
+		promptTokens * nanosPerToken(pricing.input_usd_per_mtok) + completionTokens * nanosPerToken(pricing.output_usd_per_mtok),
+	);
+}
+
+export function usageCostNanos(pricing: ModelConfig["pricing"], usage: Usage): number {
+	return costNanos(pricing, usage.prompt_tokens, usage.completion_tokens);
+}
+
+export function usdToNanos(usd: number): number {
+	return Math.round(usd * 1e9);
+}
+
+/** USD as a decimal number for the API (9 decimal places at most). */
+export function nanosToUsd(nanos: number): number {
+	return Number((nanos / 1e9).toFixed(9));
+}

@@ -1,0 +1,228 @@
+import { and, desc, eq, gte, lt, or } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { Hono, type MiddlewareHandler } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { bearerToken } from "../auth/authenticate";
+import { generateSecret, hashSecret, randomId, timingSafeEqualStrings } from "../auth/key-secret";
+import { zodToGatewayError } from "../chat/validate";
+import { keyStore } from "../db/keys";
+import { type ApiKeyRow, usageRecords } from "../db/schema";
+import { GatewayError } from "../errors";
+import { readJsonBody } from "../http/read-json";
+import { ledgerFor } from "../ledger/ledger-client";
+import { nanosToUsd, usdToNanos } from "../ledger/pricing";
+
+const requireAdmin: MiddlewareHandler<AppEnv> = async (c, next) => {
+	const token = bearerToken(c.req.header("authorization"));
+	const expected = c.env.ADMIN_TOKEN;
+	if (!expected) throw new GatewayError("invalid_api_key", "The admin API is disabled: set the ADMIN_TOKEN secret.");
+	if (!token || !(await timingSafeEqualStrings(token, expected))) throw new GatewayError("invalid_api_key", "Invalid admin token.");
+	await next();
+};
+
+/** ISO 8601 string or unix seconds → unix seconds. */
+const Timestamp = z.union([
+	z.number().int().positive(),
+	z.iso.datetime({ offset: true }).transform((s) => Math.floor(Date.parse(s) / 1000)),
+]);
+
+const ScopeFields = {
+	name: z.string().min(1).max(200),
+	allowed_origins: z.array(z.string().min(1)).nullable().optional(),
+	allowed_models: z.array(z.string().min(1)).nullable().optional(),
+	rpm: z.number().int().positive().nullable().optional(),
+	tpm: z.number().int().positive().nullable().optional(),
+	spend_limit_usd: z.number().positive().nullable().optional(),
+	spend_limit_period: z.enum(["daily", "weekly", "monthly"]).nullable().optional(),
+	max_tokens: z.number().int().positive().nullable().optional(),
+	expires_at: Timestamp.nullable().optional(),
+	metadata: z.record(z.string(), z.string()).nullable().optional(),
+};
+
+const CreateKey = z.strictObject({ ...ScopeFields, balance_usd: z.number().nonnegative().default(0) });
+const PatchKey = z.strictObject({ ...ScopeFields, name: ScopeFields.name.optional() });
+const Credit = z.strictObject({ amount_usd: z.number().refine((n) => n !== 0, "must not be zero"), note: z.string().max(500).optional() });
+
+async function parseBody<T extends z.ZodType>(req: Request, schema: T): Promise<z.infer<T>> {
+	const result = schema.safeParse(await readJsonBody(req, 64 * 1024));
+	if (!result.success) throw zodToGatewayError(result.error);
+	return result.data;
+}
+
+function scopeColumns(input: z.infer<typeof PatchKey>) {
+	const cols: Partial<ApiKeyRow> = {};
+	if (input.name !== undefined) cols.name = input.name;
+	if (input.allowed_origins !== undefined) cols.allowedOrigins = input.allowed_origins;
+	if (input.allowed_models !== undefined) cols.allowedModels = input.allowed_models;
+	if (input.rpm !== undefined) cols.rpm = input.rpm;
+	if (input.tpm !== undefined) cols.tpm = input.tpm;
+	if (input.spend_limit_usd !== undefined) cols.spendLimitNanos = input.spend_limit_usd === null ? null : usdToNanos(input.spend_limit_usd);
+	if (input.spend_limit_period !== undefined) cols.spendLimitPeriod = input.spend_limit_period;
+	if (input.max_tokens !== undefined) cols.maxTokens = input.max_tokens;
+	if (input.expires_at !== undefined) cols.expiresAt = input.expires_at;
+	if (input.metadata !== undefined) cols.metadata = input.metadata;
+	return cols;
+}
+
+/** The public view of a key (never the secret or its hash). */
+export function keyView(k: ApiKeyRow) {
+	return {
+		id: k.id,
+		object: "api_key" as const,
+		name: k.name,
+		prefix: k.prefix,
+		created_at: Math.floor(k.createdAt / 1000),
+		revoked: k.revokedAt !== null,
+		revoked_at: k.revokedAt === null ? null : Math.floor(k.revokedAt / 1000),
+		expires_at: k.expiresAt,
+		allowed_origins: k.allowedOrigins ?? null,
+		allowed_models: k.allowedModels ?? null,
+		rpm: k.rpm,
+		tpm: k.tpm,
+		spend_limit_usd: k.spendLimitNanos === null ? null : nanosToUsd(k.spendLimitNanos),
+		spend_limit_period: k.spendLimitPeriod,
+		max_tokens: k.maxTokens,
+		metadata: k.metadata ?? null,
+	};
+}
+
+export async function balanceView(env: Env, keyId: string) {
+	const info = await ledgerFor(env, keyId).info();
+	return {
+		balance_usd: nanosToUsd(info.balanceNanos),
+		spent_usd: nanosToUsd(info.spentNanos),
+		held_usd: nanosToUsd(info.heldNanos),
+		open_holds: info.openHolds,
+	};
+}
+
+async function mustFind(env: Env, id: string): Promise<ApiKeyRow> {
+	const key = await keyStore(env.DB).byId(id);
+	if (!key) throw new GatewayError("not_found", `No API key with id '${id}'.`, { param: "id" });
+	return key;
+}
+
+function intParam(v: string | undefined, name: string, fallback: number, max: number): number {
+	if (v === undefined) return fallback;
+	const n = Number(v);
+	if (!Number.isInteger(n) || n < 1) throw new GatewayError("invalid_request", `'${name}' must be a positive integer.`, { param: name });
+	return Math.min(n, max);
+}
+
+export const adminRoutes = new Hono<AppEnv>()
+	.use("*", requireAdmin)
+	.post("/keys", async (c) => {
+		const input = await parseBody(c.req.raw, CreateKey);
+		const secret = generateSecret();
+		const now = Date.now();
+		const id = randomId("key_");
+		await keyStore(c.env.DB).insert({
+			id,
+			hash: await hashSecret(secret),
+			prefix: secret.slice(0, 10),
+			createdAt: now,
+			...scopeColumns(input),
+			name: input.name,
+		});
+		const ledger = ledgerFor(c.env, id);
+		if (input.balance_usd > 0) {
+			await ledger.credit({ keyId: id, amountNanos: usdToNanos(input.balance_usd), idempotencyKey: "initial", note: "initial balance" });
+		}
+		const key = await mustFind(c.env, id);
+		return c.json({ ...keyView(key), key: secret, ...(await balanceView(c.env, id)) }, 201);
+	})
+	.get("/keys", async (c) => {
+		const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
+		const cursor = c.req.query("cursor");
+		const rows = await keyStore(c.env.DB).list(limit + 1, cursor ? { createdAt: Number(cursor) } : undefined);
+		const page = rows.slice(0, limit);
+		const last = page[page.length - 1];
+		return c.json({
+			object: "list",
+			data: page.map(keyView),
+			next_cursor: rows.length > limit && last ? String(last.createdAt) : null,
+		});
+	})
+	.get("/keys/:id", async (c) => {
+		const key = await mustFind(c.env, c.req.param("id"));
+		return c.json({ ...keyView(key), ...(await balanceView(c.env, key.id)) });
+	})
+	.patch("/keys/:id", async (c) => {
+		const id = c.req.param("id");
+		await mustFind(c.env, id);
+		const input = await parseBody(c.req.raw, PatchKey);
+		const key = (await keyStore(c.env.DB).update(id, scopeColumns(input))) ?? (await mustFind(c.env, id));
+		return c.json({ ...keyView(key), ...(await balanceView(c.env, id)) });
+	})
+	.delete("/keys/:id", async (c) => {
+		const key = await mustFind(c.env, c.req.param("id"));
+		const revoked = key.revokedAt === null ? await keyStore(c.env.DB).revoke(key.id, Date.now()) : key;
+		return c.json({ ...keyView(revoked ?? key), deleted: true });
+	})
+	.post("/keys/:id/credits", async (c) => {
+		const key = await mustFind(c.env, c.req.param("id"));
+		const input = await parseBody(c.req.raw, Credit);
+		const idem = c.req.header("idempotency-key") ?? randomId("credit_");
+		const result = await ledgerFor(c.env, key.id).credit({
+			keyId: key.id,
+			amountNanos: usdToNanos(input.amount_usd),
+			idempotencyKey: `api:${idem}`,
+			note: input.note,
+		});
+		return c.json({ id: key.id, balance_usd: nanosToUsd(result.balanceNanos), applied: result.applied });
+	})
+	.get("/usage", async (c) => {
+		const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
+		const keyId = c.req.query("key_id");
+		const sinceRaw = c.req.query("since");
+		let since: number | undefined;
+		if (sinceRaw !== undefined) {
+			since = /^\d+$/.test(sinceRaw) ? Number(sinceRaw) * 1000 : Date.parse(sinceRaw);
+			if (Number.isNaN(since)) throw new GatewayError("invalid_request", "'since' must be unix seconds or an ISO 8601 date.", { param: "since" });
+		}
+		// Cursor: "<created_at>:<request_id>" of the last row, newest first.
+		const cursor = c.req.query("cursor");
+		let cursorCond: ReturnType<typeof or> | undefined;
+		if (cursor) {
+			const i = cursor.indexOf(":");
+			const t = Number(cursor.slice(0, i));
+			if (i < 0 || Number.isNaN(t)) throw new GatewayError("invalid_request", "Invalid 'cursor'.", { param: "cursor" });
+			const rid = cursor.slice(i + 1);
+			cursorCond = or(lt(usageRecords.createdAt, t), and(eq(usageRecords.createdAt, t), lt(usageRecords.requestId, rid)));
+		}
+		const rows = await drizzle(c.env.DB)
+			.select()
+			.from(usageRecords)
+			.where(
+				and(
+					keyId ? eq(usageRecords.keyId, keyId) : undefined,
+					since !== undefined ? gte(usageRecords.createdAt, since) : undefined,
+					cursorCond,
+				),
+			)
+			.orderBy(desc(usageRecords.createdAt), desc(usageRecords.requestId))
+			.limit(limit + 1)
+			.all();
+		const page = rows.slice(0, limit);
+		const last = page[page.length - 1];
+		return c.json({
+			object: "list",
+			data: page.map((r) => ({
+				request_id: r.requestId,
+				key_id: r.keyId,
+				model: r.model,
+				node: r.node,
+				prompt_tokens: r.promptTokens,
+				completion_tokens: r.completionTokens,
+				total_tokens: r.promptTokens + r.completionTokens,
+				cost_usd: nanosToUsd(r.costNanos),
+				cost_nanos: r.costNanos,
+				status: r.status,
+				estimated: r.estimated,
+				search_count: r.searchCount,
+				created_at: Math.floor(r.createdAt / 1000),
+			})),
+			next_cursor: rows.length > limit && last ? `${last.createdAt}:${last.requestId}` : null,
+		});
+	});

@@ -1,0 +1,9 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../app-env";
+import { balanceView, keyView } from "./admin";
+
+/** GET /v1/key: the caller's own key, its balance and limits. Never the secret. */
+export async function ownKey(c: Context<AppEnv>): Promise<Response> {
+	const { key } = c.get("principal");
+	return c.json({ ...keyView(key), ...(await balanceView(c.env, key.id)) });
+}

@@ -1,0 +1,57 @@
+/**
+ * Rough token counts for holds before a call and for usage when the engine reports none.
+ * About four characters a token, as the public API promises; no tokenizer runs here.
+ */
+
+const CHARS_PER_TOKEN = 4;
+/** Chat templates wrap every message in role markers and separators. */
+const TOKENS_PER_MESSAGE = 4;
+
+export function estimateTokens(chars: number): number {
+	return chars > 0 ? Math.ceil(chars / CHARS_PER_TOKEN) : 0;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+	return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function stringLength(v: unknown): number {
+	return typeof v === "string" ? v.length : 0;
+}
+
+/** String content, or the text of an array of parts; images and audio are not counted. */
+function contentChars(content: unknown): number {
+	if (typeof content === "string") return content.length;
+	if (!Array.isArray(content)) return 0;
+	let chars = 0;
+	for (const part of content) {
+		if (isRecord(part)) chars += stringLength(part.text) + stringLength(part.refusal);
+	}
+	return chars;
+}
+
+function toolCallChars(toolCalls: unknown): number {
+	if (!Array.isArray(toolCalls)) return 0;
+	let chars = 0;
+	for (const call of toolCalls) {
+		if (isRecord(call) && isRecord(call.function)) {
+			chars += stringLength(call.function.name) + stringLength(call.function.arguments);
+		}
+	}
+	return chars;
+}
+
+/** Estimated prompt tokens of a chat-completions body; anything unexpected counts as nothing. */
+export function estimatePromptTokens(body: unknown): number {
+	if (!isRecord(body) || !Array.isArray(body.messages)) return 0;
+	let chars = 0;
+	for (const message of body.messages) {
+		if (!isRecord(message)) continue;
+		chars += contentChars(message.content);
+		chars += stringLength(message.name);
+		chars += toolCallChars(message.tool_calls);
+	}
+	// Tool definitions are rendered into the prompt too; their JSON length is close enough.
+	if (Array.isArray(body.tools)) chars += JSON.stringify(body.tools).length;
+	return estimateTokens(chars) + TOKENS_PER_MESSAGE * body.messages.length;
+}

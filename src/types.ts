@@ -1,0 +1,19 @@
+/** Token counts as OpenAI reports them. */
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** How a request ended, for billing and the usage record. */
+export type SettleStatus = "completed" | "engine_error" | "client_disconnected" | "failed";
+
+/** What the streaming / non-streaming transform hands to settlement. */
+export interface Outcome {
+  status: SettleStatus;
+  usage: Usage;
+  /** true when any part of `usage` was estimated by the gateway rather than reported by the engine. */
+  estimated: boolean;
+  /** base URL of the node that answered, or null when none did. */
+  node: string | null;
+}

@@ -1,0 +1,145 @@
+// The development engine in plain Node: the wire shapes the gateway's integration and e2e
+// tests rely on. Uses only web-standard APIs so it type-checks with the Workers types.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type Engine, type RecordedRequest, startEngine } from "../../dev/engine.mjs";
+
+let engine: Engine;
+
+beforeAll(async () => {
+	engine = await startEngine();
+});
+afterAll(() => engine.close());
+beforeEach(() => engine.reset());
+
+const messages = [{ role: "user", content: "hello there" }];
+
+function chat(body: object, prefix = "", headers: Record<string, string> = {}, signal?: AbortSignal) {
+	return fetch(`${engine.url}${prefix}/v1/chat/completions`, {
+		method: "POST",
+		headers: { "content-type": "application/json", ...headers },
+		body: JSON.stringify({ model: "dev-model", messages, ...body }),
+		signal,
+	});
+}
+
+interface ToolCall {
+	id: string;
+	type: string;
+	function: { name: string; arguments: string };
+}
+interface Completion {
+	id: string;
+	choices: Array<{
+		message: { role: string; content: string | null; tool_calls?: ToolCall[] };
+		finish_reason: string;
+	}>;
+}
+
+// The Workers types make Response.json() return unknown; the engine's shape is known here.
+async function completion(res: Response | Promise<Response>): Promise<Completion> {
+	return (await (await res).json()) as Completion;
+}
+
+// Whole-body SSE split; fine here because the engine's default scenario sends clean frames.
+function frames(text: string): string[] {
+	return text
+		.split("\n\n")
+		.filter((frame) => frame.startsWith("data: "))
+		.map((frame) => frame.slice("data: ".length));
+}
+
+async function waitFor(check: () => boolean, timeoutMs = 2000): Promise<void> {
+	const deadline = Date.now() + timeoutMs;
+	while (!check()) {
+		if (Date.now() > deadline) throw new Error("condition not met in time");
+		await new Promise((resolve) => setTimeout(resolve, 10));
+	}
+}
+
+describe("dev engine", () => {
+	it("answers a non-stream completion with echo text and usage", async () => {
+		const res = await chat({});
+		expect(res.status).toBe(200);
+		expect(res.headers.get("content-type")).toBe("application/json");
+		const body = await completion(res);
+		expect(body).toMatchObject({
+			object: "chat.completion",
+			model: "dev-model",
+			choices: [{ index: 0, message: { role: "assistant", content: "Echo: hello there" }, finish_reason: "stop" }],
+			// "hello there" is 11 characters → ceil(11 / 4) = 3; the reply is 3 words.
+			usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 },
+		});
+		expect(body.id).toMatch(/^chatcmpl-/);
+	});
+
+	it("cuts the reply at max_tokens and reports length", async () => {
+		const [choice] = (await completion(chat({ max_tokens: 2 }))).choices;
+		expect(choice?.message.content).toBe("Echo: hello");
+		expect(choice?.finish_reason).toBe("length");
+	});
+
+	it("streams one chunk per word, then the finish, the usage chunk and [DONE]", async () => {
+		const res = await chat({ stream: true, stream_options: { include_usage: true } });
+		expect(res.headers.get("content-type")).toBe("text/event-stream");
+		const data = frames(await res.text());
+		expect(data.at(-1)).toBe("[DONE]");
+		const chunks = data.slice(0, -1).map((frame) => JSON.parse(frame));
+		expect(chunks[0].choices[0].delta).toEqual({ role: "assistant", content: "Echo:" });
+		const text = chunks.map((chunk) => chunk.choices[0]?.delta.content ?? "").join("");
+		expect(text).toBe("Echo: hello there");
+		expect(chunks.at(-2).choices[0]).toMatchObject({ delta: {}, finish_reason: "stop" });
+		expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } });
+	});
+
+	it("sends no usage chunk unless include_usage is set", async () => {
+		const chunks = frames(await (await chat({ stream: true })).text()).slice(0, -1);
+		expect(chunks.some((frame) => JSON.parse(frame).usage)).toBe(false);
+	});
+
+	it("calls the first tool, then answers from the tool result", async () => {
+		const tools = [{ type: "function", function: { name: "lookup", parameters: { type: "object" } } }];
+		const [first] = (await completion(chat({ tools }))).choices;
+		const call = first?.message.tool_calls?.[0];
+		expect(first?.finish_reason).toBe("tool_calls");
+		expect(call).toMatchObject({ type: "function", function: { name: "lookup" } });
+		expect(JSON.parse(call?.function.arguments ?? "")).toEqual({ query: "hello there" });
+
+		const followUp = [...messages, first?.message, { role: "tool", tool_call_id: call?.id, content: "42" }];
+		const [second] = (await completion(chat({ tools, messages: followUp }))).choices;
+		expect(second?.message.content).toBe("Tool said: 42");
+	});
+
+	it("answers fail500 with a nested server error", async () => {
+		const res = await chat({}, "/s/fail500");
+		expect(res.status).toBe(500);
+		expect(await res.json()).toEqual({ error: { message: "engine exploded", type: "server_error" } });
+	});
+
+	it("records requests with their authorization header, also over HTTP", async () => {
+		await chat({ max_tokens: 5 }, "/s/fail500", { authorization: "Bearer node-key" });
+		const [recorded] = (await (await fetch(`${engine.url}/_engine/requests`)).json()) as RecordedRequest[];
+		expect(recorded).toMatchObject({
+			method: "POST",
+			path: "/s/fail500/v1/chat/completions",
+			scenario: "fail500",
+			body: { max_tokens: 5 },
+			aborted: false,
+			finished: true,
+		});
+		expect(recorded?.headers.authorization).toBe("Bearer node-key");
+
+		await fetch(`${engine.url}/_engine/reset`, { method: "POST" });
+		expect(engine.requests).toEqual([]);
+	});
+
+	it("marks a request aborted when the client goes away mid-stream", async () => {
+		const controller = new AbortController();
+		const res = await chat({ stream: true }, "/s/slow", {}, controller.signal);
+		const reader = res.body!.getReader();
+		await reader.read();
+		controller.abort();
+		await reader.read().catch(() => undefined);
+		await waitFor(() => engine.requests[0]?.aborted === true);
+		expect(engine.requests[0]?.finished).toBe(false);
+	});
+});

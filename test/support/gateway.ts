@@ -1,0 +1,86 @@
+import { env, SELF } from "cloudflare:test";
+import { TEST_ADMIN_TOKEN } from "./test-config";
+
+export const BASE = "http://gateway.test";
+
+export function gw(path: string, init?: RequestInit): Promise<Response> {
+	return SELF.fetch(`${BASE}${path}`, init);
+}
+
+export function admin(path: string, init: RequestInit = {}): Promise<Response> {
+	return gw(`/admin${path}`, {
+		...init,
+		headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json", ...(init.headers as Record<string, string>) },
+	});
+}
+
+export interface CreatedKey {
+	id: string;
+	key: string;
+	balance_usd: number;
+}
+
+export async function createKey(fields: Record<string, unknown> = {}): Promise<CreatedKey> {
+	const res = await admin("/keys", { method: "POST", body: JSON.stringify({ name: "test", balance_usd: 10, ...fields }) });
+	if (res.status !== 201) throw new Error(`createKey: ${res.status} ${await res.text()}`);
+	return (await res.json()) as CreatedKey;
+}
+
+export function chat(key: string, body: Record<string, unknown>, init: RequestInit = {}): Promise<Response> {
+	return gw("/v1/chat/completions", {
+		method: "POST",
+		...init,
+		headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...(init.headers as Record<string, string>) },
+		body: JSON.stringify(body),
+	});
+}
+
+export interface EngineRequest {
+	id: number;
+	path: string;
+	scenario: string;
+	headers: Record<string, string>;
+	body: Record<string, unknown> | null;
+	aborted: boolean;
+	finished: boolean;
+}
+
+export async function engineRequests(): Promise<EngineRequest[]> {
+	return (await (await fetch(`${env.ENGINE_URL}/_engine/requests`)).json()) as EngineRequest[];
+}
+
+/** Engine requests made after `since` (an id from a previous listing). */
+export async function engineRequestsSince(since: number): Promise<EngineRequest[]> {
+	return (await engineRequests()).filter((r) => r.id > since);
+}
+
+export async function lastEngineId(): Promise<number> {
+	const all = await engineRequests();
+	return all.length ? (all[all.length - 1] as EngineRequest).id : 0;
+}
+
+/** Polls until `fn` returns a truthy value (settlement runs in waitUntil, after the response). */
+export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 5000): Promise<T> {
+	const start = Date.now();
+	for (;;) {
+		const v = await fn();
+		if (v) return v;
+		if (Date.now() - start > timeoutMs) throw new Error("waitFor: timed out");
+		await new Promise((r) => setTimeout(r, 25));
+	}
+}
+
+/** Reads an SSE body into its data payloads (strings), including a trailing partial frame. */
+export async function readSse(res: Response): Promise<string[]> {
+	const text = await res.text();
+	return text
+		.split("\n\n")
+		.filter((f) => f.trim())
+		.map((f) =>
+			f
+				.split("\n")
+				.filter((l) => l.startsWith("data:"))
+				.map((l) => l.slice(5).trimStart())
+				.join("\n"),
+		);
+}

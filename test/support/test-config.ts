@@ -1,0 +1,39 @@
+/** The catalog the integration and end-to-end tests run with: one model per engine behaviour. */
+export function testGatewayConfig(engineUrl: string) {
+	const node = (scenario?: string) => (scenario ? `${engineUrl}/s/${scenario}/v1` : `${engineUrl}/v1`);
+	const model = (id: string, nodes: unknown[], extra: Record<string, unknown> = {}) => ({
+		id,
+		engine_model: `engine-${id.replace(/^test\//, "")}`,
+		nodes,
+		max_output_tokens: 1000,
+		context_length: 8192,
+		pricing: { input_usd_per_mtok: 1, output_usd_per_mtok: 2 },
+		capabilities: ["tools", "reasoning", "web_search"],
+		...extra,
+	});
+	return {
+		models: [
+			model("test/ok", [{ url: node(), api_key_env: "NODE_KEY" }]),
+			model("test/failover", [node("fail500"), node("drop"), node("fail429"), node("hang"), node("fail503"), node("ok")]),
+			model("test/all-down", [node("fail500"), node("drop")]),
+			model("test/all-busy", [node("fail429"), node("fail503")]),
+			model("test/bad400", [node("bad400"), node("ok")]),
+			model("test/flat400", [node("flat400")]),
+			model("test/midstream", [node("midstream")]),
+			model("test/midflat", [node("midflat")]),
+			model("test/cut", [node("cut")]),
+			model("test/nousage", [node("nousage")]),
+			model("test/cumulative", [node("cumulative")]),
+			model("test/finishusage", [node("finishusage")]),
+			model("test/comments", [node("comments")]),
+			model("test/slow", [node("slow")]),
+			model("test/reasoning", [node("reasoning")]),
+			model("test/small-context", [node()], { context_length: 300, max_output_tokens: 5000 }),
+		],
+		web_search: { provider: "searxng", url: `${engineUrl}/search` },
+		first_byte_timeout_ms: 1000,
+	};
+}
+
+export const TEST_ADMIN_TOKEN = "test-admin-token-0123456789";
+export const TEST_NODE_KEY = "node-secret-abc";
