@@ -12,7 +12,7 @@ export default defineConfig({
 				// Unit and integration tests run inside workerd with real D1 and Durable Objects.
 				plugins: [
 					cloudflareTest(({ inject }) => {
-						const engineUrl = inject("engineUrl");
+						const engineUrl = String(inject("engineUrl"));
 						return {
 							main: "./src/index.ts",
 							wrangler: { configPath: "./wrangler.toml" },

@@ -3,13 +3,13 @@ import { GatewayError } from "./errors";
 
 const url = z.url({ protocol: /^https?$/ });
 
-const NodeSchema = z.union([
-	url,
-	z.strictObject({ url, api_key_env: z.string().min(1).optional() }),
-]);
+const NodeSchema = z.union([url, z.strictObject({ url, api_key_env: z.string().min(1).optional() })]);
 
 const ModelSchema = z.strictObject({
-	id: z.string().min(1).regex(/^[^:\s]+$/, "must not contain ':' or spaces"),
+	id: z
+		.string()
+		.min(1)
+		.regex(/^[^:\s]+$/, "must not contain ':' or spaces"),
 	engine_model: z.string().min(1),
 	nodes: z.array(NodeSchema).min(1),
 	max_output_tokens: z.number().int().positive(),
@@ -37,7 +37,11 @@ export const GatewayConfigSchema = z
 		/** How long a node may take to send response headers before the next node is tried. */
 		first_byte_timeout_ms: z.number().int().positive().default(30_000),
 		/** Largest accepted request body. */
-		max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
+		max_body_bytes: z
+			.number()
+			.int()
+			.positive()
+			.default(4 * 1024 * 1024),
 	})
 	.superRefine((cfg, ctx) => {
 		const seen = new Set<string>();

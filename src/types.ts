@@ -1,8 +1,8 @@
 /** Token counts as OpenAI reports them. */
 export interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
+	prompt_tokens: number;
+	completion_tokens: number;
+	total_tokens: number;
 }
 
 /** How a request ended, for billing and the usage record. */
@@ -10,10 +10,10 @@ export type SettleStatus = "completed" | "engine_error" | "client_disconnected" 
 
 /** What the streaming / non-streaming transform hands to settlement. */
 export interface Outcome {
-  status: SettleStatus;
-  usage: Usage;
-  /** true when any part of `usage` was estimated by the gateway rather than reported by the engine. */
-  estimated: boolean;
-  /** base URL of the node that answered, or null when none did. */
-  node: string | null;
+	status: SettleStatus;
+	usage: Usage;
+	/** true when any part of `usage` was estimated by the gateway rather than reported by the engine. */
+	estimated: boolean;
+	/** base URL of the node that answered, or null when none did. */
+	node: string | null;
 }

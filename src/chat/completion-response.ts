@@ -43,12 +43,20 @@ export function rewriteCompletion(engineJson: unknown, model: string, promptToke
 	let usage: Usage;
 	if (isUsage(body.usage)) {
 		const u = body.usage;
-		usage = { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.prompt_tokens + u.completion_tokens };
+		usage = {
+			prompt_tokens: u.prompt_tokens,
+			completion_tokens: u.completion_tokens,
+			total_tokens: u.prompt_tokens + u.completion_tokens,
+		};
 		if (typeof u.total_tokens !== "number") (body.usage as Usage).total_tokens = usage.total_tokens;
 	} else {
 		estimated = true;
 		const completion = estimateTokens(outputChars(body.choices));
-		usage = { prompt_tokens: promptTokensEstimate, completion_tokens: completion, total_tokens: promptTokensEstimate + completion };
+		usage = {
+			prompt_tokens: promptTokensEstimate,
+			completion_tokens: completion,
+			total_tokens: promptTokensEstimate + completion,
+		};
 		body.usage = { ...usage };
 	}
 	return { body, usage, estimated };

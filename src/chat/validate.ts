@@ -55,7 +55,8 @@ export function zodToGatewayError(error: z.ZodError, prefix: ReadonlyArray<Prope
 	const param = formatParam([...prefix, ...issue.path]);
 	let message: string;
 	if (issue.code === "invalid_type" && issue.input === undefined) message = `Missing required parameter: '${param}'.`;
-	else if (issue.code === "too_small" && issue.origin === "array") message = `Invalid '${param}': empty array. Expected an array with minimum length ${issue.minimum}.`;
+	else if (issue.code === "too_small" && issue.origin === "array")
+		message = `Invalid '${param}': empty array. Expected an array with minimum length ${issue.minimum}.`;
 	else if (issue.code === "unrecognized_keys") {
 		const key = issue.keys[0] as string;
 		return new GatewayError("invalid_request", `Unrecognized request argument supplied: ${param ? `${param}.` : ""}${key}`, {

@@ -60,7 +60,9 @@ export class KeyLedger extends DurableObject<Env> {
 		const now = input.now ?? Date.now();
 		this.rememberKey(input.keyId);
 		const available = this.balance() - this.held();
-		const existing = this.sql.exec<{ amount: number }>("SELECT amount FROM holds WHERE request_id = ?", input.requestId).toArray()[0];
+		const existing = this.sql
+			.exec<{ amount: number }>("SELECT amount FROM holds WHERE request_id = ?", input.requestId)
+			.toArray()[0];
 		if (existing) return { ok: true, availableNanos: available, holdNanos: existing.amount };
 		if (available <= 0) return { ok: false, availableNanos: available, requiredNanos: input.holdNanos };
 		const hold = Math.max(0, Math.round(input.holdNanos));
@@ -73,7 +75,10 @@ export class KeyLedger extends DurableObject<Env> {
 	settle(input: SettleInput): SettleResult {
 		const now = input.now ?? Date.now();
 		const prior = this.sql
-			.exec<{ cost: number; balance_after: number }>("SELECT cost, balance_after FROM settled WHERE request_id = ?", input.requestId)
+			.exec<{ cost: number; balance_after: number }>(
+				"SELECT cost, balance_after FROM settled WHERE request_id = ?",
+				input.requestId,
+			)
 			.toArray()[0];
 		if (prior) return { requestId: input.requestId, costNanos: prior.cost, balanceNanos: prior.balance_after, applied: false };
 		const cost = Math.max(0, Math.round(input.costNanos));
@@ -89,7 +94,12 @@ export class KeyLedger extends DurableObject<Env> {
 				balanceAfter,
 				now,
 			);
-			const record = { ...input.record, request_id: input.requestId, cost_nanos: cost, created_at: input.record.created_at ?? now };
+			const record = {
+				...input.record,
+				request_id: input.requestId,
+				cost_nanos: cost,
+				created_at: input.record.created_at ?? now,
+			};
 			this.sql.exec("INSERT OR IGNORE INTO outbox (request_id, record) VALUES (?, ?)", input.requestId, JSON.stringify(record));
 		});
 		// Flush soon, batching whatever else settles in the meantime.
@@ -98,7 +108,10 @@ export class KeyLedger extends DurableObject<Env> {
 	}
 
 	/** Adds credit (or removes it, with a negative amount); idempotent by key. */
-	credit(input: { keyId: string; amountNanos: number; idempotencyKey: string; note?: string; now?: number }): { balanceNanos: number; applied: boolean } {
+	credit(input: { keyId: string; amountNanos: number; idempotencyKey: string; note?: string; now?: number }): {
+		balanceNanos: number;
+		applied: boolean;
+	} {
 		this.rememberKey(input.keyId);
 		const prior = this.sql
 			.exec<{ balance_after: number }>("SELECT balance_after FROM credits WHERE idempotency_key = ?", input.idempotencyKey)
@@ -120,7 +133,9 @@ export class KeyLedger extends DurableObject<Env> {
 	}
 
 	info(): LedgerInfo {
-		const holds = this.sql.exec<{ n: number; total: number }>("SELECT COUNT(*) AS n, COALESCE(SUM(amount), 0) AS total FROM holds").one();
+		const holds = this.sql
+			.exec<{ n: number; total: number }>("SELECT COUNT(*) AS n, COALESCE(SUM(amount), 0) AS total FROM holds")
+			.one();
 		const outbox = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one();
 		const keyId = this.sql.exec<{ v: string }>("SELECT v FROM meta WHERE k = 'key_id'").toArray()[0]?.v ?? null;
 		return {
@@ -159,18 +174,29 @@ export class KeyLedger extends DurableObject<Env> {
 
 	/** Sends one batch of the outbox to D1; true when more remain. */
 	private async flush(): Promise<boolean> {
-		const rows = this.sql.exec<{ request_id: string; record: string }>("SELECT request_id, record FROM outbox LIMIT ?", FLUSH_BATCH).toArray();
+		const rows = this.sql
+			.exec<{ request_id: string; record: string }>("SELECT request_id, record FROM outbox LIMIT ?", FLUSH_BATCH)
+			.toArray();
 		if (rows.length === 0) return false;
-		await flushOutbox(this.env.DB, rows.map((r) => JSON.parse(r.record)));
+		await flushOutbox(
+			this.env.DB,
+			rows.map((r) => JSON.parse(r.record)),
+		);
 		for (const r of rows) this.sql.exec("DELETE FROM outbox WHERE request_id = ?", r.request_id);
 		return rows.length === FLUSH_BATCH;
 	}
 
 	/** After an alarm run: the next time there is work (outbox, open holds), or none. */
 	private scheduleNext(soon: number | undefined): void {
-		if (soon !== undefined) return this.ensureAlarm(soon);
+		if (soon !== undefined) {
+			this.ensureAlarm(soon);
+			return;
+		}
 		const outbox = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n;
-		if (outbox > 0) return this.ensureAlarm(Date.now() + 1000);
+		if (outbox > 0) {
+			this.ensureAlarm(Date.now() + 1000);
+			return;
+		}
 		const oldest = this.sql.exec<{ t: number | null }>("SELECT MIN(created_at) AS t FROM holds").one().t;
 		if (oldest !== null) this.ensureAlarm(oldest + HOLD_TTL_MS);
 	}

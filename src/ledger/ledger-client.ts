@@ -58,7 +58,12 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 }
 
 /** Settlement that never throws: retried a few times, then logged (the hold expires through the alarm). */
-export async function settleSafely(env: Env, req: RequestContext, outcome: Outcome, extraNanos = 0): Promise<SettleResult | null> {
+export async function settleSafely(
+	env: Env,
+	req: RequestContext,
+	outcome: Outcome,
+	extraNanos = 0,
+): Promise<SettleResult | null> {
 	for (let attempt = 0; attempt < 3; attempt++) {
 		try {
 			return await settleRequest(env, req, outcome, extraNanos);

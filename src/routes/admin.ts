@@ -17,7 +17,8 @@ const requireAdmin: MiddlewareHandler<AppEnv> = async (c, next) => {
 	const token = bearerToken(c.req.header("authorization"));
 	const expected = c.env.ADMIN_TOKEN;
 	if (!expected) throw new GatewayError("invalid_api_key", "The admin API is disabled: set the ADMIN_TOKEN secret.");
-	if (!token || !(await timingSafeEqualStrings(token, expected))) throw new GatewayError("invalid_api_key", "Invalid admin token.");
+	if (!token || !(await timingSafeEqualStrings(token, expected)))
+		throw new GatewayError("invalid_api_key", "Invalid admin token.");
 	await next();
 };
 
@@ -42,7 +43,10 @@ const ScopeFields = {
 
 const CreateKey = z.strictObject({ ...ScopeFields, balance_usd: z.number().nonnegative().default(0) });
 const PatchKey = z.strictObject({ ...ScopeFields, name: ScopeFields.name.optional() });
-const Credit = z.strictObject({ amount_usd: z.number().refine((n) => n !== 0, "must not be zero"), note: z.string().max(500).optional() });
+const Credit = z.strictObject({
+	amount_usd: z.number().refine((n) => n !== 0, "must not be zero"),
+	note: z.string().max(500).optional(),
+});
 
 async function parseBody<T extends z.ZodType>(req: Request, schema: T): Promise<z.infer<T>> {
 	const result = schema.safeParse(await readJsonBody(req, 64 * 1024));
@@ -57,7 +61,8 @@ function scopeColumns(input: z.infer<typeof PatchKey>) {
 	if (input.allowed_models !== undefined) cols.allowedModels = input.allowed_models;
 	if (input.rpm !== undefined) cols.rpm = input.rpm;
 	if (input.tpm !== undefined) cols.tpm = input.tpm;
-	if (input.spend_limit_usd !== undefined) cols.spendLimitNanos = input.spend_limit_usd === null ? null : usdToNanos(input.spend_limit_usd);
+	if (input.spend_limit_usd !== undefined)
+		cols.spendLimitNanos = input.spend_limit_usd === null ? null : usdToNanos(input.spend_limit_usd);
 	if (input.spend_limit_period !== undefined) cols.spendLimitPeriod = input.spend_limit_period;
 	if (input.max_tokens !== undefined) cols.maxTokens = input.max_tokens;
 	if (input.expires_at !== undefined) cols.expiresAt = input.expires_at;
@@ -106,7 +111,8 @@ async function mustFind(env: Env, id: string): Promise<ApiKeyRow> {
 function intParam(v: string | undefined, name: string, fallback: number, max: number): number {
 	if (v === undefined) return fallback;
 	const n = Number(v);
-	if (!Number.isInteger(n) || n < 1) throw new GatewayError("invalid_request", `'${name}' must be a positive integer.`, { param: name });
+	if (!Number.isInteger(n) || n < 1)
+		throw new GatewayError("invalid_request", `'${name}' must be a positive integer.`, { param: name });
 	return Math.min(n, max);
 }
 
@@ -127,7 +133,12 @@ export const adminRoutes = new Hono<AppEnv>()
 		});
 		const ledger = ledgerFor(c.env, id);
 		if (input.balance_usd > 0) {
-			await ledger.credit({ keyId: id, amountNanos: usdToNanos(input.balance_usd), idempotencyKey: "initial", note: "initial balance" });
+			await ledger.credit({
+				keyId: id,
+				amountNanos: usdToNanos(input.balance_usd),
+				idempotencyKey: "initial",
+				note: "initial balance",
+			});
 		}
 		const key = await mustFind(c.env, id);
 		return c.json({ ...keyView(key), key: secret, ...(await balanceView(c.env, id)) }, 201);
@@ -179,7 +190,8 @@ export const adminRoutes = new Hono<AppEnv>()
 		let since: number | undefined;
 		if (sinceRaw !== undefined) {
 			since = /^\d+$/.test(sinceRaw) ? Number(sinceRaw) * 1000 : Date.parse(sinceRaw);
-			if (Number.isNaN(since)) throw new GatewayError("invalid_request", "'since' must be unix seconds or an ISO 8601 date.", { param: "since" });
+			if (Number.isNaN(since))
+				throw new GatewayError("invalid_request", "'since' must be unix seconds or an ISO 8601 date.", { param: "since" });
 		}
 		// Cursor: "<created_at>:<request_id>" of the last row, newest first.
 		const cursor = c.req.query("cursor");

@@ -63,15 +63,22 @@ export async function chatCompletions(c: Context<AppEnv>): Promise<Response> {
 		const gone = err instanceof GatewayError && err.kind === "client_closed";
 		const outcome: Outcome = gone
 			? { status: "client_disconnected", usage: promptOnly(promptTokens), estimated: true, node: null }
-			: { status: err instanceof GatewayError && err.kind === "engine_refused" ? "engine_error" : "failed", usage: NO_USAGE, estimated: false, node: null };
+			: {
+					status: err instanceof GatewayError && err.kind === "engine_refused" ? "engine_error" : "failed",
+					usage: NO_USAGE,
+					estimated: false,
+					node: null,
+				};
 		c.executionCtx.waitUntil(settleSafely(env, req, outcome));
 		throw err;
 	}
 
 	if (prepared.stream) {
 		const upstream = answer.response.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
-		const { stream, done } = rewriteChatStream(upstream, { model: resolved.requestedId, promptTokensEstimate: promptTokens }, (reason) =>
-			answer.abort(reason),
+		const { stream, done } = rewriteChatStream(
+			upstream,
+			{ model: resolved.requestedId, promptTokensEstimate: promptTokens },
+			(reason) => answer.abort(reason),
 		);
 		// Registered before the response is returned, so it runs even if the client goes away.
 		c.executionCtx.waitUntil(done.then((end) => settleSafely(env, req, streamOutcome(end, answer.node, clientSignal.aborted))));

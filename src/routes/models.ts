@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../app-env";
-import { type ModelConfig, loadConfig, resolveModel } from "../config";
+import { loadConfig, type ModelConfig, resolveModel } from "../config";
 
 const CREATED = 1_735_689_600; // 2025-01-01: the catalog has no per-model dates; a fixed value keeps responses stable.
 

@@ -5,8 +5,8 @@
  */
 import type { SettleStatus, Usage } from "../types";
 import { estimateTokens } from "./estimate";
-import { createSseParser } from "./sse-parser";
 import type { SseEvent } from "./sse-parser";
+import { createSseParser } from "./sse-parser";
 
 export interface ChatStreamOptions {
 	/** Gateway model id the client asked for, e.g. "venym/qwen-27b" or "venym/qwen-27b:online". */
@@ -136,31 +136,22 @@ export function rewriteChatStream(
 		resolveDone = resolve;
 	});
 
-	function usageSoFar(): { usage: Json; estimated: boolean } {
+	/** The engine's last usage, with whatever it lacked estimated. */
+	function usageSoFar(): { usage: Usage; estimated: boolean } {
 		const engine = lastUsage ?? {};
 		const prompt = tokenCount(engine.prompt_tokens);
 		const completion = tokenCount(engine.completion_tokens);
 		const estimated = prompt === undefined || completion === undefined;
 		const p = prompt ?? opts.promptTokensEstimate;
 		const c = completion ?? estimateTokens(forwardedChars);
-		const total = (!estimated && tokenCount(engine.total_tokens)) || p + c;
-		return { usage: { ...engine, prompt_tokens: p, completion_tokens: c, total_tokens: total }, estimated };
+		const total = estimated ? p + c : (tokenCount(engine.total_tokens) ?? p + c);
+		return { usage: { prompt_tokens: p, completion_tokens: c, total_tokens: total }, estimated };
 	}
 
 	function settle(status: StreamEnd["status"], error?: StreamError): void {
 		if (settled) return;
 		settled = true;
-		const { usage, estimated } = usageSoFar();
-		const end: StreamEnd = {
-			status,
-			usage: {
-				prompt_tokens: usage.prompt_tokens as number,
-				completion_tokens: usage.completion_tokens as number,
-				total_tokens: usage.total_tokens as number,
-			},
-			estimated,
-			contentForwarded,
-		};
+		const end: StreamEnd = { status, ...usageSoFar(), contentForwarded };
 		if (error) end.error = error;
 		resolveDone(end);
 	}
@@ -249,7 +240,8 @@ export function rewriteChatStream(
 				created: lastCreated ?? Math.floor(Date.now() / 1000),
 				model: opts.model,
 				choices: [],
-				usage: usageSoFar().usage,
+				// Extra engine fields (prompt_tokens_details, …) are kept.
+				usage: { ...lastUsage, ...usageSoFar().usage },
 			}),
 		);
 	}

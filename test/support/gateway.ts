@@ -10,7 +10,11 @@ export function gw(path: string, init?: RequestInit): Promise<Response> {
 export function admin(path: string, init: RequestInit = {}): Promise<Response> {
 	return gw(`/admin${path}`, {
 		...init,
-		headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json", ...(init.headers as Record<string, string>) },
+		headers: {
+			authorization: `Bearer ${TEST_ADMIN_TOKEN}`,
+			"content-type": "application/json",
+			...(init.headers as Record<string, string>),
+		},
 	});
 }
 

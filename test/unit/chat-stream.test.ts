@@ -1,8 +1,9 @@
 import { APIError } from "openai/core/error";
 import { Stream } from "openai/core/streaming";
 import { describe, expect, it } from "vitest";
-import { rewriteChatStream } from "../../src/stream/chat-stream";
 import type { ChatStreamOptions, StreamEnd } from "../../src/stream/chat-stream";
+import { rewriteChatStream } from "../../src/stream/chat-stream";
+import { estimatePromptTokens, estimateTokens } from "../../src/stream/estimate";
 import type { Usage } from "../../src/types";
 import * as t from "../fixtures/transcripts";
 import { byteChunks, splittings } from "../fixtures/transcripts/splits";
@@ -129,23 +130,63 @@ interface Expectation {
 // Estimates: ceil(generated characters / 4), prompt from PROMPT_ESTIMATE.
 const cases: [string, string, Expectation][] = [
 	// Cumulative usage on six chunks: a sum would give 126 prompt tokens.
-	["vLLM continuous usage", t.vllmContinuousUsage, { status: "completed", usage: usage(21, 5), estimated: false, content: "Hello, héllo 👋 世界" }],
-	["vLLM final usage chunk", t.vllmFinalUsage, { status: "completed", usage: usage(14, 7), estimated: false, content: "The capital of France is Paris." }],
-	["llama.cpp usage and timings", t.llamacppTimings, { status: "completed", usage: usage(11, 4), estimated: false, content: "Bonjour à tous" }],
+	[
+		"vLLM continuous usage",
+		t.vllmContinuousUsage,
+		{ status: "completed", usage: usage(21, 5), estimated: false, content: "Hello, héllo 👋 世界" },
+	],
+	[
+		"vLLM final usage chunk",
+		t.vllmFinalUsage,
+		{ status: "completed", usage: usage(14, 7), estimated: false, content: "The capital of France is Paris." },
+	],
+	[
+		"llama.cpp usage and timings",
+		t.llamacppTimings,
+		{ status: "completed", usage: usage(11, 4), estimated: false, content: "Bonjour à tous" },
+	],
 	// "héllo 👋 世界" is 11 UTF-16 units.
-	["Ollama without usage", t.ollamaNoUsage, { status: "completed", usage: usage(PROMPT_ESTIMATE, 3), estimated: true, content: "héllo 👋 世界" }],
-	["OpenAI with pings and CRLF", t.openaiPingCrlf, { status: "completed", usage: usage(19, 8), estimated: false, content: "Two plus two is four." }],
+	[
+		"Ollama without usage",
+		t.ollamaNoUsage,
+		{ status: "completed", usage: usage(PROMPT_ESTIMATE, 3), estimated: true, content: "héllo 👋 世界" },
+	],
+	[
+		"OpenAI with pings and CRLF",
+		t.openaiPingCrlf,
+		{ status: "completed", usage: usage(19, 8), estimated: false, content: "Two plus two is four." },
+	],
 	// 14 + 12 reasoning characters and 9 content characters.
-	["reasoning_content without usage", t.reasoningContentNoUsage, { status: "completed", usage: usage(PROMPT_ESTIMATE, 9), estimated: true, content: "Hi there!" }],
+	[
+		"reasoning_content without usage",
+		t.reasoningContentNoUsage,
+		{ status: "completed", usage: usage(PROMPT_ESTIMATE, 9), estimated: true, content: "Hi there!" },
+	],
 	["reasoning field", t.reasoningField, { status: "completed", usage: usage(12, 13), estimated: false, content: "42" }],
 	// The name "get_weather" and 18 characters of arguments.
 	["tool call deltas", t.toolCallDeltas, { status: "completed", usage: usage(PROMPT_ESTIMATE, 8), estimated: true, content: "" }],
 	["finish without [DONE]", t.closeAfterFinish, { status: "completed", usage: usage(9, 1), estimated: false, content: "Done" }],
 	// The last cumulative usage before the error, not the sum of three.
-	["vLLM nested error", t.vllmErrorNested, { status: "engine_error", usage: usage(30, 4), estimated: false, content: "Once upon a time" }],
-	["vLLM flat error", t.vllmErrorFlat, { status: "engine_error", usage: usage(PROMPT_ESTIMATE, 3), estimated: true, content: "Sure, here" }],
-	["llama.cpp error line", t.llamacppErrorLine, { status: "engine_error", usage: usage(PROMPT_ESTIMATE, 2), estimated: true, content: "Let me" }],
-	["early close", t.earlyCloseNoFinish, { status: "engine_error", usage: usage(PROMPT_ESTIMATE, 4), estimated: true, content: "The answer is" }],
+	[
+		"vLLM nested error",
+		t.vllmErrorNested,
+		{ status: "engine_error", usage: usage(30, 4), estimated: false, content: "Once upon a time" },
+	],
+	[
+		"vLLM flat error",
+		t.vllmErrorFlat,
+		{ status: "engine_error", usage: usage(PROMPT_ESTIMATE, 3), estimated: true, content: "Sure, here" },
+	],
+	[
+		"llama.cpp error line",
+		t.llamacppErrorLine,
+		{ status: "engine_error", usage: usage(PROMPT_ESTIMATE, 2), estimated: true, content: "Let me" },
+	],
+	[
+		"early close",
+		t.earlyCloseNoFinish,
+		{ status: "engine_error", usage: usage(PROMPT_ESTIMATE, 4), estimated: true, content: "The answer is" },
+	],
 ];
 
 describe("rewriteChatStream", () => {
@@ -251,7 +292,8 @@ describe("rewriteChatStream", () => {
 			type: "BadRequestError",
 			code: "400",
 		});
-		const stringError = 'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"error":"model crashed"}\n\n';
+		const stringError =
+			'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"error":"model crashed"}\n\n';
 		expect((await runText(stringError)).end).toMatchObject({
 			status: "engine_error",
 			error: { message: "model crashed" },
@@ -260,7 +302,9 @@ describe("rewriteChatStream", () => {
 	});
 
 	it("ends with an error frame when the engine sends something that is not JSON", async () => {
-		const { payloads, end } = await runText('data: {"id":"c1","choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"id":\n\n');
+		const { payloads, end } = await runText(
+			'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"a"}}]}\n\ndata: {"id":\n\n',
+		);
 		expect(end.status).toBe("engine_error");
 		expect(JSON.parse(payloads.at(-1) ?? "")).toEqual(ERROR_FRAME);
 	});
@@ -330,13 +374,15 @@ describe("rewriteChatStream", () => {
 		});
 
 		it("rewrites only the top-level model when a nested object has the same field", async () => {
-			const chunk = await modelsOf(`{"id":"c1","model" : "eng","meta":{"model":"eng"},${finish}}`);
+			const chunk = await modelsOf(`{"id":"c1","meta":{"model":"eng"},"model" : "eng",${finish}}`);
 			expect(chunk.model).toBe(MODEL);
 			expect(chunk.meta).toEqual({ model: "eng" });
 		});
 
 		it("leaves content that mentions the model untouched", async () => {
-			const chunk = await modelsOf(`{"id":"c1","model":"eng","choices":[{"index":0,"delta":{"content":"\\"model\\":\\"eng\\" model"},"finish_reason":"stop"}]}`);
+			const chunk = await modelsOf(
+				`{"id":"c1","model":"eng","choices":[{"index":0,"delta":{"content":"\\"model\\":\\"eng\\" model"},"finish_reason":"stop"}]}`,
+			);
 			expect(chunk.model).toBe(MODEL);
 			expect(chunk.choices?.[0]?.delta?.content).toBe('"model":"eng" model');
 		});
@@ -421,5 +467,46 @@ describe("rewriteChatStream", () => {
 			expect(end.usage).toEqual(usage(21, 3));
 			expect(end.estimated).toBe(false);
 		});
+	});
+});
+
+describe("estimates", () => {
+	it("rounds about four characters up to a token", () => {
+		expect([0, 1, 4, 5, 8, 9].map(estimateTokens)).toEqual([0, 1, 1, 2, 2, 3]);
+	});
+
+	it("counts message text, text parts, tool calls and names, plus four tokens a message", () => {
+		const body = {
+			messages: [
+				{ role: "system", content: "abcd" },
+				{
+					role: "user",
+					content: [
+						{ type: "text", text: "efgh" },
+						{ type: "image_url", image_url: { url: "https://example.org/a.png" } },
+					],
+				},
+				{
+					role: "assistant",
+					content: null,
+					tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }],
+				},
+				{ role: "tool", name: "xy", content: "z" },
+			],
+		};
+		// 4 + 4 + 3 + 2 + 1 = 14 characters: 4 tokens, and 4 × 4 for the messages.
+		expect(estimatePromptTokens(body)).toBe(20);
+	});
+
+	it("counts tool definitions by their JSON length", () => {
+		const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object" } } }];
+		const without = estimatePromptTokens({ messages: [{ role: "user", content: "hi" }] });
+		const withTools = estimatePromptTokens({ messages: [{ role: "user", content: "hi" }], tools });
+		expect(withTools - without).toBeGreaterThanOrEqual(Math.floor(JSON.stringify(tools).length / 4));
+	});
+
+	it("counts nothing for a body that is not a chat request", () => {
+		expect(estimatePromptTokens(null)).toBe(0);
+		expect(estimatePromptTokens({ messages: "hi" })).toBe(0);
 	});
 });

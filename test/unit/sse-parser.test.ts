@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createSseParser } from "../../src/stream/sse-parser";
 import type { SseEvent } from "../../src/stream/sse-parser";
+import { createSseParser } from "../../src/stream/sse-parser";
 import * as transcripts from "../fixtures/transcripts";
 import { splittings } from "../fixtures/transcripts/splits";
 
@@ -61,11 +61,7 @@ describe("createSseParser", () => {
 	});
 
 	it("accepts data with or without the single leading space, and keeps any further spaces", () => {
-		expect(parse(["data:x\n\ndata: y\n\ndata:  z\n\n"]).events).toEqual([
-			{ data: "x" },
-			{ data: "y" },
-			{ data: " z" },
-		]);
+		expect(parse(["data:x\n\ndata: y\n\ndata:  z\n\n"]).events).toEqual([{ data: "x" }, { data: "y" }, { data: " z" }]);
 	});
 
 	it("joins multiple data lines with LF", () => {
@@ -149,13 +145,6 @@ describe("createSseParser", () => {
 	it("finds every frame of a CRLF transcript with comments", () => {
 		const { events, comments } = parse([transcripts.openaiPingCrlf]);
 		expect(comments).toEqual(["ping", "ping", "ping"]);
-		expect(events.map((e) => e.data.slice(0, 8))).toEqual([
-			'{"id":"c',
-			'{"id":"c',
-			'{"id":"c',
-			'{"id":"c',
-			'{"id":"c',
-			"[DONE]",
-		]);
+		expect(events.map((e) => e.data.slice(0, 8))).toEqual(['{"id":"c', '{"id":"c', '{"id":"c', '{"id":"c', '{"id":"c', "[DONE]"]);
 	});
 });
