@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
-import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, testGatewayConfig } from "./test/support/test-config";
+import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, testGatewayConfig } from "./test/support/test-config.ts";
 
 const migrations = await readD1Migrations(fileURLToPath(new URL("./drizzle", import.meta.url)));
 

@@ -13,6 +13,7 @@ const EXPOSED_HEADERS = [
 	"x-request-id",
 	"x-venym-cost-usd",
 	"x-venym-balance-usd",
+	"x-venym-web-search",
 	"retry-after",
 	"x-ratelimit-limit-requests",
 	"x-ratelimit-remaining-requests",

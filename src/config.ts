@@ -22,13 +22,21 @@ const ModelSchema = z.strictObject({
 	owned_by: z.string().default("venym"),
 });
 
-const WebSearchSchema = z.strictObject({
-	provider: z.enum(["searxng", "brave", "tavily"]).default("searxng"),
-	url: url.optional(),
-	api_key_env: z.string().min(1).optional(),
-	timeout_ms: z.number().int().positive().default(5000),
-	price_usd_per_search: z.number().nonnegative().default(0),
-});
+const WebSearchSchema = z
+	.strictObject({
+		provider: z.enum(["searxng", "brave", "tavily"]).default("searxng"),
+		url: url.optional(),
+		api_key_env: z.string().min(1).optional(),
+		timeout_ms: z.number().int().positive().default(5000),
+		price_usd_per_search: z.number().nonnegative().default(0),
+	})
+	.superRefine((ws, ctx) => {
+		if (ws.provider === "searxng" && !ws.url)
+			ctx.addIssue({ code: "custom", path: ["url"], message: "required for the searxng provider" });
+		if (ws.provider !== "searxng" && !ws.api_key_env) {
+			ctx.addIssue({ code: "custom", path: ["api_key_env"], message: `required for the ${ws.provider} provider` });
+		}
+	});
 
 export const GatewayConfigSchema = z
 	.strictObject({

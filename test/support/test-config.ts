@@ -30,7 +30,7 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/reasoning", [node("reasoning")]),
 			model("test/small-context", [node()], { context_length: 300, max_output_tokens: 5000 }),
 		],
-		web_search: { provider: "searxng", url: `${engineUrl}/search` },
+		web_search: { provider: "searxng", url: `${engineUrl}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
 		first_byte_timeout_ms: 1000,
 	};
 }

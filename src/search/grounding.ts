@@ -1,0 +1,58 @@
+import type { SearchResult } from "./providers";
+
+export interface Source {
+	title: string;
+	url: string;
+}
+
+function textOf(content: unknown): string {
+	if (typeof content === "string") return content;
+	if (!Array.isArray(content)) return "";
+	return content
+		.map((p) =>
+			p && typeof p === "object" && (p as { type?: unknown }).type === "text" ? String((p as { text?: unknown }).text ?? "") : "",
+		)
+		.filter(Boolean)
+		.join(" ");
+}
+
+/** The search query: the text of the last user message (text parts of multi-part content too). */
+export function searchQuery(messages: ReadonlyArray<{ role: string; content?: unknown }>): string {
+	for (let i = messages.length - 1; i >= 0; i--) {
+		const m = messages[i];
+		if (m?.role === "user") return textOf(m.content).trim().slice(0, 400);
+	}
+	return "";
+}
+
+/** The system message placed before the conversation: numbered sources the engine cites as [n]. */
+export function groundingMessage(results: SearchResult[], now: Date): { role: "system"; content: string } {
+	const lines = results.map((r, i) => `[${i + 1}] ${r.title}\nURL: ${r.url}\n${r.snippet}`.trim());
+	return {
+		role: "system",
+		content: `Web search results (retrieved ${now.toISOString().slice(0, 10)}):\n\n${lines.join("\n\n")}\n\nUse these sources where they help answer the user. Cite a source as [n] right after the statement it supports, using the numbers above. Do not invent sources.`,
+	};
+}
+
+export function sourcesOf(results: SearchResult[]): Source[] {
+	return results.map((r) => ({ title: r.title, url: r.url }));
+}
+
+export interface UrlCitation {
+	type: "url_citation";
+	url_citation: { start_index: number; end_index: number; title: string; url: string };
+}
+
+/** OpenAI-style url_citation annotations for each [n] in the text that names a source. */
+export function citationAnnotations(text: string, sources: Source[]): UrlCitation[] {
+	const out: UrlCitation[] = [];
+	for (const m of text.matchAll(/\[(\d{1,2})\]/g)) {
+		const source = sources[Number(m[1]) - 1];
+		if (!source || m.index === undefined) continue;
+		out.push({
+			type: "url_citation",
+			url_citation: { start_index: m.index, end_index: m.index + m[0].length, title: source.title, url: source.url },
+		});
+	}
+	return out;
+}

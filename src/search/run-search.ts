@@ -1,0 +1,43 @@
+import type { GatewayConfig } from "../config";
+import { type SearchResult, searchProvider } from "./providers";
+
+export type SearchStatus = "ok" | "empty" | "failed" | "unconfigured";
+
+export interface SearchOutcome {
+	status: SearchStatus;
+	results: SearchResult[];
+}
+
+/**
+ * Runs one web search. It never throws: a backend that fails or times out leaves the answer
+ * ungrounded, and the status says why (the route puts it in a response header).
+ */
+export async function runWebSearch(
+	cfg: GatewayConfig["web_search"],
+	secrets: Record<string, unknown>,
+	query: string,
+	count: number,
+	signal?: AbortSignal,
+): Promise<SearchOutcome> {
+	if (!cfg) return { status: "unconfigured", results: [] };
+	if (!query) return { status: "empty", results: [] };
+	const provider = searchProvider(cfg);
+	const key = cfg.api_key_env ? secrets[cfg.api_key_env] : undefined;
+	const timeout = AbortSignal.timeout(cfg.timeout_ms);
+	try {
+		const res = await fetch(provider.request(query, count, typeof key === "string" ? key : undefined), {
+			signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+			redirect: "manual",
+		});
+		if (!res.ok) {
+			await res.body?.cancel().catch(() => {});
+			console.warn(`web search: ${cfg.provider} answered ${res.status}`);
+			return { status: "failed", results: [] };
+		}
+		const results = provider.parse(await res.json()).slice(0, count);
+		return { status: results.length ? "ok" : "empty", results };
+	} catch (err) {
+		console.warn(`web search: ${cfg.provider} failed`, err);
+		return { status: "failed", results: [] };
+	}
+}

@@ -1,0 +1,64 @@
+// End-to-end setup: the development engine plus the real gateway under `wrangler dev`
+// (local D1 and Durable Objects in a fresh folder), shared by every e2e test file.
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TestProject } from "vitest/node";
+import { startEngine } from "../../dev/engine.mjs";
+import { startGateway } from "../../dev/gateway-process.mjs";
+import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, testGatewayConfig } from "../support/test-config";
+
+declare module "vitest" {
+	export interface ProvidedContext {
+		engineUrl: string;
+		gatewayUrl: string;
+		adminToken: string;
+	}
+}
+
+/** A port nothing listens on right now (wrangler dev needs a fixed one). */
+function freePort(): Promise<number> {
+	return new Promise((resolve, reject) => {
+		const server = createServer();
+		server.unref();
+		server.once("error", reject);
+		server.listen(0, "127.0.0.1", () => {
+			const address = server.address();
+			const port = typeof address === "object" && address ? address.port : 0;
+			server.close(() => (port ? resolve(port) : reject(new Error("no free port"))));
+		});
+	});
+}
+
+export default async function setup(project: TestProject) {
+	const engine = await startEngine({ port: 0 });
+	const persistTo = await mkdtemp(join(tmpdir(), "venym-e2e-"));
+	let gateway: Awaited<ReturnType<typeof startGateway>>;
+	try {
+		gateway = await startGateway({
+			port: await freePort(),
+			persistTo,
+			quiet: true,
+			timeoutMs: 90_000,
+			vars: {
+				GATEWAY_CONFIG: JSON.stringify(testGatewayConfig(engine.url)),
+				ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+				NODE_KEY: TEST_NODE_KEY,
+			},
+		});
+	} catch (err) {
+		await engine.close();
+		await rm(persistTo, { recursive: true, force: true });
+		throw err;
+	}
+	project.provide("gatewayUrl", gateway.url);
+	project.provide("engineUrl", engine.url);
+	project.provide("adminToken", TEST_ADMIN_TOKEN);
+	return async () => {
+		if (process.env.VENYM_E2E_LOG) console.log(gateway.log());
+		await gateway.close();
+		await engine.close();
+		await rm(persistTo, { recursive: true, force: true });
+	};
+}
