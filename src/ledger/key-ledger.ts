@@ -64,6 +64,9 @@ export class KeyLedger extends DurableObject<Env> {
 			.exec<{ amount: number }>("SELECT amount FROM holds WHERE request_id = ?", input.requestId)
 			.toArray()[0];
 		if (existing) return { ok: true, availableNanos: available, holdNanos: existing.amount };
+		// A request that already settled must not reopen a hold that nothing would release.
+		const settled = this.sql.exec("SELECT 1 FROM settled WHERE request_id = ?", input.requestId).toArray().length > 0;
+		if (settled) return { ok: true, availableNanos: available, holdNanos: 0 };
 		if (available <= 0) return { ok: false, availableNanos: available, requiredNanos: input.holdNanos };
 		const hold = Math.max(0, Math.round(input.holdNanos));
 		this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);

@@ -1,0 +1,176 @@
+import { type GatewayConfig, modelNodes, resolveModel } from "../config";
+import { callEngine, type EngineAnswer } from "../engine/call-engine";
+import { GatewayError } from "../errors";
+import { authorizeRequest, holdNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { nanosToUsd, usdToNanos } from "../ledger/pricing";
+import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
+import { runWebSearch, type SearchStatus } from "../search/run-search";
+import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
+import { estimatePromptTokens } from "../stream/estimate";
+import type { Outcome, Usage } from "../types";
+import { rewriteCompletion } from "./completion-response";
+import { prepareChat } from "./prepare";
+import { validateChatRequest } from "./validate";
+
+const NO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+
+function promptOnly(promptTokens: number): Usage {
+	return { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens };
+}
+
+/** What a stream's end bills: nothing when the engine failed before any content. */
+export function streamOutcome(end: StreamEnd, node: string, clientGone: boolean): Outcome {
+	if (clientGone || end.status === "client_disconnected") {
+		return { status: "client_disconnected", usage: end.usage, estimated: end.estimated, node };
+	}
+	if (end.status === "engine_error" && !end.contentForwarded) {
+		return { status: "engine_error", usage: NO_USAGE, estimated: false, node };
+	}
+	return { status: end.status, usage: end.usage, estimated: end.estimated, node };
+}
+
+/** Failures before any content are free, search included; everything else pays for the search that ran. */
+function searchCharge(outcome: Outcome, searchNanos: number): number {
+	return outcome.usage === NO_USAGE ? 0 : searchNanos;
+}
+
+export interface ChatRun {
+	env: Env;
+	config: GatewayConfig;
+	keyId: string;
+	requestId: string;
+	/** Fires when the client goes away. */
+	clientSignal: AbortSignal;
+	/** Keeps settlement alive after the response is returned (ctx.waitUntil). */
+	waitUntil: (p: Promise<unknown>) => void;
+}
+
+export type ChatResult =
+	| { kind: "stream"; stream: ReadableStream<Uint8Array>; headers: Record<string, string> }
+	| { kind: "completion"; body: Record<string, unknown>; usage: Usage; headers: Record<string, string> };
+
+/**
+ * One chat completion, from a parsed body to the client-facing result: validate, resolve the
+ * model, cap, hold, search, call the engine with failover, rewrite, and settle exactly once.
+ */
+export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResult> {
+	const { env, config, clientSignal } = run;
+	const body = validateChatRequest(rawBody);
+	const resolved = resolveModel(config, body.model);
+	const promptTokens = estimatePromptTokens(body);
+	const prepared = prepareChat(body, resolved, promptTokens);
+	const requestId = run.requestId;
+	const req: RequestContext = {
+		keyId: run.keyId,
+		requestId,
+		model: resolved.model,
+		requestedModel: resolved.requestedId,
+		searchCount: 0,
+	};
+	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
+	await authorizeRequest(env, req, holdNanos(resolved.model, promptTokens, prepared.maxOutputTokens, searchPrice));
+
+	// From here on the request holds money: every path below settles exactly once.
+	const headers: Record<string, string> = { "x-request-id": requestId };
+	let sources: Source[] = [];
+	let searchNanos = 0;
+	if (prepared.webSearch.enabled) {
+		const messages = prepared.engineBody.messages as Array<{ role: string; content?: unknown }>;
+		const search = await runWebSearch(
+			config.web_search,
+			env as unknown as Record<string, unknown>,
+			searchQuery(messages),
+			prepared.webSearch.results,
+			clientSignal,
+		);
+		headers["x-venym-web-search"] = search.status satisfies SearchStatus;
+		if (search.status === "ok" || search.status === "empty") {
+			req.searchCount = 1;
+			searchNanos = searchPrice;
+		}
+		if (search.results.length) {
+			messages.unshift(groundingMessage(search.results, new Date()));
+			sources = sourcesOf(search.results);
+		}
+	}
+
+	let answer: EngineAnswer;
+	try {
+		answer = await callEngine({
+			nodes: modelNodes(resolved.model),
+			path: "/chat/completions",
+			body: JSON.stringify(prepared.engineBody),
+			secrets: env as unknown as Record<string, unknown>,
+			clientSignal,
+			firstByteTimeoutMs: config.first_byte_timeout_ms,
+		});
+	} catch (err) {
+		const gone = err instanceof GatewayError && err.kind === "client_closed";
+		const outcome: Outcome = gone
+			? { status: "client_disconnected", usage: promptOnly(promptTokens), estimated: true, node: null }
+			: {
+					status: err instanceof GatewayError && err.kind === "engine_refused" ? "engine_error" : "failed",
+					usage: NO_USAGE,
+					estimated: false,
+					node: null,
+				};
+		run.waitUntil(settleSafely(env, req, outcome, searchCharge(outcome, searchNanos)));
+		throw err;
+	}
+
+	if (prepared.stream) {
+		const upstream = answer.response.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
+		const prelude = sources.length ? [JSON.stringify({ object: "venym.sources", sources })] : undefined;
+		const { stream, done } = rewriteChatStream(
+			upstream,
+			{ model: resolved.requestedId, promptTokensEstimate: promptTokens, prelude },
+			(reason) => answer.abort(reason),
+		);
+		// Registered before the response is returned, so it runs even if the client goes away.
+		run.waitUntil(
+			done.then((end) => {
+				const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
+				return settleSafely(env, req, outcome, searchCharge(outcome, searchNanos));
+			}),
+		);
+		return { kind: "stream", stream, headers };
+	}
+
+	let engineJson: unknown;
+	try {
+		engineJson = await answer.response.json();
+	} catch (err) {
+		const gone = clientSignal.aborted;
+		const outcome: Outcome = gone
+			? { status: "client_disconnected", usage: promptOnly(promptTokens), estimated: true, node: answer.node }
+			: { status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node };
+		run.waitUntil(settleSafely(env, req, outcome, searchCharge(outcome, searchNanos)));
+		if (gone) throw new GatewayError("client_closed", "The client closed the request", { cause: err });
+		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502, cause: err });
+	}
+	const completion = rewriteCompletion(engineJson, resolved.requestedId, promptTokens);
+	if (sources.length) attachSources(completion.body, sources);
+	const settled = await settleSafely(
+		env,
+		req,
+		{ status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node },
+		searchNanos,
+	);
+	if (settled) {
+		headers["x-venym-cost-usd"] = String(nanosToUsd(settled.costNanos));
+		headers["x-venym-balance-usd"] = String(nanosToUsd(settled.balanceNanos));
+	}
+	return { kind: "completion", body: completion.body, usage: completion.usage, headers };
+}
+
+/** `venym.sources` on the response, and url_citation annotations on each message that cites [n]. */
+function attachSources(body: Record<string, unknown>, sources: Source[]): void {
+	body.venym = { sources };
+	if (!Array.isArray(body.choices)) return;
+	for (const choice of body.choices as Array<{ message?: Record<string, unknown> }>) {
+		const msg = choice?.message;
+		if (!msg || typeof msg.content !== "string") continue;
+		const annotations = citationAnnotations(msg.content, sources);
+		if (annotations.length) msg.annotations = [...(Array.isArray(msg.annotations) ? msg.annotations : []), ...annotations];
+	}
+}
