@@ -37,13 +37,18 @@ export default defineConfig({
 				},
 			},
 			{
-				// The dev engine and the official openai SDK against a running gateway, in plain Node.
+				// The development engine itself, in plain Node.
+				test: { name: "node", include: ["test/node/**/*.test.ts"], environment: "node" },
+			},
+			{
+				// The official openai SDK against the gateway running under `wrangler dev`.
 				test: {
-					name: "node",
-					include: ["test/node/**/*.test.ts", "test/e2e/**/*.test.ts"],
+					name: "e2e",
+					include: ["test/e2e/**/*.test.ts"],
 					environment: "node",
 					testTimeout: 60_000,
 					hookTimeout: 120_000,
+					globalSetup: ["./test/e2e/global-setup.ts"],
 				},
 			},
 		],
