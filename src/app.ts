@@ -8,12 +8,14 @@ import { adminRoutes } from "./routes/admin";
 import { chatCompletions } from "./routes/chat";
 import { ownKey } from "./routes/key";
 import { modelsRoutes } from "./routes/models";
+import { responsesRoutes } from "./routes/responses";
 
 const EXPOSED_HEADERS = [
 	"x-request-id",
 	"x-venym-cost-usd",
 	"x-venym-balance-usd",
 	"x-venym-web-search",
+	"x-venym-lane",
 	"retry-after",
 	"x-ratelimit-limit-requests",
 	"x-ratelimit-remaining-requests",
@@ -53,6 +55,7 @@ app.use("/v1/*", requireKey);
 app.route("/v1/models", modelsRoutes);
 app.get("/v1/key", ownKey);
 app.post("/v1/chat/completions", chatCompletions);
+app.route("/v1/responses", responsesRoutes);
 
 app.notFound(() => {
 	throw new GatewayError("not_found", "Unknown route.");
