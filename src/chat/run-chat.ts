@@ -1,6 +1,7 @@
 import { type GatewayConfig, modelNodes, resolveModel } from "../config";
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { GatewayError } from "../errors";
+import type { SettleResult } from "../ledger/key-ledger";
 import { authorizeRequest, holdNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd, usdToNanos } from "../ledger/pricing";
 import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
@@ -69,6 +70,17 @@ export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResul
 	};
 	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
 	await authorizeRequest(env, req, holdNanos(resolved.model, promptTokens, prepared.maxOutputTokens, searchPrice));
+	// Registered with waitUntil before anything else can wait: a client that leaves while the
+	// search or the engine call is pending would otherwise end the request before it settles.
+	let settleNow!: (p: Promise<SettleResult | null>) => void;
+	const settlement = new Promise<SettleResult | null>((resolve) => {
+		settleNow = resolve;
+	});
+	run.waitUntil(settlement);
+	const settle = (outcome: Outcome, extraNanos: number) => {
+		settleNow(settleSafely(env, req, outcome, extraNanos));
+		return settlement;
+	};
 
 	// From here on the request holds money: every path below settles exactly once.
 	const headers: Record<string, string> = { "x-request-id": requestId };
@@ -114,7 +126,7 @@ export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResul
 					estimated: false,
 					node: null,
 				};
-		run.waitUntil(settleSafely(env, req, outcome, searchCharge(outcome, searchNanos)));
+		void settle(outcome, searchCharge(outcome, searchNanos));
 		throw err;
 	}
 
@@ -126,13 +138,11 @@ export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResul
 			{ model: resolved.requestedId, promptTokensEstimate: promptTokens, prelude },
 			(reason) => answer.abort(reason),
 		);
-		// Registered before the response is returned, so it runs even if the client goes away.
-		run.waitUntil(
-			done.then((end) => {
-				const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
-				return settleSafely(env, req, outcome, searchCharge(outcome, searchNanos));
-			}),
-		);
+		// The settlement promise is already under waitUntil, so this runs even if the client goes away.
+		void done.then((end) => {
+			const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
+			return settle(outcome, searchCharge(outcome, searchNanos));
+		});
 		return { kind: "stream", stream, headers };
 	}
 
@@ -144,15 +154,13 @@ export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResul
 		const outcome: Outcome = gone
 			? { status: "client_disconnected", usage: promptOnly(promptTokens), estimated: true, node: answer.node }
 			: { status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node };
-		run.waitUntil(settleSafely(env, req, outcome, searchCharge(outcome, searchNanos)));
+		void settle(outcome, searchCharge(outcome, searchNanos));
 		if (gone) throw new GatewayError("client_closed", "The client closed the request", { cause: err });
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502, cause: err });
 	}
 	const completion = rewriteCompletion(engineJson, resolved.requestedId, promptTokens);
 	if (sources.length) attachSources(completion.body, sources);
-	const settled = await settleSafely(
-		env,
-		req,
+	const settled = await settle(
 		{ status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node },
 		searchNanos,
 	);

@@ -210,9 +210,7 @@ describe("KeyLedger: settlement happens once per request id", () => {
 		expect((await stub.info()).openHolds).toBe(20);
 		// Every request settled five times concurrently, with cost (i + 1) * 1_000.
 		const results = await Promise.all(
-			ids.flatMap((id, i) =>
-				Array.from({ length: 5 }, () => ledger(keyId).settle(settleInput(keyId, id, (i + 1) * 1_000))),
-			),
+			ids.flatMap((id, i) => Array.from({ length: 5 }, () => ledger(keyId).settle(settleInput(keyId, id, (i + 1) * 1_000)))),
 		);
 		expect(results.filter((r) => r.applied)).toHaveLength(20);
 		const expectedSpent = ids.reduce((sum, _id, i) => sum + (i + 1) * 1_000, 0); // 210_000
@@ -336,7 +334,13 @@ describe("KeyLedger: usage outbox", () => {
 		await stub.settle({
 			requestId: "u1",
 			costNanos: 12_345,
-			record: record(keyId, { prompt_tokens: 345, completion_tokens: 6000, estimated: true, search_count: 2, created_at: createdAt }),
+			record: record(keyId, {
+				prompt_tokens: 345,
+				completion_tokens: 6000,
+				estimated: true,
+				search_count: 2,
+				created_at: createdAt,
+			}),
 		});
 		expect((await stub.info()).outboxSize).toBe(1);
 		await runDurableObjectAlarm(stub);

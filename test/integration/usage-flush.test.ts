@@ -4,7 +4,7 @@
  * every record must arrive exactly once, whatever fails and however often the alarm runs.
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
 
@@ -119,6 +119,18 @@ function expectExactlyOnce(rows: Awaited<ReturnType<typeof d1Rows>>, ids: string
 }
 
 describe("usage outbox flush", () => {
+	// The ledger logs every failed flush; keep the injected ones out of the test output.
+	beforeAll(() => {
+		const original = console.error.bind(console);
+		vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
+			if (args.some((a) => String(a).includes("injected failure"))) return;
+			original(...args);
+		});
+	});
+	afterAll(() => {
+		vi.restoreAllMocks();
+	});
+
 	it("flushes settled records to D1 once, and an empty outbox stays empty", async () => {
 		const keyId = freshKeyId("plain");
 		const stub = ledger(keyId);
@@ -219,7 +231,12 @@ describe("usage outbox flush", () => {
 
 	it("flushOutbox is idempotent by request id (INSERT OR IGNORE)", async () => {
 		const keyId = freshKeyId("direct");
-		const recs = [1, 2, 3].map((i) => ({ ...record(keyId, i), request_id: `direct-${i}`, cost_nanos: costOf(i), created_at: 1_000 + i }));
+		const recs = [1, 2, 3].map((i) => ({
+			...record(keyId, i),
+			request_id: `direct-${i}`,
+			cost_nanos: costOf(i),
+			created_at: 1_000 + i,
+		}));
 		await flushOutbox(env.DB, recs);
 		await flushOutbox(env.DB, recs);
 		await flushOutbox(env.DB, [{ ...recs[0], cost_nanos: 999_999 } as UsageRecordInput]);
