@@ -4,7 +4,9 @@ export type NodeVerdict = "ok" | "next" | "refuse";
 export function classifyStatus(status: number): NodeVerdict {
 	if (status >= 200 && status < 300) return "ok";
 	// 429 and 5xx are the node's trouble, not the request's; redirects are never followed.
-	if (status === 429 || status >= 500 || (status >= 300 && status < 400)) return "next";
+	// 401/403 mean the gateway's own node key is wrong: the client's request is not at fault,
+	// and passing them on would look like the client's key was refused.
+	if (status === 429 || status === 401 || status === 403 || status >= 500 || (status >= 300 && status < 400)) return "next";
 	return "refuse";
 }
 

@@ -1,0 +1,141 @@
+/**
+ * Engine calls with failover: nodes are tried in config order; 5xx, 429, dropped
+ * connections and first-byte timeouts move on, an engine's 4xx refusal goes back to the
+ * client untouched and is never retried.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { chat, createKey, type EngineRequest, engineRequests, waitFor } from "../support/gateway";
+
+type Json = Record<string, unknown>;
+
+let key: string;
+
+beforeAll(async () => {
+	key = (await createKey({ name: "failover", balance_usd: 100 })).key;
+});
+
+function marker(): string {
+	return `m${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+}
+
+/** This test's engine calls (found by a marker in the prompt), in the order they were made. */
+async function callsWith(m: string): Promise<EngineRequest[]> {
+	return (await engineRequests())
+		.filter((r) => r.path.endsWith("/chat/completions") && JSON.stringify(r.body).includes(m))
+		.sort((a, b) => a.id - b.id);
+}
+
+function user(text: string) {
+	return [{ role: "user", content: text }];
+}
+
+const FAILOVER_ORDER = ["fail500", "drop", "fail429", "hang", "fail503", "ok"];
+
+describe("failover", () => {
+	it("reaches the healthy node after a 500, a dropped connection, a 429, a hang and a 503, in order", async () => {
+		const m = marker();
+		const started = Date.now();
+		const res = await chat(key, { model: "test/failover", messages: user(`hi ${m}`) });
+		const body = (await res.json()) as Json;
+		expect(res.status, JSON.stringify(body)).toBe(200);
+		expect(body.model).toBe("test/failover");
+		expect((body.choices as Array<{ message: { content: string } }>)[0]!.message.content).toBe(`Echo: hi ${m}`);
+		// The hanging node costs the first-byte timeout (1000 ms in the test config), not more.
+		expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+		expect(Date.now() - started).toBeLessThan(10_000);
+
+		const calls = await callsWith(m);
+		expect(calls.map((c) => c.scenario)).toEqual(FAILOVER_ORDER);
+		for (const c of calls) expect(c.body?.model).toBe("engine-failover");
+		// The gateway walked away from the hanging node.
+		const hang = await waitFor(async () => {
+			const h = (await callsWith(m)).find((c) => c.scenario === "hang");
+			return h?.aborted && h;
+		});
+		expect(hang.aborted).toBe(true);
+	});
+
+	it("fails over for streams too, and the stream ends cleanly", async () => {
+		const m = marker();
+		const res = await chat(key, { model: "test/failover", stream: true, messages: user(`hi ${m}`) });
+		expect(res.status).toBe(200);
+		const text = await res.text();
+		expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+		expect(text).not.toContain('"error"');
+		expect((await callsWith(m)).map((c) => c.scenario)).toEqual(FAILOVER_ORDER);
+	});
+
+	it("returns an engine's 400 with its message and param, without trying the next node", async () => {
+		const m = marker();
+		const res = await chat(key, { model: "test/bad400", messages: user(`hi ${m}`) });
+		expect(res.status).toBe(400);
+		const body = (await res.json()) as { error: Json };
+		expect(body.error.message).toBe("This model's maximum context length is 4096 tokens");
+		expect(body.error.param).toBe("messages");
+		expect(typeof body.error.type).toBe("string");
+		expect(body.error).toHaveProperty("code");
+		// Give a (wrong) retry time to show up before asserting it did not happen.
+		await new Promise((r) => setTimeout(r, 200));
+		expect((await callsWith(m)).map((c) => c.scenario)).toEqual(["bad400"]);
+	});
+
+	it("returns a streamed request's engine 400 as an HTTP 400 too", async () => {
+		const m = marker();
+		const res = await chat(key, { model: "test/bad400", stream: true, messages: user(`hi ${m}`) });
+		expect(res.status).toBe(400);
+		const body = (await res.json()) as { error: Json };
+		expect(body.error.message).toBe("This model's maximum context length is 4096 tokens");
+		await new Promise((r) => setTimeout(r, 200));
+		expect((await callsWith(m)).map((c) => c.scenario)).toEqual(["bad400"]);
+	});
+
+	it("passes a flat (vLLM-shaped) 400's message through", async () => {
+		const m = marker();
+		const res = await chat(key, { model: "test/flat400", messages: user(`hi ${m}`) });
+		expect(res.status).toBe(400);
+		const body = (await res.json()) as { error: Json };
+		expect(body.error.message).toBe("flat: bad temperature");
+		expect(Object.keys(body.error).sort()).toEqual(["code", "message", "param", "type"]);
+	});
+
+	it("answers 502 upstream_unavailable when every node is broken", async () => {
+		const m = marker();
+		const res = await chat(key, { model: "test/all-down", messages: user(`hi ${m}`) });
+		expect(res.status).toBe(502);
+		const body = (await res.json()) as { error: Json };
+		expect(body.error.code).toBe("upstream_unavailable");
+		expect(body.error.type).toBe("server_error");
+		expect(typeof body.error.message).toBe("string");
+		// The engine's own error text stays out of the client's answer.
+		expect(body.error.message).not.toContain("engine exploded");
+		expect((await callsWith(m)).map((c) => c.scenario)).toEqual(["fail500", "drop"]);
+	});
+
+	it("answers 503 upstream_unavailable when every node is busy", async () => {
+		const m = marker();
+		const res = await chat(key, { model: "test/all-busy", messages: user(`hi ${m}`) });
+		expect(res.status).toBe(503);
+		const body = (await res.json()) as { error: Json };
+		expect(body.error.code).toBe("upstream_unavailable");
+		expect((await callsWith(m)).map((c) => c.scenario)).toEqual(["fail429", "fail503"]);
+	});
+
+	it("answers a stream whose nodes all fail with an HTTP error, not an event stream", async () => {
+		const m = marker();
+		const res = await chat(key, { model: "test/all-down", stream: true, messages: user(`hi ${m}`) });
+		expect(res.status).toBe(502);
+		expect(res.headers.get("content-type")).toMatch(/application\/json/);
+		expect(((await res.json()) as { error: Json }).error.code).toBe("upstream_unavailable");
+	});
+
+	it("never sends the client's key to any node it tries", async () => {
+		const m = marker();
+		await (await chat(key, { model: "test/failover", messages: user(`hi ${m}`) })).text();
+		const calls = await callsWith(m);
+		expect(calls).toHaveLength(FAILOVER_ORDER.length);
+		for (const c of calls) {
+			expect(JSON.stringify(c.headers)).not.toContain(key);
+			expect(c.headers.authorization).toBeUndefined();
+		}
+	});
+});

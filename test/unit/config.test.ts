@@ -1,0 +1,168 @@
+import { describe, expect, it } from "vitest";
+import { GatewayConfigSchema, loadConfig, modelNodes, parseConfig, resolveModel } from "../../src/config";
+import { GatewayError, toErrorResponse } from "../../src/errors";
+
+function model(extra: Record<string, unknown> = {}) {
+	return {
+		id: "venym/qwen-27b",
+		engine_model: "Qwen/Qwen3-27B",
+		nodes: ["http://10.0.0.5:8000/v1", { url: "https://node-b.example/v1/", api_key_env: "NODE_B_KEY" }],
+		max_output_tokens: 8192,
+		context_length: 131072,
+		pricing: { input_usd_per_mtok: 0.3, output_usd_per_mtok: 1.2 },
+		capabilities: ["json", "tools", "reasoning", "web_search"],
+		...extra,
+	};
+}
+
+function config(extra: Record<string, unknown> = {}) {
+	return {
+		models: [model()],
+		web_search: { provider: "searxng", url: "https://search.example/search" },
+		...extra,
+	};
+}
+
+/** The GatewayError a bad config raises (fails the test when none is thrown). */
+function configError(raw: unknown): GatewayError {
+	try {
+		parseConfig(raw);
+	} catch (err) {
+		expect(err).toBeInstanceOf(GatewayError);
+		return err as GatewayError;
+	}
+	throw new Error("parseConfig accepted an invalid config");
+}
+
+describe("parseConfig", () => {
+	it("accepts the documented example as a JSON string and as an object, with the same result", () => {
+		const fromString = parseConfig(JSON.stringify(config()));
+		const fromObject = parseConfig(config());
+		expect(fromString).toEqual(fromObject);
+		expect(fromObject.models[0]?.id).toBe("venym/qwen-27b");
+		expect(fromObject.models[0]?.engine_model).toBe("Qwen/Qwen3-27B");
+		expect(fromObject.web_search?.url).toBe("https://search.example/search");
+	});
+
+	it("fills defaults for optional settings", () => {
+		const cfg = parseConfig({ models: [model({ context_length: undefined, capabilities: undefined })] });
+		const m = cfg.models[0]!;
+		expect(m.context_length).toBeUndefined();
+		expect(m.capabilities).toEqual([]);
+		expect(cfg.first_byte_timeout_ms).toBeGreaterThan(0);
+		expect(cfg.max_body_bytes).toBe(4 * 1024 * 1024);
+		expect(cfg.web_search).toBeUndefined();
+	});
+
+	it("refuses a missing or empty config", () => {
+		for (const raw of [undefined, null, ""]) {
+			const err = configError(raw);
+			expect(err.kind).toBe("config_invalid");
+			expect(err.message).toMatch(/GATEWAY_CONFIG/);
+		}
+	});
+
+	it("refuses a string that is not JSON", () => {
+		const err = configError("{ models: [");
+		expect(err.kind).toBe("config_invalid");
+		expect(err.message).toMatch(/JSON/);
+	});
+
+	it.each([
+		["models is missing", { web_search: undefined, models: undefined }, "models"],
+		["models is empty", { models: [] }, "models"],
+		["a model lacks max_output_tokens", { models: [model({ max_output_tokens: undefined })] }, "models.0.max_output_tokens"],
+		["max_output_tokens is not positive", { models: [model({ max_output_tokens: 0 })] }, "models.0.max_output_tokens"],
+		["a node URL is not a URL", { models: [model({ nodes: ["not a url"] })] }, "models.0.nodes.0"],
+		["a node URL is not http(s)", { models: [model({ nodes: ["ftp://node.example/v1"] })] }, "models.0.nodes.0"],
+		["nodes is empty", { models: [model({ nodes: [] })] }, "models.0.nodes"],
+		[
+			"pricing is negative",
+			{ models: [model({ pricing: { input_usd_per_mtok: -1, output_usd_per_mtok: 1 } })] },
+			"models.0.pricing.input_usd_per_mtok",
+		],
+		["a model id has a colon", { models: [model({ id: "venym/qwen:online" })] }, "models.0.id"],
+		["a model has an unknown field", { models: [model({ surprise: true })] }, "models.0"],
+		["a second model repeats an id", { models: [model(), model()] }, "models.1.id"],
+		["searxng has no url", { web_search: { provider: "searxng" } }, "web_search.url"],
+		["a paid search provider has no key", { web_search: { provider: "brave" } }, "web_search.api_key_env"],
+		["first_byte_timeout_ms is negative", { first_byte_timeout_ms: -5 }, "first_byte_timeout_ms"],
+	])("names the bad field when %s", (_label, patch, path) => {
+		const err = configError(JSON.stringify(config(patch)));
+		expect(err.kind).toBe("config_invalid");
+		expect(err.message).toContain(path);
+	});
+
+	it("the error becomes a 500 config_invalid whose message names the field", () => {
+		const { status, body } = toErrorResponse(configError({ models: [model({ max_output_tokens: "lots" })] }));
+		expect(status).toBe(500);
+		expect(body.error.code).toBe("config_invalid");
+		expect(body.error.message).toContain("models.0.max_output_tokens");
+	});
+
+	it("exports a schema that agrees with parseConfig", () => {
+		expect(GatewayConfigSchema.safeParse(config()).success).toBe(true);
+		expect(GatewayConfigSchema.safeParse({ models: [] }).success).toBe(false);
+	});
+});
+
+describe("loadConfig", () => {
+	it("returns the parsed config and re-parses when the raw value changes", () => {
+		const a = loadConfig(JSON.stringify(config()));
+		expect(a.models[0]?.id).toBe("venym/qwen-27b");
+		const b = loadConfig(JSON.stringify(config({ models: [model({ id: "venym/other" })] })));
+		expect(b.models[0]?.id).toBe("venym/other");
+	});
+
+	it("throws the same config error on every call for a bad config", () => {
+		const bad = JSON.stringify({ models: [] });
+		expect(() => loadConfig(bad)).toThrow(/models/);
+		expect(() => loadConfig(bad)).toThrow(/models/);
+		// A good value afterwards is used, not the remembered failure.
+		expect(loadConfig(config()).models).toHaveLength(1);
+	});
+});
+
+describe("modelNodes", () => {
+	it("normalises string and object nodes and drops trailing slashes", () => {
+		const cfg = parseConfig(config());
+		expect(modelNodes(cfg.models[0]!)).toEqual([
+			{ url: "http://10.0.0.5:8000/v1" },
+			{ url: "https://node-b.example/v1", apiKeyEnv: "NODE_B_KEY" },
+		]);
+	});
+});
+
+describe("resolveModel", () => {
+	const cfg = parseConfig(config());
+
+	it("finds a catalog model and keeps the requested id", () => {
+		const r = resolveModel(cfg, "venym/qwen-27b");
+		expect(r.model.engine_model).toBe("Qwen/Qwen3-27B");
+		expect(r.requestedId).toBe("venym/qwen-27b");
+		expect(r.online).toBe(false);
+	});
+
+	it("turns web search on for an :online suffix and echoes the suffixed id", () => {
+		const r = resolveModel(cfg, "venym/qwen-27b:online");
+		expect(r.model.id).toBe("venym/qwen-27b");
+		expect(r.requestedId).toBe("venym/qwen-27b:online");
+		expect(r.online).toBe(true);
+	});
+
+	it("throws model_not_found with param model for an unknown id", () => {
+		for (const id of ["venym/nope", "venym/nope:online", "Qwen/Qwen3-27B"]) {
+			let err: unknown;
+			try {
+				resolveModel(cfg, id);
+			} catch (e) {
+				err = e;
+			}
+			expect(err).toBeInstanceOf(GatewayError);
+			const { status, body } = toErrorResponse(err);
+			expect(status).toBe(404);
+			expect(body.error.code).toBe("model_not_found");
+			expect(body.error.param).toBe("model");
+		}
+	});
+});
