@@ -1,4 +1,5 @@
 import { app } from "./app";
+import "./responses/background";
 
 export { KeyLedger } from "./ledger/key-ledger";
 export { ResponseStore } from "./responses/response-store";

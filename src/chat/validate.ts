@@ -71,7 +71,7 @@ export function validateChatRequest(body: unknown): ChatRequest {
 	if (body === null || typeof body !== "object" || Array.isArray(body)) {
 		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
 	}
-	const result = ChatRequestSchema.safeParse(body);
+	const result = ChatRequestSchema.safeParse(body, { reportInput: true });
 	if (!result.success) throw zodToGatewayError(result.error);
 	return body as ChatRequest;
 }

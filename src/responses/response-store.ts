@@ -110,7 +110,9 @@ export class ResponseStore extends DurableObject<Env> {
 			this.sql.exec("UPDATE jobs SET state = 'running' WHERE id = ?", job.id);
 			const controller = new AbortController();
 			this.running.set(job.id, controller);
-			const run = runner ? runner(this.env, job, controller.signal, api) : Promise.reject(new Error("no background runner registered"));
+			const run = runner
+				? runner(this.env, job, controller.signal, api)
+				: Promise.reject(new Error("no background runner registered"));
 			return run
 				.catch((err) => console.error(`background response ${job.id} failed`, err))
 				.finally(() => {

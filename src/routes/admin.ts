@@ -4,10 +4,13 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { bearerToken } from "../auth/authenticate";
+import { keyCache } from "../auth/key-cache";
 import { generateSecret, hashSecret, randomId, timingSafeEqualStrings } from "../auth/key-secret";
+import { AllowedModels, AllowedOrigins, assertCatalogModels } from "../auth/scope-fields";
 import { zodToGatewayError } from "../chat/validate";
+import { loadConfig } from "../config";
 import { keyStore } from "../db/keys";
-import { type ApiKeyRow, usageRecords } from "../db/schema";
+import { type ApiKeyRow, apiKeys, usageRecords } from "../db/schema";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
 import { ledgerFor } from "../ledger/ledger-client";
@@ -30,8 +33,8 @@ const Timestamp = z.union([
 
 const ScopeFields = {
 	name: z.string().min(1).max(200),
-	allowed_origins: z.array(z.string().min(1)).nullable().optional(),
-	allowed_models: z.array(z.string().min(1)).nullable().optional(),
+	allowed_origins: AllowedOrigins.nullable().optional(),
+	allowed_models: AllowedModels.nullable().optional(),
 	rpm: z.number().int().positive().nullable().optional(),
 	tpm: z.number().int().positive().nullable().optional(),
 	spend_limit_usd: z.number().positive().nullable().optional(),
@@ -49,9 +52,46 @@ const Credit = z.strictObject({
 });
 
 async function parseBody<T extends z.ZodType>(req: Request, schema: T): Promise<z.infer<T>> {
-	const result = schema.safeParse(await readJsonBody(req, 64 * 1024));
+	const result = schema.safeParse(await readJsonBody(req, 64 * 1024), { reportInput: true });
 	if (!result.success) throw zodToGatewayError(result.error);
 	return result.data;
+}
+
+/** Scope fields that need the catalog: every allowed model must exist. */
+function checkScopes(env: Env, input: { allowed_models?: string[] | null }): void {
+	if (input.allowed_models) assertCatalogModels(loadConfig(env.GATEWAY_CONFIG), input.allowed_models, "allowed_models");
+}
+
+/**
+ * Drops the cached lookups of a key and of the tokens it minted (their cached records embed it).
+ * A lookup that read D1 just before the change can write the old record back: a second delete a
+ * moment later closes that window.
+ */
+async function invalidateKey(env: Env, key: ApiKeyRow, waitUntil: (p: Promise<unknown>) => void): Promise<void> {
+	const children = await drizzle(env.DB)
+		.select({ hash: apiKeys.hash })
+		.from(apiKeys)
+		.where(eq(apiKeys.parentKeyId, key.id))
+		.all();
+	const hashes = [key.hash, ...children.map((r) => r.hash)];
+	const cache = keyCache(env);
+	try {
+		await cache.invalidate(hashes);
+	} catch (err) {
+		console.error("key cache invalidation failed", err);
+		throw new GatewayError(
+			"upstream_unavailable",
+			"The key was changed but its cached copy could not be cleared: retry the request.",
+			{
+				status: 503,
+			},
+		);
+	}
+	waitUntil(
+		new Promise((r) => setTimeout(r, 1000))
+			.then(() => cache.invalidate(hashes))
+			.catch((err) => console.error("key cache invalidation (second pass) failed", err)),
+	);
 }
 
 function scopeColumns(input: z.infer<typeof PatchKey>) {
@@ -89,6 +129,7 @@ export function keyView(k: ApiKeyRow) {
 		spend_limit_period: k.spendLimitPeriod,
 		max_tokens: k.maxTokens,
 		metadata: k.metadata ?? null,
+		parent_key_id: k.parentKeyId ?? null,
 	};
 }
 
@@ -120,6 +161,7 @@ export const adminRoutes = new Hono<AppEnv>()
 	.use("*", requireAdmin)
 	.post("/keys", async (c) => {
 		const input = await parseBody(c.req.raw, CreateKey);
+		checkScopes(c.env, input);
 		const secret = generateSecret();
 		const now = Date.now();
 		const id = randomId("key_");
@@ -163,12 +205,15 @@ export const adminRoutes = new Hono<AppEnv>()
 		const id = c.req.param("id");
 		await mustFind(c.env, id);
 		const input = await parseBody(c.req.raw, PatchKey);
+		checkScopes(c.env, input);
 		const key = (await keyStore(c.env.DB).update(id, scopeColumns(input))) ?? (await mustFind(c.env, id));
+		await invalidateKey(c.env, key, (p) => c.executionCtx.waitUntil(p));
 		return c.json({ ...keyView(key), ...(await balanceView(c.env, id)) });
 	})
 	.delete("/keys/:id", async (c) => {
 		const key = await mustFind(c.env, c.req.param("id"));
 		const revoked = key.revokedAt === null ? await keyStore(c.env.DB).revoke(key.id, Date.now()) : key;
+		await invalidateKey(c.env, key, (p) => c.executionCtx.waitUntil(p));
 		return c.json({ ...keyView(revoked ?? key), deleted: true });
 	})
 	.post("/keys/:id/credits", async (c) => {

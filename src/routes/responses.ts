@@ -1,4 +1,93 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import type { AppEnv } from "../app-env";
+import type { ChatRun } from "../chat/run-chat";
+import { loadConfig } from "../config";
+import { GatewayError } from "../errors";
+import { readJsonBody } from "../http/read-json";
+import { validateResponsesRequest } from "../responses/request-schema";
+import type { StoredResponse } from "../responses/response-store";
+import { createResponse, responseStore } from "../responses/run-response";
 
-export const responsesRoutes = new Hono<AppEnv>();
+function chatRun(c: Context<AppEnv>): ChatRun {
+	return {
+		env: c.env,
+		config: loadConfig(c.env.GATEWAY_CONFIG),
+		keyId: c.get("principal").keyId,
+		requestId: c.get("requestId"),
+		clientSignal: c.req.raw.signal,
+		waitUntil: (p) => c.executionCtx.waitUntil(p),
+	};
+}
+
+function notFound(id: string): GatewayError {
+	return new GatewayError("not_found", `Response with id '${id}' not found.`, { param: "response_id" });
+}
+
+async function stored(c: Context<AppEnv>, id: string): Promise<StoredResponse> {
+	const record = (await responseStore(c.env, c.get("principal").keyId).get(id)) as StoredResponse | null;
+	if (!record) throw notFound(id);
+	return record;
+}
+
+export const responsesRoutes = new Hono<AppEnv>()
+	.post("/", async (c) => {
+		const run = chatRun(c);
+		const req = validateResponsesRequest(await readJsonBody(c.req.raw, run.config.max_body_bytes));
+		const result = await createResponse(run, req);
+		if (result.kind === "stream") {
+			return new Response(result.stream, {
+				headers: { ...result.headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
+			});
+		}
+		return c.json(result.body, 200, result.headers);
+	})
+	.get("/:id", async (c) => {
+		const record = await stored(c, c.req.param("id"));
+		return c.json(record.response);
+	})
+	.delete("/:id", async (c) => {
+		const id = c.req.param("id");
+		const deleted = await responseStore(c.env, c.get("principal").keyId).delete(id);
+		if (!deleted) throw notFound(id);
+		return c.json({ id, object: "response", deleted: true });
+	})
+	.get("/:id/input_items", async (c) => {
+		const record = await stored(c, c.req.param("id"));
+		const order = c.req.query("order") ?? "desc";
+		if (order !== "asc" && order !== "desc")
+			throw new GatewayError("invalid_request", "'order' must be 'asc' or 'desc'.", { param: "order" });
+		const limitRaw = c.req.query("limit");
+		const limit = limitRaw === undefined ? 20 : Number(limitRaw);
+		if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
+			throw new GatewayError("invalid_request", "'limit' must be an integer between 1 and 100.", { param: "limit" });
+		}
+		let items = order === "desc" ? [...record.inputItems].reverse() : record.inputItems;
+		const after = c.req.query("after");
+		if (after) {
+			const i = items.findIndex((it) => it.id === after);
+			if (i < 0) throw new GatewayError("invalid_request", `No input item with id '${after}'.`, { param: "after" });
+			items = items.slice(i + 1);
+		}
+		const page = items.slice(0, limit);
+		return c.json({
+			object: "list",
+			data: page,
+			first_id: (page[0]?.id as string | undefined) ?? null,
+			last_id: (page[page.length - 1]?.id as string | undefined) ?? null,
+			has_more: items.length > limit,
+		});
+	})
+	.post("/:id/cancel", async (c) => {
+		const id = c.req.param("id");
+		const store = responseStore(c.env, c.get("principal").keyId);
+		const current = (await store.get(id)) as StoredResponse | null;
+		if (!current) throw notFound(id);
+		if (current.response.background !== true) {
+			throw new GatewayError("invalid_request", "Only responses created with background: true can be cancelled.", {
+				param: "response_id",
+			});
+		}
+		const record = (await store.cancel(id)) as StoredResponse | null;
+		if (!record) throw notFound(id);
+		return c.json(record.response);
+	});

@@ -1,0 +1,315 @@
+/**
+ * The `POST /v1/responses` body, and the item shapes the Responses translation shares.
+ * Objects are strict: the gateway translates every field it accepts, so an unknown one
+ * is a client mistake reported by name rather than a setting silently dropped.
+ */
+import { z } from "zod";
+import { VenymOptions, zodToGatewayError } from "../chat/validate";
+import { GatewayError } from "../errors";
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+	return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+const InputText = z.strictObject({ type: z.literal("input_text"), text: z.string() });
+
+const InputImage = z.strictObject({
+	type: z.literal("input_image"),
+	image_url: z.string().nullable().optional(),
+	file_id: z.string().nullable().optional(),
+	detail: z.enum(["low", "high", "auto", "original"]).optional(),
+});
+
+const OutputText = z.strictObject({
+	type: z.literal("output_text"),
+	text: z.string(),
+	annotations: z.array(z.looseObject({ type: z.string() })).optional(),
+	logprobs: z.array(z.unknown()).optional(),
+});
+
+const ContentPart = z.discriminatedUnion("type", [InputText, InputImage, OutputText], {
+	error: (iss) => (iss.code === "invalid_union" ? "expected one of 'input_text', 'input_image', 'output_text'." : undefined),
+});
+
+const ItemStatus = z.enum(["in_progress", "completed", "incomplete"]).nullable().optional();
+
+const MessageItem = z.strictObject({
+	type: z.literal("message"),
+	role: z.enum(["user", "assistant", "system", "developer"]),
+	content: z.union([z.string(), z.array(ContentPart)]),
+	id: z.string().nullable().optional(),
+	status: ItemStatus,
+	phase: z.enum(["commentary", "final_answer"]).nullable().optional(),
+});
+
+const FunctionCallItem = z.strictObject({
+	type: z.literal("function_call"),
+	call_id: z.string().min(1),
+	name: z.string().min(1),
+	arguments: z.string(),
+	id: z.string().nullable().optional(),
+	status: ItemStatus,
+});
+
+const FunctionCallOutputItem = z.strictObject({
+	type: z.literal("function_call_output"),
+	call_id: z.string().min(1),
+	output: z.string(),
+	id: z.string().nullable().optional(),
+	status: ItemStatus,
+});
+
+// Replayed reasoning (ours or another provider's, maybe encrypted) is kept for the record
+// but never sent to the engine, so its inner shape is not checked.
+const ReasoningItem = z.looseObject({ type: z.literal("reasoning"), id: z.string().nullable().optional() });
+
+const ITEM_TYPES = "'message', 'function_call', 'function_call_output', 'reasoning'";
+
+const InputItem = z.preprocess(
+	// An item without `type` is a message, as the OpenAI SDK's EasyInputMessage allows.
+	(v) => (isRecord(v) && v.type === undefined ? { ...v, type: "message" } : v),
+	z.discriminatedUnion("type", [MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem], {
+		error: (iss) => (iss.code === "invalid_union" ? `expected one of ${ITEM_TYPES}.` : undefined),
+	}),
+);
+
+const FunctionTool = z.strictObject({
+	type: z.literal("function"),
+	name: z.string().min(1).max(64),
+	description: z.string().nullable().optional(),
+	parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+	strict: z.boolean().nullable().optional(),
+});
+
+const Tool = z.discriminatedUnion("type", [FunctionTool], {
+	error: (iss) =>
+		iss.code === "invalid_union"
+			? `only 'function' tools are supported, got ${JSON.stringify(isRecord(iss.input) ? iss.input.type : iss.input)}.`
+			: undefined,
+});
+
+const ToolChoice = z.union(
+	[z.enum(["none", "auto", "required"]), z.strictObject({ type: z.literal("function"), name: z.string().min(1) })],
+	{
+		error: () => `expected 'none', 'auto', 'required' or {"type": "function", "name": "..."}.`,
+	},
+);
+
+const TextFormat = z.discriminatedUnion("type", [
+	z.strictObject({ type: z.literal("text") }),
+	z.strictObject({ type: z.literal("json_object") }),
+	z.strictObject({
+		type: z.literal("json_schema"),
+		name: z.string().min(1).max(64),
+		schema: z.record(z.string(), z.unknown()),
+		strict: z.boolean().nullable().optional(),
+		description: z.string().optional(),
+	}),
+]);
+
+const Metadata = z
+	.record(z.string().max(64), z.string().max(512))
+	.refine((m) => Object.keys(m).length <= 16, { message: "at most 16 keys are allowed." });
+
+const Nullable = <T extends z.ZodType>(t: T) => t.nullable().optional();
+
+export const ResponsesRequestSchema = z.strictObject({
+	model: z.string().min(1),
+	input: z.union([z.string(), z.array(InputItem).min(1)], { error: () => "expected a string or an array of input items." }),
+	instructions: Nullable(z.string()),
+	max_output_tokens: Nullable(z.number().int().positive()),
+	temperature: Nullable(z.number().min(0).max(2)),
+	top_p: Nullable(z.number().min(0).max(1)),
+	tools: Nullable(z.array(Tool)),
+	tool_choice: Nullable(ToolChoice),
+	parallel_tool_calls: Nullable(z.boolean()),
+	text: Nullable(
+		z.strictObject({
+			format: TextFormat.optional(),
+			verbosity: Nullable(z.enum(["low", "medium", "high"])),
+		}),
+	),
+	reasoning: Nullable(
+		z.strictObject({
+			effort: Nullable(z.enum(["none", "minimal", "low", "medium", "high", "xhigh"])),
+			summary: Nullable(z.enum(["auto", "concise", "detailed"])),
+		}),
+	),
+	metadata: Nullable(Metadata),
+	store: Nullable(z.boolean()).transform((v) => v ?? true),
+	previous_response_id: Nullable(z.string().min(1)),
+	background: Nullable(z.boolean()),
+	stream: Nullable(z.boolean()),
+	stream_options: Nullable(z.looseObject({})),
+	user: z.string().optional(),
+	venym: VenymOptions.optional(),
+	truncation: Nullable(z.enum(["auto", "disabled"])),
+	include: Nullable(z.array(z.string())),
+	// Routing and caching hints for OpenAI's own platform (sent by Codex-style clients): accepted, no effect here.
+	service_tier: Nullable(z.string()),
+	prompt_cache_key: Nullable(z.string()),
+	safety_identifier: Nullable(z.string()),
+});
+
+export type ResponsesRequest = z.output<typeof ResponsesRequestSchema>;
+/** One input item as the client sent it (ids optional, content maybe a plain string). */
+export type RequestItem = z.output<
+	typeof MessageItem | typeof FunctionCallItem | typeof FunctionCallOutputItem | typeof ReasoningItem
+>;
+export type FunctionToolParam = z.output<typeof FunctionTool>;
+
+/** Validates a Responses create body; throws GatewayError "invalid_request" naming the bad param. */
+export function validateResponsesRequest(body: unknown): ResponsesRequest {
+	if (!isRecord(body)) {
+		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
+	}
+	// zod leaves `input` off its issues unless asked; without it a wrong type reads as a missing one.
+	const result = ResponsesRequestSchema.safeParse(body, { reportInput: true });
+	if (!result.success) throw zodToGatewayError(new z.ZodError(precise(result.error.issues)));
+	const req = result.data;
+	if (req.background && req.stream) {
+		throw new GatewayError("invalid_request", "Background responses cannot be streamed: set 'stream' to false or omit it.", {
+			param: "background",
+		});
+	}
+	if (Array.isArray(req.input)) checkImages(req.input);
+	return req;
+}
+
+/**
+ * A union failure names only the union (`input`), which tells the client little. When
+ * exactly one branch got past the value's type, that branch's issues are what the client
+ * meant, so they are reported instead, under their full path.
+ */
+function precise(issues: z.core.$ZodIssue[]): z.core.$ZodIssue[] {
+	const first = issues[0];
+	if (first?.code !== "invalid_union") return issues;
+	const matched = first.errors.filter((branch) => !branch.some((i) => i.code === "invalid_type" && i.path.length === 0));
+	if (matched.length === 0 && first.input === undefined) {
+		return [{ code: "invalid_type", expected: "nonoptional", path: first.path, input: undefined, message: "Required" }];
+	}
+	const [branch] = matched;
+	if (matched.length !== 1 || !branch || branch.length === 0) return issues;
+	return precise(branch.map((i) => ({ ...i, path: [...first.path, ...i.path] })));
+}
+
+/** Images must be URLs (or data: URLs): there is no Files API behind this gateway to resolve a file_id. */
+function checkImages(items: RequestItem[]): void {
+	for (const [i, item] of items.entries()) {
+		if (item.type !== "message" || typeof item.content === "string") continue;
+		for (const [j, part] of item.content.entries()) {
+			const at = `input[${i}].content[${j}]`;
+			if (part.type === "input_image") {
+				if (item.role !== "user") {
+					throw new GatewayError("invalid_request", `Invalid value for '${at}.type': images are only allowed in user messages.`, {
+						param: `${at}.type`,
+					});
+				}
+				if (part.file_id) {
+					throw new GatewayError(
+						"invalid_request",
+						`Invalid value for '${at}.file_id': file inputs are not supported; send the image as image_url.`,
+						{
+							param: `${at}.file_id`,
+						},
+					);
+				}
+				if (!part.image_url) {
+					throw new GatewayError("invalid_request", `Missing required parameter: '${at}.image_url'.`, {
+						param: `${at}.image_url`,
+					});
+				}
+			} else if (part.type === "output_text" && item.role !== "assistant") {
+				throw new GatewayError(
+					"invalid_request",
+					`Invalid value for '${at}.type': 'output_text' is only allowed in assistant messages.`,
+					{
+						param: `${at}.type`,
+					},
+				);
+			}
+		}
+	}
+}
+
+// ---- Item shapes after normalisation (stored, listed, replayed as history) ----
+
+export interface UrlCitationAnnotation {
+	type: "url_citation";
+	start_index: number;
+	end_index: number;
+	url: string;
+	title: string;
+}
+
+export interface InputTextPart {
+	type: "input_text";
+	text: string;
+}
+
+export interface InputImagePart {
+	type: "input_image";
+	image_url: string;
+	detail: "low" | "high" | "auto" | "original";
+}
+
+export interface OutputTextPart {
+	type: "output_text";
+	text: string;
+	annotations: UrlCitationAnnotation[];
+	logprobs: never[];
+}
+
+export interface InputMessageItem {
+	type: "message";
+	id: string;
+	role: "user" | "system" | "developer";
+	status: "completed";
+	content: Array<InputTextPart | InputImagePart>;
+}
+
+export type ItemStatusValue = "in_progress" | "completed" | "incomplete";
+
+export interface OutputMessageItem {
+	type: "message";
+	id: string;
+	role: "assistant";
+	status: ItemStatusValue;
+	content: OutputTextPart[];
+}
+
+export interface FunctionCallItemValue {
+	type: "function_call";
+	id: string;
+	call_id: string;
+	name: string;
+	arguments: string;
+	status: ItemStatusValue;
+}
+
+export interface FunctionCallOutputItemValue {
+	type: "function_call_output";
+	id: string;
+	call_id: string;
+	output: string;
+	status: "completed";
+}
+
+export interface ReasoningItemValue {
+	type: "reasoning";
+	id: string;
+	summary: Array<{ type: "summary_text"; text: string }>;
+	content?: Array<{ type: "reasoning_text"; text: string }>;
+	encrypted_content?: string | null;
+}
+
+/** What a response produces. */
+export type OutputItem = ReasoningItemValue | OutputMessageItem | FunctionCallItemValue;
+
+/** Any item of a conversation in normalised form: earlier inputs and outputs alike. */
+export type ResponseInputItem =
+	| InputMessageItem
+	| OutputMessageItem
+	| FunctionCallItemValue
+	| FunctionCallOutputItemValue
+	| ReasoningItemValue;

@@ -1,0 +1,344 @@
+/**
+ * Chat Completions stream chunks (as the gateway emits them) → Responses streaming events.
+ * One item is open at a time; a delta of another kind closes it first. Each item's events
+ * run added → (content part added) → deltas → done(s) → item done, and every event carries
+ * the next `sequence_number`. The final response equals what `responseFromCompletion`
+ * builds from the same content, because both use the same item builders and id order.
+ */
+import type { Response as SdkResponse, ResponseStreamEvent as SdkStreamEvent } from "openai/resources/responses/responses";
+import type { Source } from "../search/grounding";
+import {
+	annotationsFromSources,
+	endingOf,
+	functionCallItem,
+	messageItem,
+	outputTextPart,
+	type ResponseMeta,
+	type ResponseObject,
+	reasoningItem,
+	responseShell,
+	usageFromChat,
+} from "./from-chat";
+import type { ItemStatusValue, OutputItem, OutputMessageItem, ReasoningItemValue } from "./request-schema";
+
+type WithOurResponse<E> = E extends { response: SdkResponse } ? Omit<E, "response"> & { response: ResponseObject } : E;
+/** The openai SDK's event union, carrying our response object (no computed `output_text`). */
+export type ResponseStreamEvent = WithOurResponse<SdkStreamEvent>;
+/** An event before its sequence number is assigned. */
+type Unnumbered = ResponseStreamEvent extends infer E ? (E extends unknown ? Omit<E, "sequence_number"> : never) : never;
+
+type Json = Record<string, unknown>;
+
+function isRecord(v: unknown): v is Json {
+	return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function nonEmpty(v: unknown): string | undefined {
+	return typeof v === "string" && v.length > 0 ? v : undefined;
+}
+
+interface OpenItem {
+	kind: "reasoning" | "message" | "function_call";
+	outputIndex: number;
+	id: string;
+	/** Deltas kept as pieces and joined once at the end: repeated concatenation is O(n²). */
+	pieces: string[];
+	/** Only for function calls. */
+	callId: string;
+	name: string;
+}
+
+interface ToolCallState {
+	callId?: string;
+	name?: string;
+	/** Argument fragments that came before the call's name. */
+	early: string[];
+	item?: OpenItem;
+}
+
+export class ResponsesEventBuilder {
+	readonly #meta: ResponseMeta;
+	#seq = 0;
+	#started = false;
+	#final: ResponseObject | undefined;
+	readonly #output: OutputItem[] = [];
+	#open: OpenItem | undefined;
+	readonly #calls = new Map<number, ToolCallState>();
+	#lastCallIndex = -1;
+	#usage: unknown;
+	#finishReason: unknown = null;
+	#sources: Source[] = [];
+
+	constructor(meta: ResponseMeta) {
+		this.#meta = meta;
+	}
+
+	/** response.created and response.in_progress. */
+	start(): ResponseStreamEvent[] {
+		if (this.#started) return [];
+		this.#started = true;
+		const out: ResponseStreamEvent[] = [];
+		this.#emit(out, { type: "response.created", response: responseShell(this.#meta, "in_progress") });
+		this.#emit(out, { type: "response.in_progress", response: responseShell(this.#meta, "in_progress") });
+		return out;
+	}
+
+	/** One parsed chat chunk (or the gateway's `venym.sources` object). Error frames are for `fail`. */
+	chunk(chunk: Record<string, unknown>): ResponseStreamEvent[] {
+		if (this.#final) return [];
+		const out = this.start();
+		if (chunk.object === "venym.sources") {
+			if (Array.isArray(chunk.sources)) this.#sources = chunk.sources.filter(isSource);
+			return out;
+		}
+		// Engines may repeat cumulative usage on every chunk: the last one wins.
+		if (isRecord(chunk.usage)) this.#usage = chunk.usage;
+		const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+		for (const choice of choices) {
+			if (!isRecord(choice) || (choice.index ?? 0) !== 0) continue;
+			if (choice.finish_reason != null) this.#finishReason = choice.finish_reason;
+			if (!isRecord(choice.delta)) continue;
+			const delta = choice.delta;
+			const reasoning = nonEmpty(delta.reasoning_content) ?? nonEmpty(delta.reasoning);
+			if (reasoning) this.#text(out, "reasoning", reasoning);
+			const content = nonEmpty(delta.content);
+			if (content) this.#text(out, "message", content);
+			if (Array.isArray(delta.tool_calls)) {
+				for (const call of delta.tool_calls) if (isRecord(call)) this.#toolCall(out, call);
+			}
+		}
+		return out;
+	}
+
+	/** Closes what is open, then response.completed or response.incomplete with the full response. */
+	finish(): ResponseStreamEvent[] {
+		if (this.#final) return [];
+		const out = this.start();
+		// A call whose name never came still has to be reported with its arguments.
+		for (const state of this.#calls.values()) if (!state.item) this.#openCall(out, state);
+		const ending = endingOf(this.#finishReason);
+		// An answer with nothing in it still gets its (empty) message, as a completion does.
+		if (this.#output.length === 0) this.#openMessage(out);
+		// What is still open is the last item: the one a length or content-filter stop cut short.
+		this.#close(out, ending.status === "incomplete" ? "incomplete" : "completed");
+		this.#final = {
+			...responseShell(this.#meta, ending.status),
+			incomplete_details: ending.incomplete_details,
+			output: this.#output,
+			usage: usageFromChat(this.#usage),
+		};
+		const type = ending.status === "completed" ? "response.completed" : "response.incomplete";
+		this.#emit(out, { type, response: this.#final });
+		return out;
+	}
+
+	/**
+	 * The stream broke: an `error` event, then response.failed with the output so far
+	 * (an unfinished item marked incomplete). `usage` (chat-shaped) overrides the last
+	 * usage seen, e.g. with the gateway's estimate.
+	 */
+	fail(error: { code: string; message: string }, usage?: unknown): ResponseStreamEvent[] {
+		if (this.#final) return [];
+		const out = this.start();
+		if (usage !== undefined) this.#usage = usage;
+		const output = this.#snapshot("incomplete");
+		this.#final = {
+			...responseShell(this.#meta, "failed"),
+			error: { code: error.code, message: error.message },
+			output,
+			usage: usageFromChat(this.#usage),
+		};
+		this.#emit(out, { type: "error", code: error.code, message: error.message, param: null });
+		this.#emit(out, { type: "response.failed", response: this.#final });
+		return out;
+	}
+
+	/** The final response once finished or failed; before that, the response so far (in_progress). */
+	response(): ResponseObject {
+		if (this.#final) return this.#final;
+		return {
+			...responseShell(this.#meta, "in_progress"),
+			output: this.#snapshot("in_progress"),
+			usage: usageFromChat(this.#usage),
+		};
+	}
+
+	#emit(out: ResponseStreamEvent[], event: Unnumbered): void {
+		out.push({ ...event, sequence_number: this.#seq++ } as ResponseStreamEvent);
+	}
+
+	/** Output items so far, with the open one as it stands. */
+	#snapshot(openStatus: ItemStatusValue): OutputItem[] {
+		const output = [...this.#output];
+		const open = this.#open;
+		if (open) output[open.outputIndex] = this.#itemOf(open, open.pieces.join(""), openStatus);
+		return output;
+	}
+
+	#itemOf(open: OpenItem, text: string, status: ItemStatusValue): OutputItem {
+		switch (open.kind) {
+			case "reasoning":
+				return reasoningItem(open.id, text);
+			case "message":
+				return messageItem(open.id, text, annotationsFromSources(text, this.#sources), status);
+			case "function_call":
+				return functionCallItem(open.id, open.callId, open.name, text, status);
+		}
+	}
+
+	#begin(kind: OpenItem["kind"], id: string, callId = "", name = ""): OpenItem {
+		const open: OpenItem = { kind, outputIndex: this.#output.length, id, pieces: [], callId, name };
+		this.#open = open;
+		// A placeholder keeps the index taken; #close puts the finished item in its place.
+		this.#output.push(this.#itemOf(open, "", "in_progress"));
+		return open;
+	}
+
+	#openMessage(out: ResponseStreamEvent[]): OpenItem {
+		const open = this.#begin("message", `msg_${this.#meta.ids()}`);
+		const item: OutputMessageItem = { id: open.id, type: "message", status: "in_progress", content: [], role: "assistant" };
+		this.#emit(out, { type: "response.output_item.added", output_index: open.outputIndex, item });
+		this.#emit(out, {
+			type: "response.content_part.added",
+			item_id: open.id,
+			output_index: open.outputIndex,
+			content_index: 0,
+			part: outputTextPart("", []),
+		});
+		return open;
+	}
+
+	#openReasoning(out: ResponseStreamEvent[]): OpenItem {
+		const open = this.#begin("reasoning", `rs_${this.#meta.ids()}`);
+		const item: ReasoningItemValue = { id: open.id, type: "reasoning", summary: [], content: [] };
+		this.#emit(out, { type: "response.output_item.added", output_index: open.outputIndex, item });
+		// The SDK accumulates reasoning_text deltas into a content part, which has to exist first.
+		this.#emit(out, {
+			type: "response.content_part.added",
+			item_id: open.id,
+			output_index: open.outputIndex,
+			content_index: 0,
+			part: { type: "reasoning_text", text: "" },
+		});
+		return open;
+	}
+
+	#openCall(out: ResponseStreamEvent[], state: ToolCallState): void {
+		this.#close(out, "completed");
+		const id = `fc_${this.#meta.ids()}`;
+		const callId = state.callId ?? `call_${this.#meta.ids()}`;
+		const open = this.#begin("function_call", id, callId, state.name ?? "");
+		state.item = open;
+		this.#emit(out, {
+			type: "response.output_item.added",
+			output_index: open.outputIndex,
+			item: functionCallItem(id, callId, open.name, "", "in_progress"),
+		});
+		if (state.early.length) this.#delta(out, open, state.early.join(""));
+		state.early = [];
+	}
+
+	#text(out: ResponseStreamEvent[], kind: "reasoning" | "message", text: string): void {
+		let open = this.#open;
+		if (open?.kind !== kind) {
+			this.#close(out, "completed");
+			open = kind === "message" ? this.#openMessage(out) : this.#openReasoning(out);
+		}
+		this.#delta(out, open, text);
+	}
+
+	#delta(out: ResponseStreamEvent[], open: OpenItem, delta: string): void {
+		open.pieces.push(delta);
+		const at = { item_id: open.id, output_index: open.outputIndex };
+		switch (open.kind) {
+			case "reasoning":
+				this.#emit(out, { type: "response.reasoning_text.delta", ...at, content_index: 0, delta });
+				break;
+			case "message":
+				this.#emit(out, { type: "response.output_text.delta", ...at, content_index: 0, delta, logprobs: [] });
+				break;
+			case "function_call":
+				this.#emit(out, { type: "response.function_call_arguments.delta", ...at, delta });
+				break;
+		}
+	}
+
+	#toolCall(out: ResponseStreamEvent[], call: Json): void {
+		// Engines that send whole calls may leave out `index`: a new id then means a new call.
+		const index =
+			typeof call.index === "number"
+				? call.index
+				: nonEmpty(call.id)
+					? this.#lastCallIndex + 1
+					: Math.max(this.#lastCallIndex, 0);
+		this.#lastCallIndex = Math.max(this.#lastCallIndex, index);
+		let state = this.#calls.get(index);
+		if (!state) {
+			state = { early: [] };
+			this.#calls.set(index, state);
+		}
+		const fn = isRecord(call.function) ? call.function : {};
+		state.callId ??= nonEmpty(call.id);
+		state.name ??= nonEmpty(fn.name);
+		const args = typeof fn.arguments === "string" ? fn.arguments : "";
+
+		if (!state.item) {
+			if (args) state.early.push(args);
+			if (state.name) this.#openCall(out, state);
+			return;
+		}
+		if (!args) return;
+		if (this.#open === state.item) {
+			this.#delta(out, state.item, args);
+			return;
+		}
+		// A fragment for a call already closed (an engine interleaving calls): its done
+		// events are out, so it can only be kept in the stored item.
+		const item = this.#output[state.item.outputIndex];
+		if (item?.type === "function_call") item.arguments += args;
+	}
+
+	#close(out: ResponseStreamEvent[], status: ItemStatusValue): void {
+		const open = this.#open;
+		if (!open) return;
+		this.#open = undefined;
+		const text = open.pieces.join("");
+		const item = this.#itemOf(open, text, status);
+		this.#output[open.outputIndex] = item;
+		const at = { item_id: open.id, output_index: open.outputIndex };
+		switch (item.type) {
+			case "reasoning":
+				this.#emit(out, { type: "response.reasoning_text.done", ...at, content_index: 0, text });
+				this.#emit(out, { type: "response.content_part.done", ...at, content_index: 0, part: { type: "reasoning_text", text } });
+				break;
+			case "message": {
+				const part = item.content[0] ?? outputTextPart(text, []);
+				for (const [i, annotation] of part.annotations.entries()) {
+					this.#emit(out, {
+						type: "response.output_text.annotation.added",
+						...at,
+						content_index: 0,
+						annotation_index: i,
+						annotation,
+					});
+				}
+				this.#emit(out, { type: "response.output_text.done", ...at, content_index: 0, text, logprobs: [] });
+				this.#emit(out, { type: "response.content_part.done", ...at, content_index: 0, part });
+				break;
+			}
+			case "function_call":
+				this.#emit(out, { type: "response.function_call_arguments.done", ...at, arguments: text });
+				break;
+		}
+		this.#emit(out, { type: "response.output_item.done", output_index: open.outputIndex, item });
+	}
+}
+
+function isSource(v: unknown): v is Source {
+	return isRecord(v) && typeof v.url === "string" && typeof v.title === "string";
+}
+
+/** One SSE frame: `event: <type>`, the JSON data line, a blank line. */
+export function encodeEvent(e: ResponseStreamEvent): string {
+	return `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
+}

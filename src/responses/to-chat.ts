@@ -1,0 +1,226 @@
+/**
+ * Responses request → Chat Completions body, for engines that only speak Chat Completions.
+ * The body keeps the client's model id: the chat pipeline resolves the catalog, caps
+ * max_tokens and reads `venym` exactly as it does for /v1/chat/completions.
+ */
+import { annotationsFromChat, outputTextPart } from "./from-chat";
+import type {
+	InputImagePart,
+	InputMessageItem,
+	InputTextPart,
+	OutputTextPart,
+	RequestItem,
+	ResponseInputItem,
+	ResponsesRequest,
+} from "./request-schema";
+
+type ChatContentPart =
+	| { type: "text"; text: string }
+	| { type: "image_url"; image_url: { url: string; detail?: "low" | "high" } };
+
+interface ChatToolCall {
+	id: string;
+	type: "function";
+	function: { name: string; arguments: string };
+}
+
+type ChatMessage =
+	| { role: "system" | "user"; content: string | ChatContentPart[] }
+	| { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[] }
+	| { role: "tool"; tool_call_id: string; content: string };
+
+type AnyItem = RequestItem | ResponseInputItem;
+type AnyPart = Exclude<Extract<AnyItem, { type: "message" }>["content"], string>[number];
+
+function isText(p: AnyPart): p is Extract<AnyPart, { text: string }> {
+	return p.type === "input_text" || p.type === "output_text";
+}
+
+function joinText(parts: AnyPart[]): string {
+	return parts
+		.filter(isText)
+		.map((p) => p.text)
+		.join("\n");
+}
+
+function chatPart(p: AnyPart): ChatContentPart {
+	if (p.type !== "input_image") return { type: "text", text: p.text };
+	const image: { url: string; detail?: "low" | "high" } = { url: p.image_url ?? "" };
+	// "auto" is the chat default, so it is left out; chat has no "original", "high" is the nearest.
+	if (p.detail === "low" || p.detail === "high") image.detail = p.detail;
+	else if (p.detail === "original") image.detail = "high";
+	return { type: "image_url", image_url: image };
+}
+
+/** Input text only → a plain string (what every engine accepts); with images → parts. */
+function userContent(content: string | AnyPart[]): string | ChatContentPart[] {
+	if (typeof content === "string") return content;
+	if (content.every(isText)) return joinText(content);
+	return content.map(chatPart);
+}
+
+function toMessages(items: ReadonlyArray<AnyItem>): ChatMessage[] {
+	const messages: ChatMessage[] = [];
+	for (const item of items) {
+		switch (item.type) {
+			case "message": {
+				if (item.role === "assistant") {
+					messages.push({ role: "assistant", content: typeof item.content === "string" ? item.content : joinText(item.content) });
+				} else {
+					// Many engines' chat templates know no "developer" role; it means the same as system.
+					const role = item.role === "user" ? "user" : "system";
+					messages.push({ role, content: userContent(item.content) });
+				}
+				break;
+			}
+			case "function_call": {
+				const call: ChatToolCall = {
+					id: item.call_id,
+					type: "function",
+					function: { name: item.name, arguments: item.arguments },
+				};
+				const last = messages.at(-1);
+				// One assistant turn may say something and call several tools: keep it one message.
+				if (last?.role !== "assistant") messages.push({ role: "assistant", content: null, tool_calls: [call] });
+				else if (last.tool_calls) last.tool_calls.push(call);
+				else last.tool_calls = [call];
+				break;
+			}
+			case "function_call_output":
+				messages.push({ role: "tool", tool_call_id: item.call_id, content: item.output });
+				break;
+			case "reasoning":
+				// Earlier reasoning is not replayed: chat templates drop it, and some engines reject it.
+				break;
+		}
+	}
+	return messages;
+}
+
+function responseFormat(format: NonNullable<ResponsesRequest["text"]>["format"]): Record<string, unknown> | undefined {
+	if (!format || format.type === "text") return undefined;
+	if (format.type === "json_object") return { type: "json_object" };
+	const schema: Record<string, unknown> = { name: format.name, schema: format.schema };
+	if (format.strict !== undefined && format.strict !== null) schema.strict = format.strict;
+	if (format.description !== undefined) schema.description = format.description;
+	return { type: "json_schema", json_schema: schema };
+}
+
+/**
+ * The Chat Completions body for `req`, after the conversation so far (`history`: earlier
+ * turns' input and output items, oldest first). Settings without a chat equivalent
+ * (store, metadata, truncation, include, text.verbosity, reasoning.summary) stay here.
+ */
+export function responsesToChat(req: ResponsesRequest, history: ReadonlyArray<ResponseInputItem>): Record<string, unknown> {
+	const current: AnyItem[] = typeof req.input === "string" ? [{ type: "message", role: "user", content: req.input }] : req.input;
+	const messages: ChatMessage[] = [];
+	if (req.instructions) messages.push({ role: "system", content: req.instructions });
+	messages.push(...toMessages([...history, ...current]));
+
+	const body: Record<string, unknown> = { model: req.model, messages };
+	if (req.tools?.length) {
+		body.tools = req.tools.map((t) => {
+			const fn: Record<string, unknown> = { name: t.name };
+			if (t.description != null) fn.description = t.description;
+			if (t.parameters != null) fn.parameters = t.parameters;
+			if (t.strict != null) fn.strict = t.strict;
+			return { type: "function", function: fn };
+		});
+	}
+	if (req.tool_choice != null) {
+		body.tool_choice =
+			typeof req.tool_choice === "string" ? req.tool_choice : { type: "function", function: { name: req.tool_choice.name } };
+	}
+	if (req.parallel_tool_calls != null) body.parallel_tool_calls = req.parallel_tool_calls;
+	const format = responseFormat(req.text?.format);
+	if (format) body.response_format = format;
+	if (req.reasoning?.effort != null) body.reasoning_effort = req.reasoning.effort;
+	if (req.max_output_tokens != null) body.max_tokens = req.max_output_tokens;
+	if (req.temperature != null) body.temperature = req.temperature;
+	if (req.top_p != null) body.top_p = req.top_p;
+	if (req.user !== undefined) body.user = req.user;
+	if (req.venym !== undefined) body.venym = req.venym;
+	if (req.stream != null) body.stream = req.stream;
+	return body;
+}
+
+function inputPart(p: AnyPart): InputTextPart | InputImagePart {
+	if (p.type === "input_image") return { type: "input_image", image_url: p.image_url ?? "", detail: p.detail ?? "auto" };
+	return { type: "input_text", text: p.text };
+}
+
+function outputPart(p: AnyPart): OutputTextPart {
+	if (p.type === "input_image") return outputTextPart("", []);
+	return outputTextPart(p.text, p.type === "output_text" ? annotationsFromChat(p.annotations) : []);
+}
+
+/**
+ * The request's input as stored items (for history and GET …/input_items): a string
+ * becomes one user message, every item gets an id (`msg_`, `fc_`, `fco_`, `rs_` + `ids()`)
+ * unless it brought one, and message content is always a parts array.
+ */
+export function inputItems(req: ResponsesRequest, ids: () => string): ResponseInputItem[] {
+	if (typeof req.input === "string") {
+		return [
+			{
+				type: "message",
+				id: `msg_${ids()}`,
+				role: "user",
+				status: "completed",
+				content: [{ type: "input_text", text: req.input }],
+			},
+		];
+	}
+	return req.input.map((item) => normalise(item, ids));
+}
+
+function normalise(item: RequestItem, ids: () => string): ResponseInputItem {
+	switch (item.type) {
+		case "message": {
+			const id = item.id || `msg_${ids()}`;
+			if (item.role === "assistant") {
+				const content =
+					typeof item.content === "string"
+						? [outputPart({ type: "output_text", text: item.content })]
+						: item.content.map(outputPart);
+				return { type: "message", id, role: "assistant", status: item.status ?? "completed", content };
+			}
+			const content: InputMessageItem["content"] =
+				typeof item.content === "string" ? [{ type: "input_text", text: item.content }] : item.content.map(inputPart);
+			return { type: "message", id, role: item.role, status: "completed", content };
+		}
+		case "function_call":
+			return {
+				type: "function_call",
+				id: item.id || `fc_${ids()}`,
+				call_id: item.call_id,
+				name: item.name,
+				arguments: item.arguments,
+				status: item.status ?? "completed",
+			};
+		case "function_call_output":
+			return {
+				type: "function_call_output",
+				id: item.id || `fco_${ids()}`,
+				call_id: item.call_id,
+				output: item.output,
+				status: "completed",
+			};
+		case "reasoning":
+			return {
+				...(item as Record<string, unknown>),
+				type: "reasoning",
+				id: item.id || `rs_${ids()}`,
+				summary: summaryOf(item.summary),
+			};
+	}
+}
+
+function summaryOf(v: unknown): Array<{ type: "summary_text"; text: string }> {
+	if (!Array.isArray(v)) return [];
+	return v.flatMap((s) =>
+		s && typeof s === "object" && typeof (s as { text?: unknown }).text === "string"
+			? [{ type: "summary_text" as const, text: (s as { text: string }).text }]
+			: [],
+	);
+}
