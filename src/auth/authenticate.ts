@@ -2,7 +2,9 @@ import type { MiddlewareHandler } from "hono";
 import type { AppEnv, Principal } from "../app-env";
 import { keyStore } from "../db/keys";
 import { GatewayError } from "../errors";
+import { type KeyCache, type KeyRecord, keyCache } from "./key-cache";
 import { hashSecret, isWellFormedSecret } from "./key-secret";
+import { assertOriginAllowed, assertUsable } from "./scopes";
 
 function unauthorized(message: string): GatewayError {
 	return new GatewayError("invalid_api_key", message);
@@ -14,22 +16,82 @@ export function bearerToken(header: string | undefined | null): string | null {
 	return m ? (m[1] as string).trim() : null;
 }
 
-/** Resolves a `vk-…` secret to its key, refusing unknown, revoked and expired keys. */
-export async function authenticate(env: Env, secret: string | null, now: number): Promise<Principal> {
+export interface AuthContext {
+	/** The client IP (cf-connecting-ip), for the failed-authentication throttle; null when unknown. */
+	ip: string | null;
+	/** Keeps the cache fill alive after the response (ctx.waitUntil). */
+	waitUntil: (p: Promise<unknown>) => void;
+}
+
+function throttled(ms: number): GatewayError {
+	const seconds = Math.max(1, Math.ceil(ms / 1000));
+	return new GatewayError("rate_limited", `Too many failed authentication attempts. Please try again in ${seconds}s.`, {
+		headers: { "retry-after": String(seconds) },
+	});
+}
+
+/** Counts the failure for the client IP, then refuses: 401, or 429 once the IP is over its allowance. */
+async function refuse(cache: KeyCache, ctx: AuthContext, err: GatewayError): Promise<never> {
+	const ms = await cache.fail(ctx.ip);
+	throw ms > 0 ? throttled(ms) : err;
+}
+
+async function loadRecord(d1: D1Database, hash: string): Promise<KeyRecord | undefined> {
+	const store = keyStore(d1);
+	const key = await store.byHash(hash);
+	if (!key) return undefined;
+	const parent = key.parentKeyId ? ((await store.byId(key.parentKeyId)) ?? null) : null;
+	// A token whose parent is gone is unusable: record it as revoked rather than as an unscoped key.
+	if (key.parentKeyId && !parent) return { key: { ...key, revokedAt: key.revokedAt ?? 0 }, parent: null };
+	return { key, parent };
+}
+
+/**
+ * Resolves a `vk-…` secret to its principal, refusing unknown, revoked and expired keys (and
+ * tokens whose parent is). The warm path is one cache read, no D1.
+ */
+export async function authenticate(env: Env, secret: string | null, now: number, ctx: AuthContext): Promise<Principal> {
 	if (!secret) {
 		throw unauthorized(
 			"You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
 		);
 	}
-	if (!isWellFormedSecret(secret)) throw unauthorized("Incorrect API key provided.");
-	const key = await keyStore(env.DB).byHash(await hashSecret(secret));
-	if (!key) throw unauthorized("Incorrect API key provided.");
-	if (key.revokedAt !== null) throw unauthorized("This API key has been revoked.");
-	if (key.expiresAt !== null && key.expiresAt * 1000 <= now) throw unauthorized("This API key has expired.");
-	return { keyId: key.id, key };
+	const cache = keyCache(env);
+	if (!isWellFormedSecret(secret)) return refuse(cache, ctx, unauthorized("Incorrect API key provided."));
+	const hash = await hashSecret(secret);
+	const read = await cache.read(hash, ctx.ip);
+	if (read.throttledMs > 0) throw throttled(read.throttledMs);
+	let record = read.record;
+	if (!record) {
+		record = await loadRecord(env.DB, hash);
+		if (!record) return refuse(cache, ctx, unauthorized("Incorrect API key provided."));
+		ctx.waitUntil(cache.write(hash, record));
+	}
+	const principal: Principal = record.parent
+		? { keyId: record.key.id, key: record.key, parent: record.parent }
+		: { keyId: record.key.id, key: record.key };
+	try {
+		assertUsable(principal, now);
+	} catch (err) {
+		return refuse(cache, ctx, err as GatewayError);
+	}
+	return principal;
 }
 
+/** Authenticates the bearer key and, for a browser key, its Origin. */
 export const requireKey: MiddlewareHandler<AppEnv> = async (c, next) => {
-	c.set("principal", await authenticate(c.env, bearerToken(c.req.header("authorization")), Date.now()));
+	const principal = await authenticate(c.env, bearerToken(c.req.header("authorization")), Date.now(), {
+		ip: c.req.header("cf-connecting-ip") ?? null,
+		waitUntil: (p) => {
+			const logged = p.catch((err) => console.error("key cache write failed", err));
+			try {
+				c.executionCtx.waitUntil(logged);
+			} catch {
+				// No ExecutionContext (app.request in a unit test): the write just runs unattended.
+			}
+		},
+	});
+	assertOriginAllowed(principal, c.req.header("origin"));
+	c.set("principal", principal);
 	await next();
 };

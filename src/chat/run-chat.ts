@@ -1,4 +1,6 @@
-import { type GatewayConfig, modelNodes, resolveModel } from "../config";
+import type { Principal } from "../app-env";
+import { assertModelAllowed, ledgerKeyId, ledgerScopes, outputCeiling } from "../auth/scopes";
+import { type GatewayConfig, modelNodes, type ResolvedModel, resolveModel } from "../config";
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import type { SettleResult } from "../ledger/key-ledger";
@@ -10,7 +12,7 @@ import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
 import { estimatePromptTokens } from "../stream/estimate";
 import type { Outcome, Usage } from "../types";
 import { rewriteCompletion } from "./completion-response";
-import { prepareChat } from "./prepare";
+import { type PreparedChat, prepareChat } from "./prepare";
 import { validateChatRequest } from "./validate";
 
 const NO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
@@ -38,7 +40,13 @@ function searchCharge(outcome: Outcome, searchNanos: number): number {
 export interface ChatRun {
 	env: Env;
 	config: GatewayConfig;
+	/** The calling key's id. */
 	keyId: string;
+	/**
+	 * The authenticated caller. Its scopes apply (allowed models, output ceiling, rpm/tpm, spend
+	 * caps) and a `vk-tmp-` token bills the key that minted it. Without it the key is unscoped.
+	 */
+	principal?: Principal;
 	requestId: string;
 	/** Fires when the client goes away. */
 	clientSignal: AbortSignal;
@@ -55,21 +63,64 @@ export type ChatResult =
  * model, cap, hold, search, call the engine with failover, rewrite, and settle exactly once.
  */
 export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResult> {
-	const { env, config, clientSignal } = run;
+	const { config, principal } = run;
 	const body = validateChatRequest(rawBody);
 	const resolved = resolveModel(config, body.model);
+	if (principal) assertModelAllowed(principal, resolved.model.id);
+	const ceiling = principal ? outputCeiling(principal) : null;
 	const promptTokens = estimatePromptTokens(body);
-	const prepared = prepareChat(body, resolved, promptTokens);
-	const requestId = run.requestId;
+	const prepared = prepareChat(body, ceiling === null ? resolved : withCeiling(resolved, ceiling), promptTokens);
 	const req: RequestContext = {
-		keyId: run.keyId,
-		requestId,
+		keyId: principal ? ledgerKeyId(principal) : run.keyId,
+		requestId: run.requestId,
 		model: resolved.model,
 		requestedModel: resolved.requestedId,
 		searchCount: 0,
 	};
+	if (principal) {
+		req.scopes = ledgerScopes(principal);
+		req.tokenEstimate = promptTokens + prepared.maxOutputTokens;
+	}
 	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
-	await authorizeRequest(env, req, holdNanos(resolved.model, promptTokens, prepared.maxOutputTokens, searchPrice));
+	const hold = holdNanos(resolved.model, promptTokens, prepared.maxOutputTokens, searchPrice);
+	const { headers: rateHeaders } = await authorizeRequest(run.env, req, hold);
+	if (!hasKeys(rateHeaders)) return runHeld(run, req, prepared, promptTokens, searchPrice, rateHeaders);
+	// Once the request counted against the key's limits, every answer carries them, errors included.
+	try {
+		return await runHeld(run, req, prepared, promptTokens, searchPrice, rateHeaders);
+	} catch (err) {
+		throw withHeaders(err, rateHeaders);
+	}
+}
+
+function hasKeys(o: Record<string, string>): boolean {
+	for (const _ in o) return true;
+	return false;
+}
+
+/** The model with its output cap lowered to the key's ceiling. */
+function withCeiling(resolved: ResolvedModel, ceiling: number): ResolvedModel {
+	if (ceiling >= resolved.model.max_output_tokens) return resolved;
+	return { ...resolved, model: { ...resolved.model, max_output_tokens: ceiling } };
+}
+
+function withHeaders(err: unknown, headers: Record<string, string>): GatewayError {
+	const ge = err instanceof GatewayError ? err : new GatewayError("internal", "Internal error", { cause: err });
+	return new GatewayError(ge.kind, ge.message, { ...ge.options, headers: { ...headers, ...ge.options.headers } });
+}
+
+/** Everything after the hold: search, engine call with failover, rewrite, and settlement exactly once. */
+async function runHeld(
+	run: ChatRun,
+	req: RequestContext,
+	prepared: PreparedChat,
+	promptTokens: number,
+	searchPrice: number,
+	rateHeaders: Record<string, string>,
+): Promise<ChatResult> {
+	const { env, config, clientSignal } = run;
+	const requestId = req.requestId;
+	const resolved = { model: req.model, requestedId: req.requestedModel };
 	// Registered with waitUntil before anything else can wait: a client that leaves while the
 	// search or the engine call is pending would otherwise end the request before it settles.
 	let settleNow!: (p: Promise<SettleResult | null>) => void;
@@ -83,7 +134,7 @@ export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResul
 	};
 
 	// From here on the request holds money: every path below settles exactly once.
-	const headers: Record<string, string> = { "x-request-id": requestId };
+	const headers: Record<string, string> = { "x-request-id": requestId, ...rateHeaders };
 	let sources: Source[] = [];
 	let searchNanos = 0;
 	if (prepared.webSearch.enabled) {

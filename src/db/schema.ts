@@ -20,8 +20,10 @@ export const apiKeys = sqliteTable(
 		spendLimitPeriod: text("spend_limit_period"),
 		maxTokens: integer("max_tokens"),
 		metadata: text("metadata", { mode: "json" }).$type<Record<string, string>>(),
+		/** Set on short-lived `vk-tmp-` tokens: the key that minted them and whose balance they draw on. */
+		parentKeyId: text("parent_key_id"),
 	},
-	(t) => [index("api_keys_created_idx").on(t.createdAt)],
+	(t) => [index("api_keys_created_idx").on(t.createdAt), index("api_keys_parent_idx").on(t.parentKeyId)],
 );
 
 /** One row per settled request, written by the key's ledger from its outbox (INSERT OR IGNORE by request id). */

@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { LedgerLimits, LIMITS_SCHEMA, type LimitRefusal, type RateState, type ScopeLimits } from "./limits";
 import { flushOutbox, type UsageRecordInput } from "./outbox";
 
 /** How long a hold lives without settlement before the alarm voids it. */
@@ -8,8 +9,23 @@ const SETTLED_TTL_MS = 7 * 24 * 60 * 60 * 1000;
 const FLUSH_BATCH = 50;
 
 export type AuthorizeResult =
-	| { ok: true; availableNanos: number; holdNanos: number }
-	| { ok: false; availableNanos: number; requiredNanos: number };
+	| { ok: true; availableNanos: number; holdNanos: number; rate?: RateState }
+	| { ok: false; availableNanos: number; requiredNanos: number; rate?: RateState; refused?: undefined }
+	| ({ ok: false; rate: RateState } & LimitRefusal);
+
+export interface AuthorizeInput {
+	keyId: string;
+	requestId: string;
+	holdNanos: number;
+	now?: number;
+	/**
+	 * The limits of every key this request runs under (the ledger's own key, and the token that
+	 * called, if any). Checked and counted in the same atomic step as the hold.
+	 */
+	scopes?: ScopeLimits[];
+	/** Tokens counted against tpm until settlement replaces them with the real count. */
+	tokens?: number;
+}
 
 export interface SettleInput {
 	requestId: string;
@@ -42,10 +58,12 @@ export interface LedgerInfo {
  */
 export class KeyLedger extends DurableObject<Env> {
 	private readonly sql: SqlStorage;
+	private readonly limits: LedgerLimits;
 
 	constructor(ctx: DurableObjectState, env: Env) {
 		super(ctx, env);
 		this.sql = ctx.storage.sql;
+		this.limits = new LedgerLimits(this.sql);
 		this.sql.exec(`
 			CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
 			CREATE TABLE IF NOT EXISTS holds (request_id TEXT PRIMARY KEY, amount INTEGER NOT NULL, created_at INTEGER NOT NULL);
@@ -53,10 +71,14 @@ export class KeyLedger extends DurableObject<Env> {
 			CREATE TABLE IF NOT EXISTS outbox (request_id TEXT PRIMARY KEY, record TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0);
 			CREATE TABLE IF NOT EXISTS credits (idempotency_key TEXT PRIMARY KEY, amount INTEGER NOT NULL, balance_after INTEGER NOT NULL, note TEXT, created_at INTEGER NOT NULL);
 		`);
+		this.sql.exec(LIMITS_SCHEMA);
 	}
 
-	/** Places a hold when balance minus open holds is positive. A repeated call for the same request is a no-op. */
-	authorize(input: { keyId: string; requestId: string; holdNanos: number; now?: number }): AuthorizeResult {
+	/**
+	 * Places a hold when balance minus open holds is positive and no limit of `scopes` is reached
+	 * (requests and tokens per minute, then spend caps). A repeated call for the same request is a no-op.
+	 */
+	authorize(input: AuthorizeInput): AuthorizeResult {
 		const now = input.now ?? Date.now();
 		this.rememberKey(input.keyId);
 		const available = this.balance() - this.held();
@@ -67,11 +89,26 @@ export class KeyLedger extends DurableObject<Env> {
 		// A request that already settled must not reopen a hold that nothing would release.
 		const settled = this.sql.exec("SELECT 1 FROM settled WHERE request_id = ?", input.requestId).toArray().length > 0;
 		if (settled) return { ok: true, availableNanos: available, holdNanos: 0 };
-		if (available <= 0) return { ok: false, availableNanos: available, requiredNanos: input.holdNanos };
+		const scopes = input.scopes ?? [];
+		const tokens = input.tokens ?? 0;
+		let rate: RateState | undefined;
+		if (scopes.length) {
+			const checked = this.limits.check(scopes, tokens, now);
+			if (checked.refusal) return { ok: false, rate: checked.rate, ...checked.refusal };
+			if (checked.rate.requests || checked.rate.tokens) rate = checked.rate;
+		}
+		if (available <= 0) {
+			const refusal = { ok: false as const, availableNanos: available, requiredNanos: input.holdNanos };
+			return rate ? { ...refusal, rate } : refusal;
+		}
 		const hold = Math.max(0, Math.round(input.holdNanos));
-		this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);
+		this.ctx.storage.transactionSync(() => {
+			this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);
+			if (scopes.length) this.limits.admit(input.requestId, scopes, tokens, now);
+		});
 		this.ensureAlarm(now + HOLD_TTL_MS);
-		return { ok: true, availableNanos: available - hold, holdNanos: hold };
+		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold };
+		return rate ? { ...admitted, rate } : admitted;
 	}
 
 	/** Releases the hold and debits the real cost, once per request id; a replay returns the stored result. */
@@ -104,6 +141,7 @@ export class KeyLedger extends DurableObject<Env> {
 				created_at: input.record.created_at ?? now,
 			};
 			this.sql.exec("INSERT OR IGNORE INTO outbox (request_id, record) VALUES (?, ?)", input.requestId, JSON.stringify(record));
+			this.limits.settle(input.requestId, cost, input.record.prompt_tokens + input.record.completion_tokens, now);
 		});
 		// Flush soon, batching whatever else settles in the meantime.
 		this.ensureAlarm(now + 200);
@@ -156,6 +194,7 @@ export class KeyLedger extends DurableObject<Env> {
 		const now = Date.now();
 		this.setMeta("alarm_at", 0);
 		this.expireHolds(now);
+		this.limits.pruneWindows(now);
 		this.sql.exec("DELETE FROM settled WHERE created_at < ?", now - SETTLED_TTL_MS);
 		let pending = true;
 		try {
@@ -172,7 +211,14 @@ export class KeyLedger extends DurableObject<Env> {
 
 	/** Voids holds older than the TTL, each exactly once. Returns how many were voided. */
 	expireHolds(now: number = Date.now()): number {
-		return this.sql.exec("DELETE FROM holds WHERE created_at <= ?", now - HOLD_TTL_MS).rowsWritten;
+		const voided = this.sql.exec("DELETE FROM holds WHERE created_at <= ?", now - HOLD_TTL_MS).rowsWritten;
+		if (voided > 0) this.limits.pruneHolds();
+		return voided;
+	}
+
+	/** Spend of one scope in the period containing `now` (lifetime when `period` is null). */
+	spend(input: { scope: string; period?: "daily" | "weekly" | "monthly" | null; now?: number }): { spentNanos: number } {
+		return { spentNanos: this.limits.spent(input.scope, input.period ?? "total", input.now ?? Date.now()) };
 	}
 
 	/** Sends one batch of the outbox to D1; true when more remain. */

@@ -2,6 +2,7 @@ import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
 import type { Outcome } from "../types";
 import type { AuthorizeResult, KeyLedger, SettleResult } from "./key-ledger";
+import type { LimitRefusal, RateState, RateWindow, ScopeLimits } from "./limits";
 import { costNanos, nanosToUsd, usageCostNanos } from "./pricing";
 
 export function ledgerFor(env: Env, keyId: string): DurableObjectStub<KeyLedger> {
@@ -9,12 +10,17 @@ export function ledgerFor(env: Env, keyId: string): DurableObjectStub<KeyLedger>
 }
 
 export interface RequestContext {
+	/** The key whose ledger pays (for a `vk-tmp-` token, the key that minted it). */
 	keyId: string;
 	requestId: string;
 	model: ModelConfig;
 	/** The model id as the client sent it. */
 	requestedModel: string;
 	searchCount: number;
+	/** Limits checked with the hold, in the same ledger call (see KeyLedger.authorize). */
+	scopes?: ScopeLimits[];
+	/** Tokens counted against tpm until settlement: the prompt estimate plus the output cap. */
+	tokenEstimate?: number;
 }
 
 /** The hold for a request: the prompt estimate plus the capped output, at the model's prices. */
@@ -22,19 +28,76 @@ export function holdNanos(model: ModelConfig, promptTokens: number, maxOutputTok
 	return costNanos(model.pricing, promptTokens, maxOutputTokens) + extraNanos;
 }
 
-/** Places the hold or throws 402 with the available and required amounts. */
-export async function authorizeRequest(env: Env, req: RequestContext, hold: number): Promise<AuthorizeResult & { ok: true }> {
-	const result = await ledgerFor(env, req.keyId).authorize({ keyId: req.keyId, requestId: req.requestId, holdNanos: hold });
-	if (!result.ok) {
-		const available = nanosToUsd(result.availableNanos);
-		const required = nanosToUsd(result.requiredNanos);
-		throw new GatewayError(
-			"insufficient_balance",
-			`Insufficient balance: available $${available.toFixed(6)}, this request may cost up to $${required.toFixed(6)}. Add credits to continue.`,
-			{ extra: { available_usd: available, required_usd: required } },
-		);
+/**
+ * Places the hold, or throws: 429 when a rate limit is reached, 403 when a spend cap is, 402
+ * when the balance is spent. `headers` are the x-ratelimit-* headers for the response (empty
+ * when the key has no rate limits); refusals carry them too.
+ */
+export async function authorizeRequest(
+	env: Env,
+	req: RequestContext,
+	hold: number,
+): Promise<AuthorizeResult & { ok: true; headers: Record<string, string> }> {
+	const result = await ledgerFor(env, req.keyId).authorize({
+		keyId: req.keyId,
+		requestId: req.requestId,
+		holdNanos: hold,
+		...(req.scopes ? { scopes: req.scopes, tokens: req.tokenEstimate ?? 0 } : {}),
+	});
+	const headers = rateLimitHeaders(result.rate);
+	if (result.ok) return { ...result, headers };
+	if (result.refused !== undefined) throw limitError(result, headers);
+	const available = nanosToUsd(result.availableNanos);
+	const required = nanosToUsd(result.requiredNanos);
+	throw new GatewayError(
+		"insufficient_balance",
+		`Insufficient balance: available $${available.toFixed(6)}, this request may cost up to $${required.toFixed(6)}. Add credits to continue.`,
+		{ extra: { available_usd: available, required_usd: required }, headers },
+	);
+}
+
+function limitError(refusal: LimitRefusal, headers: Record<string, string>): GatewayError {
+	if (refusal.refused === "rate_limited") {
+		const seconds = Math.max(1, Math.ceil(refusal.retryAfterMs / 1000));
+		const what = refusal.limit === "requests" ? "requests per minute (RPM)" : "tokens per minute (TPM)";
+		return new GatewayError("rate_limited", `Rate limit reached for ${what} on this key. Please try again in ${seconds}s.`, {
+			headers: { ...headers, "retry-after": String(seconds) },
+		});
 	}
-	return result;
+	const limit = nanosToUsd(refusal.limitNanos);
+	const when = refusal.resetsAt === null ? "" : ` It resets at ${new Date(refusal.resetsAt).toISOString()}.`;
+	const per = refusal.period === null ? "" : ` per ${{ daily: "day", weekly: "week", monthly: "month" }[refusal.period]}`;
+	return new GatewayError("forbidden", `This key has reached its spend limit of $${limit}${per}.${when}`, {
+		headers,
+		extra: {
+			spend_limit_usd: limit,
+			spent_usd: nanosToUsd(refusal.spentNanos),
+			period: refusal.period,
+			resets_at: refusal.resetsAt === null ? null : Math.floor(refusal.resetsAt / 1000),
+		},
+	});
+}
+
+/** OpenAI's duration style: "250ms", "1.5s", "6m0s". */
+export function formatDuration(ms: number): string {
+	const v = Math.max(0, Math.ceil(ms));
+	if (v < 1000) return `${v}ms`;
+	if (v < 60_000) return `${Number((v / 1000).toFixed(3))}s`;
+	return `${Math.floor(v / 60_000)}m${Number(((v % 60_000) / 1000).toFixed(3))}s`;
+}
+
+/** The x-ratelimit-* response headers for the tightest windows. */
+export function rateLimitHeaders(rate: RateState | undefined): Record<string, string> {
+	const headers: Record<string, string> = {};
+	const put = (kind: "requests" | "tokens", w: RateWindow | undefined) => {
+		if (!w) return;
+		headers[`x-ratelimit-limit-${kind}`] = String(w.limit);
+		headers[`x-ratelimit-remaining-${kind}`] = String(Math.max(0, w.remaining));
+		headers[`x-ratelimit-reset-${kind}`] = formatDuration(w.resetMs);
+	};
+	put("requests", rate?.requests);
+	put("tokens", rate?.tokens);
+	return headers;
 }
 
 /** Debits the real cost and writes the usage record, once per request id. */

@@ -1,3 +1,4 @@
+import type { Principal } from "../app-env";
 import { randomId } from "../auth/key-secret";
 import { type ChatRun, runChat } from "../chat/run-chat";
 import { GatewayError } from "../errors";
@@ -75,7 +76,7 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 			id: meta.id,
 			requestId: run.requestId,
 			keyId: run.keyId,
-			payload: { request: req, prior, items, createdAt: meta.createdAt },
+			payload: { request: req, prior, items, createdAt: meta.createdAt, principal: run.principal ?? null },
 		};
 		await responseStore(run.env, run.keyId).enqueue(record(meta, queued, items, prior), job);
 		return { kind: "json", body: queued, headers };
@@ -164,6 +165,8 @@ export async function runBackground(
 		prior: ResponseInputItem[];
 		items: ResponseInputItem[];
 		createdAt: number;
+		/** The caller's scopes, so a background run is held to them like any other. */
+		principal: Principal | null;
 	};
 	const meta: ResponseMeta = { id: job.id, createdAt: p.createdAt, model: p.request.model, request: p.request, ids: itemIds };
 	store.put(record(meta, inProgressResponse(meta), p.items, p.prior));
@@ -171,7 +174,15 @@ export async function runBackground(
 	let response: ResponseObject;
 	try {
 		const result = await runChat(
-			{ ...run, env, keyId: job.keyId, requestId: job.requestId, clientSignal: signal, waitUntil: (q) => settlements.push(q) },
+			{
+				...run,
+				env,
+				keyId: job.keyId,
+				principal: p.principal ?? undefined,
+				requestId: job.requestId,
+				clientSignal: signal,
+				waitUntil: (q) => settlements.push(q),
+			},
 			responsesToChat({ ...p.request, stream: false }, p.prior),
 		);
 		if (result.kind !== "completion") throw new Error("background run streamed");

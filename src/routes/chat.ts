@@ -11,6 +11,7 @@ export async function chatCompletions(c: Context<AppEnv>): Promise<Response> {
 			env: c.env,
 			config,
 			keyId: c.get("principal").keyId,
+			principal: c.get("principal"),
 			requestId: c.get("requestId"),
 			clientSignal: c.req.raw.signal,
 			waitUntil: (p) => c.executionCtx.waitUntil(p),

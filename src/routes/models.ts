@@ -1,6 +1,8 @@
 import { Hono } from "hono";
 import type { AppEnv } from "../app-env";
+import { modelAllowed } from "../auth/scopes";
 import { loadConfig, type ModelConfig, resolveModel } from "../config";
+import { GatewayError } from "../errors";
 
 const CREATED = 1_735_689_600; // 2025-01-01: the catalog has no per-model dates; a fixed value keeps responses stable.
 
@@ -17,12 +19,22 @@ export function modelObject(m: ModelConfig) {
 	};
 }
 
+/** The catalog as the caller's key sees it: a key with `allowed_models` sees only those. */
 export const modelsRoutes = new Hono<AppEnv>()
 	.get("/", (c) => {
 		const config = loadConfig(c.env.GATEWAY_CONFIG);
-		return c.json({ object: "list", data: config.models.map(modelObject) });
+		const principal = c.get("principal");
+		const visible = config.models.filter((m) => modelAllowed(principal, m.id));
+		return c.json({ object: "list", data: visible.map(modelObject) });
 	})
 	.get("/:id{.+}", (c) => {
 		const config = loadConfig(c.env.GATEWAY_CONFIG);
-		return c.json(modelObject(resolveModel(config, c.req.param("id")).model));
+		const id = c.req.param("id");
+		const { model } = resolveModel(config, id);
+		if (!modelAllowed(c.get("principal"), model.id)) {
+			throw new GatewayError("model_not_found", `The model '${id}' does not exist or you do not have access to it.`, {
+				param: "model",
+			});
+		}
+		return c.json(modelObject(model));
 	});

@@ -13,6 +13,7 @@ function chatRun(c: Context<AppEnv>): ChatRun {
 		env: c.env,
 		config: loadConfig(c.env.GATEWAY_CONFIG),
 		keyId: c.get("principal").keyId,
+		principal: c.get("principal"),
 		requestId: c.get("requestId"),
 		clientSignal: c.req.raw.signal,
 		waitUntil: (p) => c.executionCtx.waitUntil(p),

@@ -175,7 +175,7 @@ describe("web search", () => {
 		const seen: Array<Record<string, unknown>> = [];
 		for await (const chunk of stream) seen.push(chunk as unknown as Record<string, unknown>);
 		expect(seen[0]?.object).toBe("venym.sources");
-		expect((seen[0]?.sources as unknown[]).length).toBe(6);
+		expect(seen[0]?.sources as unknown[]).toHaveLength(6);
 		expect(seen.slice(1).every((c) => c.object === "chat.completion.chunk" && c.model === "test/ok:online")).toBe(true);
 		const text = seen
 			.slice(1)

@@ -1,0 +1,28 @@
+/** zod schemas for the scope fields shared by `POST/PATCH /admin/keys` and `POST /v1/tokens`. */
+import { z } from "zod";
+import type { GatewayConfig } from "../config";
+import { GatewayError } from "../errors";
+import { ORIGIN_PATTERN } from "./scopes";
+
+export const OriginSchema = z
+	.string()
+	.regex(
+		ORIGIN_PATTERN,
+		"must be an origin such as 'https://app.example.com' (scheme, host, optional port, no path) or 'https://*.example.com'",
+	)
+	.transform((s) => s.toLowerCase());
+
+export const AllowedOrigins = z.array(OriginSchema).min(1);
+export const AllowedModels = z.array(z.string().min(1)).min(1);
+
+/** Every model id must be in the catalog (the `:online` suffix is a request option, not a model). */
+export function assertCatalogModels(config: GatewayConfig, models: readonly string[] | null | undefined, param: string): void {
+	if (!models) return;
+	models.forEach((id, i) => {
+		if (!config.models.some((m) => m.id === id)) {
+			throw new GatewayError("invalid_request", `Invalid value for '${param}[${i}]': no model '${id}' in the catalog.`, {
+				param: `${param}[${i}]`,
+			});
+		}
+	});
+}

@@ -1,0 +1,230 @@
+/**
+ * Per-key limits kept inside the key's ledger Durable Object: requests and tokens per minute
+ * over an exact sliding window, and spend per period. Everything here is synchronous SQLite
+ * work on the ledger's own storage, so the ledger can check and record limits in the same
+ * atomic step as the hold. The period arithmetic is pure and takes `now`.
+ */
+
+export type SpendPeriod = "daily" | "weekly" | "monthly";
+
+/** The limits of one key that pays through this ledger: the ledger's own key, or a token it minted. */
+export interface ScopeLimits {
+	/** The key id. */
+	scope: string;
+	rpm?: number | null;
+	tpm?: number | null;
+	spendLimitNanos?: number | null;
+	/** Without a period the spend limit covers the key's whole life. */
+	spendPeriod?: SpendPeriod | null;
+}
+
+export interface RateWindow {
+	limit: number;
+	remaining: number;
+	/** Milliseconds until the oldest counted request (or tokens) leaves the window. */
+	resetMs: number;
+}
+
+/** The tightest request and token windows over every scope of a request. */
+export interface RateState {
+	requests?: RateWindow;
+	tokens?: RateWindow;
+}
+
+export type LimitRefusal =
+	| { refused: "rate_limited"; scope: string; limit: "requests" | "tokens"; retryAfterMs: number }
+	| {
+			refused: "spend_limit";
+			scope: string;
+			limitNanos: number;
+			spentNanos: number;
+			period: SpendPeriod | null;
+			/** Unix milliseconds when the period ends, or null for a lifetime limit. */
+			resetsAt: number | null;
+	  };
+
+export const RATE_WINDOW_MS = 60_000;
+const PERIODS = ["total", "daily", "weekly", "monthly"] as const;
+type PeriodKey = (typeof PERIODS)[number];
+
+export const LIMITS_SCHEMA = `
+	CREATE TABLE IF NOT EXISTS rate_events (request_id TEXT NOT NULL, scope TEXT NOT NULL, at INTEGER NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (request_id, scope));
+	CREATE INDEX IF NOT EXISTS rate_events_scope_at ON rate_events (scope, at);
+	CREATE TABLE IF NOT EXISTS hold_scopes (request_id TEXT NOT NULL, scope TEXT NOT NULL, PRIMARY KEY (request_id, scope));
+	CREATE INDEX IF NOT EXISTS hold_scopes_scope ON hold_scopes (scope);
+	CREATE TABLE IF NOT EXISTS spend (scope TEXT NOT NULL, period TEXT NOT NULL, period_start INTEGER NOT NULL, spent INTEGER NOT NULL, PRIMARY KEY (scope, period));
+`;
+
+/** Start of the UTC period containing `now` (days, ISO weeks starting Monday, calendar months). */
+export function periodStart(period: PeriodKey, now: number): number {
+	if (period === "total") return 0;
+	const d = new Date(now);
+	const day = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
+	if (period === "daily") return day;
+	if (period === "weekly") return day - ((d.getUTCDay() + 6) % 7) * 86_400_000;
+	return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+/** End (exclusive) of the UTC period containing `now`. */
+export function periodEnd(period: SpendPeriod, now: number): number {
+	const start = new Date(periodStart(period, now));
+	if (period === "daily") return start.getTime() + 86_400_000;
+	if (period === "weekly") return start.getTime() + 7 * 86_400_000;
+	return Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, 1);
+}
+
+/** The ledger's limit tables, operated synchronously on its SQLite storage. */
+export class LedgerLimits {
+	constructor(private readonly sql: SqlStorage) {}
+
+	/** The first limit this request would break, or null; also the windows as they stand. Writes nothing but pruning. */
+	check(scopes: readonly ScopeLimits[], tokens: number, now: number): { refusal: LimitRefusal | null; rate: RateState } {
+		const rate: RateState = {};
+		for (const s of scopes) {
+			if (s.rpm || s.tpm) this.sql.exec("DELETE FROM rate_events WHERE scope = ? AND at <= ?", s.scope, now - RATE_WINDOW_MS);
+			if (s.rpm) {
+				const w = this.requestWindow(s.scope, s.rpm, now);
+				if (w.remaining <= 0) return { refusal: rateRefusal(s.scope, "requests", w.resetMs), rate: { ...rate, requests: w } };
+				rate.requests = tighter(rate.requests, { ...w, remaining: w.remaining - 1, resetMs: w.resetMs || RATE_WINDOW_MS });
+			}
+			if (s.tpm) {
+				const w = this.tokenWindow(s.scope, s.tpm, now);
+				if (w.remaining <= 0) return { refusal: rateRefusal(s.scope, "tokens", w.resetMs), rate: { ...rate, tokens: w } };
+				rate.tokens = tighter(rate.tokens, {
+					...w,
+					remaining: Math.max(0, w.remaining - Math.round(tokens)),
+					resetMs: w.resetMs || RATE_WINDOW_MS,
+				});
+			}
+		}
+		for (const s of scopes) {
+			if (!s.spendLimitNanos) continue;
+			const period = s.spendPeriod ?? null;
+			const spent = this.spent(s.scope, period ?? "total", now);
+			if (spent + this.held(s.scope) >= s.spendLimitNanos) {
+				return {
+					refusal: {
+						refused: "spend_limit",
+						scope: s.scope,
+						limitNanos: s.spendLimitNanos,
+						spentNanos: spent,
+						period,
+						resetsAt: period ? periodEnd(period, now) : null,
+					},
+					rate,
+				};
+			}
+		}
+		return { refusal: null, rate };
+	}
+
+	/** Counts an admitted request in each scope's windows and ties its hold to the scopes for spend. */
+	admit(requestId: string, scopes: readonly ScopeLimits[], tokens: number, now: number): void {
+		for (const s of scopes) {
+			if (s.rpm || s.tpm) {
+				this.sql.exec(
+					"INSERT OR IGNORE INTO rate_events (request_id, scope, at, tokens) VALUES (?, ?, ?, ?)",
+					requestId,
+					s.scope,
+					now,
+					Math.max(0, Math.round(tokens)),
+				);
+			}
+			this.sql.exec("INSERT OR IGNORE INTO hold_scopes (request_id, scope) VALUES (?, ?)", requestId, s.scope);
+		}
+	}
+
+	/** At settlement: the real tokens replace the estimate, and the cost counts towards each scope's spend. */
+	settle(requestId: string, costNanos: number, tokens: number, now: number): void {
+		this.sql.exec("UPDATE rate_events SET tokens = ? WHERE request_id = ?", Math.max(0, Math.round(tokens)), requestId);
+		const scopes = this.sql.exec<{ scope: string }>("SELECT scope FROM hold_scopes WHERE request_id = ?", requestId).toArray();
+		for (const { scope } of scopes) {
+			for (const period of PERIODS) {
+				this.sql.exec(
+					`INSERT INTO spend (scope, period, period_start, spent) VALUES (?, ?, ?, ?)
+					 ON CONFLICT (scope, period) DO UPDATE SET
+					   spent = CASE WHEN spend.period_start = excluded.period_start THEN spend.spent + excluded.spent ELSE excluded.spent END,
+					   period_start = excluded.period_start`,
+					scope,
+					period,
+					periodStart(period, now),
+					costNanos,
+				);
+			}
+		}
+		this.sql.exec("DELETE FROM hold_scopes WHERE request_id = ?", requestId);
+	}
+
+	/** Forgets the scopes of holds that no longer exist (expired). */
+	pruneHolds(): void {
+		this.sql.exec("DELETE FROM hold_scopes WHERE request_id NOT IN (SELECT request_id FROM holds)");
+	}
+
+	/** Drops requests that left every window (those of scopes no longer seen, such as expired tokens, too). */
+	pruneWindows(now: number): void {
+		this.sql.exec("DELETE FROM rate_events WHERE at <= ?", now - RATE_WINDOW_MS);
+	}
+
+	/** Spend in the period containing `now`. */
+	spent(scope: string, period: PeriodKey, now: number): number {
+		const row = this.sql
+			.exec<{ spent: number; period_start: number }>(
+				"SELECT spent, period_start FROM spend WHERE scope = ? AND period = ?",
+				scope,
+				period,
+			)
+			.toArray()[0];
+		return row && row.period_start === periodStart(period, now) ? row.spent : 0;
+	}
+
+	private held(scope: string): number {
+		return this.sql
+			.exec<{ t: number }>(
+				"SELECT COALESCE(SUM(h.amount), 0) AS t FROM holds h JOIN hold_scopes s ON s.request_id = h.request_id WHERE s.scope = ?",
+				scope,
+			)
+			.one().t;
+	}
+
+	private requestWindow(scope: string, limit: number, now: number): RateWindow {
+		const row = this.sql
+			.exec<{ n: number; oldest: number | null }>(
+				"SELECT COUNT(*) AS n, MIN(at) AS oldest FROM rate_events WHERE scope = ? AND at > ?",
+				scope,
+				now - RATE_WINDOW_MS,
+			)
+			.one();
+		return { limit, remaining: limit - row.n, resetMs: row.oldest === null ? 0 : row.oldest + RATE_WINDOW_MS - now };
+	}
+
+	/** When over the limit, `resetMs` is how long until enough tokens leave the window to admit a request. */
+	private tokenWindow(scope: string, limit: number, now: number): RateWindow {
+		const rows = this.sql
+			.exec<{ at: number; tokens: number }>(
+				"SELECT at, tokens FROM rate_events WHERE scope = ? AND at > ? ORDER BY at",
+				scope,
+				now - RATE_WINDOW_MS,
+			)
+			.toArray();
+		let used = 0;
+		for (const r of rows) used += r.tokens;
+		let resetMs = rows.length ? (rows[0] as { at: number }).at + RATE_WINDOW_MS - now : 0;
+		if (used >= limit) {
+			let left = used;
+			for (const r of rows) {
+				left -= r.tokens;
+				resetMs = r.at + RATE_WINDOW_MS - now;
+				if (left < limit) break;
+			}
+		}
+		return { limit, remaining: limit - used, resetMs };
+	}
+}
+
+function rateRefusal(scope: string, limit: "requests" | "tokens", resetMs: number): LimitRefusal {
+	return { refused: "rate_limited", scope, limit, retryAfterMs: Math.max(1, resetMs) };
+}
+
+function tighter(a: RateWindow | undefined, b: RateWindow): RateWindow {
+	return !a || b.remaining < a.remaining ? b : a;
+}

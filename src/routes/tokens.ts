@@ -1,0 +1,107 @@
+import type { Context } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { generateSecret, hashSecret, randomId } from "../auth/key-secret";
+import { AllowedModels, AllowedOrigins, assertCatalogModels } from "../auth/scope-fields";
+import { zodToGatewayError } from "../chat/validate";
+import { loadConfig } from "../config";
+import { keyStore } from "../db/keys";
+import type { ApiKeyRow } from "../db/schema";
+import { GatewayError } from "../errors";
+import { readJsonBody } from "../http/read-json";
+import { nanosToUsd, usdToNanos } from "../ledger/pricing";
+
+export const MAX_TOKEN_TTL_S = 3600;
+
+const MintToken = z.strictObject({
+	ttl_seconds: z.number().int().min(1).max(MAX_TOKEN_TTL_S).default(600),
+	allowed_origins: AllowedOrigins,
+	allowed_models: AllowedModels.optional(),
+	spend_limit_usd: z.number().positive().optional(),
+	rpm: z.number().int().positive().optional(),
+	tpm: z.number().int().positive().optional(),
+	max_tokens: z.number().int().positive().optional(),
+	name: z.string().min(1).max(200).optional(),
+});
+
+function widening(param: string, message: string): GatewayError {
+	return new GatewayError("forbidden", `A token cannot widen its key's scopes: ${message}`, { param });
+}
+
+/** A numeric limit of the token: at most the parent's, when the parent has one. */
+function narrowed(param: string, asked: number | undefined, parentLimit: number | null): number | null {
+	if (asked === undefined) return null;
+	if (parentLimit !== null && asked > parentLimit) {
+		throw widening(param, `'${param}' ${asked} is above the key's ${parentLimit}.`);
+	}
+	return asked;
+}
+
+/**
+ * POST /v1/tokens: a server-side key mints a short-lived `vk-tmp-` browser token that draws on
+ * its balance, is bound to origins, expires within an hour and never after the key, and has at
+ * most the key's scopes. Tokens cannot mint tokens.
+ */
+export async function mintToken(c: Context<AppEnv>): Promise<Response> {
+	const principal = c.get("principal");
+	if (principal.parent) throw new GatewayError("forbidden", "A temporary token cannot mint tokens.");
+	const parent = principal.key;
+	if (parent.allowedOrigins) {
+		throw new GatewayError("forbidden", "Only server-side keys (without allowed_origins) can mint tokens.");
+	}
+	const parsed = MintToken.safeParse(await readJsonBody(c.req.raw, 64 * 1024));
+	if (!parsed.success) throw zodToGatewayError(parsed.error);
+	const input = parsed.data;
+
+	assertCatalogModels(loadConfig(c.env.GATEWAY_CONFIG), input.allowed_models, "allowed_models");
+	if (input.allowed_models && parent.allowedModels) {
+		const outside = input.allowed_models.find((m) => !parent.allowedModels?.includes(m));
+		if (outside) throw widening("allowed_models", `the key may not use the model '${outside}'.`);
+	}
+	const spendLimitNanos = narrowed(
+		"spend_limit_usd",
+		input.spend_limit_usd === undefined ? undefined : usdToNanos(input.spend_limit_usd),
+		parent.spendLimitNanos,
+	);
+	const now = Date.now();
+	const nowS = Math.floor(now / 1000);
+	const expiresAt = Math.min(nowS + input.ttl_seconds, parent.expiresAt ?? Number.POSITIVE_INFINITY);
+
+	const secret = generateSecret("tmp");
+	const row: ApiKeyRow = {
+		id: randomId("key_"),
+		name: input.name ?? `token of ${parent.name}`,
+		hash: await hashSecret(secret),
+		prefix: secret.slice(0, 14),
+		createdAt: now,
+		revokedAt: null,
+		expiresAt,
+		allowedOrigins: input.allowed_origins,
+		allowedModels: input.allowed_models ?? parent.allowedModels,
+		rpm: narrowed("rpm", input.rpm, parent.rpm),
+		tpm: narrowed("tpm", input.tpm, parent.tpm),
+		spendLimitNanos,
+		spendLimitPeriod: null,
+		maxTokens: narrowed("max_tokens", input.max_tokens, parent.maxTokens),
+		metadata: null,
+		parentKeyId: parent.id,
+	};
+	await keyStore(c.env.DB).insert(row);
+	return c.json(
+		{
+			id: row.id,
+			object: "token" as const,
+			token: secret,
+			parent_key_id: parent.id,
+			created_at: nowS,
+			expires_at: expiresAt,
+			allowed_origins: row.allowedOrigins,
+			allowed_models: row.allowedModels,
+			rpm: row.rpm,
+			tpm: row.tpm,
+			spend_limit_usd: row.spendLimitNanos === null ? null : nanosToUsd(row.spendLimitNanos),
+			max_tokens: row.maxTokens,
+		},
+		201,
+	);
+}
