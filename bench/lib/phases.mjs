@@ -1,0 +1,93 @@
+// The load shapes the bench runs. Every function takes targets ({name, url, agent, key, …})
+// and returns raw samples; bench/run.mjs turns them into the table.
+import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
+import { send } from "./http.mjs";
+
+/** `perTarget` requests to each target, one at a time, interleaved request by request. */
+export async function sequential(targets, perTarget, request) {
+	const out = Object.fromEntries(targets.map((t) => [t.name, { latency: [], errors: 0, sample: null }]));
+	for (let i = 0; i < perTarget; i++) {
+		for (let j = 0; j < targets.length; j++) {
+			// Rotate who goes first so no target always follows the same neighbour.
+			const t = targets[(i + j) % targets.length];
+			const { path, body } = request(t);
+			const r = await send(t, path, body, { keepText: i === perTarget - 1 });
+			const slot = out[t.name];
+			if (r.ok) slot.latency.push(r.total);
+			else slot.errors++;
+			if (i === perTarget - 1) slot.sample = r;
+		}
+	}
+	return out;
+}
+
+/**
+ * Open loop at a fixed rate: request i is due at start + i/rate whatever happened before,
+ * and its latency counts from when it was due (no coordinated omission).
+ */
+export async function fixedRate(target, rate, durationMs, request) {
+	const latency = [];
+	let errors = 0;
+	const pending = [];
+	const interval = 1000 / rate;
+	const start = performance.now();
+	let i = 0;
+	for (;;) {
+		const now = performance.now();
+		if (now - start >= durationMs) break;
+		while (start + i * interval <= now) {
+			const due = start + i * interval;
+			i++;
+			const { path, body } = request(target);
+			const lag = performance.now() - due;
+			pending.push(
+				send(target, path, body).then((r) => {
+					if (r.ok) latency.push(lag + r.total);
+					else errors++;
+				}),
+			);
+		}
+		await sleep(1);
+	}
+	await Promise.all(pending);
+	return { latency, errors, sent: i, elapsedMs: performance.now() - start };
+}
+
+/** Closed loop: `inflight` clients, each sending its next request when the last one ends. */
+export async function closedLoop(target, inflight, durationMs, request) {
+	const latency = [];
+	let errors = 0;
+	let done = 0;
+	const start = performance.now();
+	const deadline = start + durationMs;
+	async function client() {
+		while (performance.now() < deadline) {
+			const { path, body } = request(target);
+			const r = await send(target, path, body);
+			if (r.ok) {
+				latency.push(r.total);
+				done++;
+			} else errors++;
+		}
+	}
+	await Promise.all(Array.from({ length: inflight }, client));
+	const elapsedMs = performance.now() - start;
+	return { latency, errors, done, elapsedMs, rps: (done * 1000) / elapsedMs };
+}
+
+/** `count` streams, `concurrent` at a time, all started together per batch. */
+export async function streams(target, concurrent, count, request) {
+	const results = [];
+	for (let started = 0; started < count; started += concurrent) {
+		const n = Math.min(concurrent, count - started);
+		const batch = await Promise.all(
+			Array.from({ length: n }, () => {
+				const { path, body } = request(target);
+				return send(target, path, body);
+			}),
+		);
+		results.push(...batch);
+	}
+	return results;
+}

@@ -1,0 +1,167 @@
+// Hosts the two workerd processes of the bench (forked by bench/run.mjs, so Miniflare's
+// Node side never shares a core's scheduler slot with the load generator's event loop):
+//   - the gateway: the bundle `wrangler deploy --dry-run --outdir` produced, with the
+//     bindings wrangler.toml declares (D1 DB, Durable Objects LEDGER and RESPONSES, vars),
+//     GATEWAY_CONFIG pointing at the bench engine and a bench ADMIN_TOKEN; plus a small
+//     ledger driver worker bound to the gateway's KeyLedger class;
+//   - the floor: bench/workers/floor.mjs, a bare pass-through to the engine.
+// Each is its own Miniflare instance, hence its own workerd process and /proc CPU account.
+// Requests go straight to workerd's socket (mf.ready), never through wrangler dev.
+import { readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const BENCH = path.join(ROOT, "bench");
+
+// The Miniflare that wrangler itself depends on (and so the workerd `wrangler deploy` pins).
+const requireFromWrangler = createRequire(createRequire(import.meta.url).resolve("wrangler/package.json"));
+const { Miniflare, Log, LogLevel } = await import(pathToFileURL(requireFromWrangler.resolve("miniflare")).href);
+const wrangler = await import("wrangler");
+
+function childWorkerdPids() {
+	const out = [];
+	for (const entry of readdirSync("/proc")) {
+		if (!/^\d+$/.test(entry)) continue;
+		try {
+			const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+			const close = stat.lastIndexOf(")");
+			const comm = stat.slice(stat.indexOf("(") + 1, close);
+			const ppid = Number(stat.slice(close + 2).split(" ")[1]);
+			if (ppid === process.pid && comm.startsWith("workerd")) out.push(Number(entry));
+		} catch {
+			// the process ended while we looked
+		}
+	}
+	return out;
+}
+
+async function startInstance(options) {
+	const before = new Set(childWorkerdPids());
+	const mf = new Miniflare({
+		host: "127.0.0.1",
+		port: 0,
+		// The default logs every request by calling back into Node from the entry worker:
+		// a loopback HTTP request per request, which is not the platform's cost.
+		logRequests: false,
+		// No internet here, and no `cf` blob is needed.
+		cf: {},
+		log: new Log(LogLevel.WARN),
+		...options,
+	});
+	const url = await mf.ready;
+	const pid = childWorkerdPids().find((p) => !before.has(p));
+	if (!pid) throw new Error("could not find the workerd process Miniflare started");
+	return { mf, url: url.href.replace(/\/$/, ""), pid };
+}
+
+/** Drizzle's migration files, in order, split at its statement breakpoints. */
+function migrationStatements() {
+	const dir = path.join(ROOT, "drizzle");
+	return readdirSync(dir)
+		.filter((f) => f.endsWith(".sql"))
+		.sort()
+		.flatMap((f) => readFileSync(path.join(dir, f), "utf8").split("--> statement-breakpoint"))
+		.map((s) => s.trim())
+		.filter(Boolean);
+}
+
+let gateway;
+let floor;
+
+async function start({ bundleDir, engineUrl, stateDir, adminToken, gatewayConfig, inspectorPort }) {
+	const configPath = path.join(ROOT, "wrangler.toml");
+	const { workerOptions } = wrangler.unstable_getMiniflareWorkerOptions(configPath);
+	const config = wrangler.unstable_readConfig({ config: configPath });
+	// Vars from wrangler.toml (not a developer's .dev.vars), then the bench's own values.
+	const bindings = { ...(config.vars ?? {}), GATEWAY_CONFIG: JSON.stringify(gatewayConfig), ADMIN_TOKEN: adminToken };
+	gateway = await startInstance({
+		inspectorPort,
+		d1Persist: path.join(stateDir, "d1"),
+		durableObjectsPersist: path.join(stateDir, "do"),
+		workers: [
+			{
+				...workerOptions,
+				name: "gateway",
+				modules: true,
+				scriptPath: path.join(bundleDir, "index.js"),
+				modulesRoot: bundleDir,
+				bindings,
+			},
+			{
+				name: "probe",
+				modules: true,
+				scriptPath: path.join(BENCH, "workers", "probe.mjs"),
+				compatibilityDate: workerOptions.compatibilityDate,
+				compatibilityFlags: workerOptions.compatibilityFlags,
+				durableObjects: { LEDGER: { className: "KeyLedger", scriptName: "gateway", useSQLite: true } },
+				d1Databases: workerOptions.d1Databases,
+			},
+		],
+	});
+	const db = await gateway.mf.getD1Database("DB");
+	await db.batch(migrationStatements().map((s) => db.prepare(s)));
+	floor = await startInstance({
+		name: "floor",
+		modules: true,
+		scriptPath: path.join(BENCH, "workers", "floor.mjs"),
+		compatibilityDate: workerOptions.compatibilityDate,
+		compatibilityFlags: workerOptions.compatibilityFlags,
+		bindings: { ENGINE_URL: engineUrl },
+	});
+	return {
+		gatewayUrl: gateway.url,
+		gatewayPid: gateway.pid,
+		floorUrl: floor.url,
+		floorPid: floor.pid,
+		compatibilityDate: workerOptions.compatibilityDate,
+		compatibilityFlags: workerOptions.compatibilityFlags,
+		bindings: Object.keys(workerOptions.durableObjects ?? {})
+			.map((b) => `DO ${b}`)
+			.concat(
+				Object.keys(workerOptions.d1Databases ?? {}).map((b) => `D1 ${b}`),
+				Object.keys(bindings),
+			),
+		miniflareVersion: requireFromWrangler("miniflare/package.json").version,
+		workerdVersion: createRequire(requireFromWrangler.resolve("miniflare"))("workerd/package.json").version,
+	};
+}
+
+/** A request to the probe worker (bench/workers/probe.mjs), inside the gateway's workerd. */
+async function probe({ path: probePath, query = {}, method = "GET" }) {
+	const worker = await gateway.mf.getWorker("probe");
+	const res = await worker.fetch(`http://probe${probePath}?${new URLSearchParams(query)}`, { method });
+	const text = await res.text();
+	if (!res.ok) throw new Error(`probe ${probePath}: ${res.status} ${text}`);
+	return JSON.parse(text);
+}
+
+async function usageCount({ keyId }) {
+	const db = await gateway.mf.getD1Database("DB");
+	const row = await db.prepare("SELECT COUNT(*) AS n FROM usage_records WHERE key_id = ?").bind(keyId).first();
+	return { count: row?.n ?? 0 };
+}
+
+async function stop() {
+	await Promise.allSettled([gateway?.mf.dispose(), floor?.mf.dispose()]);
+	return {};
+}
+
+const handlers = { start, probe, usageCount, stop };
+
+process.on("message", async (msg) => {
+	const handler = handlers[msg?.type];
+	if (!handler) return;
+	try {
+		process.send?.({ id: msg.id, ok: true, value: await handler(msg.args ?? {}) });
+	} catch (err) {
+		process.send?.({ id: msg.id, ok: false, error: err?.stack ?? String(err) });
+	}
+	if (msg.type === "stop") process.exit(0);
+});
+process.on("disconnect", async () => {
+	await stop();
+	process.exit(0);
+});
+process.send?.({ type: "ready" });
