@@ -6,7 +6,9 @@ import { flushOutbox, type UsageRecordInput } from "./outbox";
 export const HOLD_TTL_MS = 15 * 60 * 1000;
 /** Settled request ids are remembered this long so a replayed settle debits nothing. */
 const SETTLED_TTL_MS = 7 * 24 * 60 * 60 * 1000;
-const FLUSH_BATCH = 50;
+const FLUSH_BATCH = 200;
+/** How often the alarm prunes remembered settlements. */
+const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
 export type AuthorizeResult =
 	| { ok: true; availableNanos: number; holdNanos: number; rate?: RateState }
@@ -59,6 +61,14 @@ export interface LedgerInfo {
 export class KeyLedger extends DurableObject<Env> {
 	private readonly sql: SqlStorage;
 	private readonly limits: LedgerLimits;
+	/**
+	 * Balance, spend, total held and the planned alarm, loaded once. This object is the only
+	 * writer of these values, so memory stays equal to storage; it is updated only after the
+	 * SQLite transaction that persists a change has committed.
+	 */
+	private state:
+		| { balance: number; spent: number; held: number; keyId: string | null; alarmAt: number; prunedAt: number }
+		| undefined;
 
 	constructor(ctx: DurableObjectState, env: Env) {
 		super(ctx, env);
@@ -68,6 +78,7 @@ export class KeyLedger extends DurableObject<Env> {
 			CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
 			CREATE TABLE IF NOT EXISTS holds (request_id TEXT PRIMARY KEY, amount INTEGER NOT NULL, created_at INTEGER NOT NULL);
 			CREATE TABLE IF NOT EXISTS settled (request_id TEXT PRIMARY KEY, cost INTEGER NOT NULL, balance_after INTEGER NOT NULL, created_at INTEGER NOT NULL);
+			CREATE INDEX IF NOT EXISTS settled_created ON settled (created_at);
 			CREATE TABLE IF NOT EXISTS outbox (request_id TEXT PRIMARY KEY, record TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0);
 			CREATE TABLE IF NOT EXISTS credits (idempotency_key TEXT PRIMARY KEY, amount INTEGER NOT NULL, balance_after INTEGER NOT NULL, note TEXT, created_at INTEGER NOT NULL);
 		`);
@@ -80,20 +91,22 @@ export class KeyLedger extends DurableObject<Env> {
 	 */
 	authorize(input: AuthorizeInput): AuthorizeResult {
 		const now = input.now ?? Date.now();
+		const st = this.load();
 		this.rememberKey(input.keyId);
-		const available = this.balance() - this.held();
+		const available = st.balance - st.held;
+		// A request that already settled must not reopen a hold that nothing would release.
+		if (this.sql.exec("SELECT 1 FROM settled WHERE request_id = ?", input.requestId).toArray().length > 0) {
+			return { ok: true, availableNanos: available, holdNanos: 0 };
+		}
 		const existing = this.sql
 			.exec<{ amount: number }>("SELECT amount FROM holds WHERE request_id = ?", input.requestId)
 			.toArray()[0];
 		if (existing) return { ok: true, availableNanos: available, holdNanos: existing.amount };
-		// A request that already settled must not reopen a hold that nothing would release.
-		const settled = this.sql.exec("SELECT 1 FROM settled WHERE request_id = ?", input.requestId).toArray().length > 0;
-		if (settled) return { ok: true, availableNanos: available, holdNanos: 0 };
 		const scopes = input.scopes ?? [];
 		const tokens = input.tokens ?? 0;
 		let rate: RateState | undefined;
 		if (scopes.length) {
-			const checked = this.limits.check(scopes, tokens, now);
+			const checked = this.limits.check(scopes, tokens, now, st.keyId ? { scope: st.keyId, spentNanos: st.spent } : undefined);
 			if (checked.refusal) return { ok: false, rate: checked.rate, ...checked.refusal };
 			if (checked.rate.requests || checked.rate.tokens) rate = checked.rate;
 		}
@@ -106,6 +119,7 @@ export class KeyLedger extends DurableObject<Env> {
 			this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);
 			if (scopes.length) this.limits.admit(input.requestId, scopes, tokens, now);
 		});
+		st.held += hold;
 		this.ensureAlarm(now + HOLD_TTL_MS);
 		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold };
 		return rate ? { ...admitted, rate } : admitted;
@@ -114,25 +128,31 @@ export class KeyLedger extends DurableObject<Env> {
 	/** Releases the hold and debits the real cost, once per request id; a replay returns the stored result. */
 	settle(input: SettleInput): SettleResult {
 		const now = input.now ?? Date.now();
-		const prior = this.sql
-			.exec<{ cost: number; balance_after: number }>(
-				"SELECT cost, balance_after FROM settled WHERE request_id = ?",
-				input.requestId,
-			)
-			.toArray()[0];
-		if (prior) return { requestId: input.requestId, costNanos: prior.cost, balanceNanos: prior.balance_after, applied: false };
+		const st = this.load();
 		const cost = Math.max(0, Math.round(input.costNanos));
-		const balanceAfter = this.balance() - cost;
-		this.ctx.storage.transactionSync(() => {
-			this.sql.exec("DELETE FROM holds WHERE request_id = ?", input.requestId);
-			this.setMeta("balance", balanceAfter);
-			this.setMeta("spent", this.meta("spent") + cost);
-			this.sql.exec(
-				"INSERT INTO settled (request_id, cost, balance_after, created_at) VALUES (?, ?, ?, ?)",
+		const balanceAfter = st.balance - cost;
+		const spentAfter = st.spent + cost;
+		let released = 0;
+		const applied = this.ctx.storage.transactionSync(() => {
+			// The insert is the idempotency check: a replay writes nothing and changes nothing.
+			const inserted = this.sql.exec(
+				"INSERT INTO settled (request_id, cost, balance_after, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
 				input.requestId,
 				cost,
 				balanceAfter,
 				now,
+			).rowsWritten;
+			if (inserted === 0) return false;
+			for (const h of this.sql.exec<{ amount: number }>(
+				"DELETE FROM holds WHERE request_id = ? RETURNING amount",
+				input.requestId,
+			)) {
+				released += h.amount;
+			}
+			this.sql.exec(
+				"INSERT INTO meta (k, v) VALUES ('balance', ?), ('spent', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+				balanceAfter,
+				spentAfter,
 			);
 			const record = {
 				...input.record,
@@ -142,7 +162,20 @@ export class KeyLedger extends DurableObject<Env> {
 			};
 			this.sql.exec("INSERT OR IGNORE INTO outbox (request_id, record) VALUES (?, ?)", input.requestId, JSON.stringify(record));
 			this.limits.settle(input.requestId, cost, input.record.prompt_tokens + input.record.completion_tokens, now);
+			return true;
 		});
+		if (!applied) {
+			const prior = this.sql
+				.exec<{ cost: number; balance_after: number }>(
+					"SELECT cost, balance_after FROM settled WHERE request_id = ?",
+					input.requestId,
+				)
+				.one();
+			return { requestId: input.requestId, costNanos: prior.cost, balanceNanos: prior.balance_after, applied: false };
+		}
+		st.balance = balanceAfter;
+		st.spent = spentAfter;
+		st.held -= released;
 		// Flush soon, batching whatever else settles in the meantime.
 		this.ensureAlarm(now + 200);
 		return { requestId: input.requestId, costNanos: cost, balanceNanos: balanceAfter, applied: true };
@@ -153,49 +186,55 @@ export class KeyLedger extends DurableObject<Env> {
 		balanceNanos: number;
 		applied: boolean;
 	} {
+		const st = this.load();
 		this.rememberKey(input.keyId);
 		const prior = this.sql
 			.exec<{ balance_after: number }>("SELECT balance_after FROM credits WHERE idempotency_key = ?", input.idempotencyKey)
 			.toArray()[0];
 		if (prior) return { balanceNanos: prior.balance_after, applied: false };
-		const after = this.balance() + Math.round(input.amountNanos);
+		const amount = Math.round(input.amountNanos);
+		const after = st.balance + amount;
 		this.ctx.storage.transactionSync(() => {
-			this.setMeta("balance", after);
+			this.sql.exec("INSERT INTO meta (k, v) VALUES ('balance', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", after);
 			this.sql.exec(
 				"INSERT INTO credits (idempotency_key, amount, balance_after, note, created_at) VALUES (?, ?, ?, ?, ?)",
 				input.idempotencyKey,
-				Math.round(input.amountNanos),
+				amount,
 				after,
 				input.note ?? null,
 				input.now ?? Date.now(),
 			);
 		});
+		st.balance = after;
 		return { balanceNanos: after, applied: true };
 	}
 
 	info(): LedgerInfo {
-		const holds = this.sql
-			.exec<{ n: number; total: number }>("SELECT COUNT(*) AS n, COALESCE(SUM(amount), 0) AS total FROM holds")
-			.one();
-		const outbox = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one();
-		const keyId = this.sql.exec<{ v: string }>("SELECT v FROM meta WHERE k = 'key_id'").toArray()[0]?.v ?? null;
+		const st = this.load();
+		const openHolds = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM holds").one().n;
+		const outbox = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n;
 		return {
-			keyId,
-			balanceNanos: this.balance(),
-			spentNanos: this.meta("spent"),
-			heldNanos: holds.total,
-			openHolds: holds.n,
-			outboxSize: outbox.n,
+			keyId: st.keyId,
+			balanceNanos: st.balance,
+			spentNanos: st.spent,
+			heldNanos: st.held,
+			openHolds,
+			outboxSize: outbox,
 		};
 	}
 
 	/** Voids expired holds and flushes the usage outbox to D1, rescheduling itself while work remains. */
 	override async alarm(): Promise<void> {
 		const now = Date.now();
-		this.setMeta("alarm_at", 0);
+		const st = this.load();
+		st.alarmAt = 0;
+		this.sql.exec("UPDATE meta SET v = 0 WHERE k = 'alarm_at'");
 		this.expireHolds(now);
 		this.limits.pruneWindows(now);
-		this.sql.exec("DELETE FROM settled WHERE created_at < ?", now - SETTLED_TTL_MS);
+		if (now - st.prunedAt >= PRUNE_EVERY_MS) {
+			this.sql.exec("DELETE FROM settled WHERE created_at < ?", now - SETTLED_TTL_MS);
+			st.prunedAt = now;
+		}
 		let pending = true;
 		try {
 			pending = await this.flush();
@@ -206,18 +245,29 @@ export class KeyLedger extends DurableObject<Env> {
 			this.scheduleNext(now + Math.min(60_000, 200 * 2 ** Math.min(attempts, 8)));
 			return;
 		}
-		this.scheduleNext(pending ? now + 50 : undefined);
+		// A backlog drains back to back; otherwise the next alarm is for whatever work is left.
+		this.scheduleNext(pending ? Date.now() : undefined);
 	}
 
 	/** Voids holds older than the TTL, each exactly once. Returns how many were voided. */
 	expireHolds(now: number = Date.now()): number {
-		const voided = this.sql.exec("DELETE FROM holds WHERE created_at <= ?", now - HOLD_TTL_MS).rowsWritten;
+		const st = this.load();
+		let voided = 0;
+		for (const h of this.sql.exec<{ amount: number }>(
+			"DELETE FROM holds WHERE created_at <= ? RETURNING amount",
+			now - HOLD_TTL_MS,
+		)) {
+			st.held -= h.amount;
+			voided++;
+		}
 		if (voided > 0) this.limits.pruneHolds();
 		return voided;
 	}
 
 	/** Spend of one scope in the period containing `now` (lifetime when `period` is null). */
 	spend(input: { scope: string; period?: "daily" | "weekly" | "monthly" | null; now?: number }): { spentNanos: number } {
+		const st = this.load();
+		if (!input.period && input.scope === st.keyId) return { spentNanos: st.spent };
 		return { spentNanos: this.limits.spent(input.scope, input.period ?? "total", input.now ?? Date.now()) };
 	}
 
@@ -231,7 +281,10 @@ export class KeyLedger extends DurableObject<Env> {
 			this.env.DB,
 			rows.map((r) => JSON.parse(r.record)),
 		);
-		for (const r of rows) this.sql.exec("DELETE FROM outbox WHERE request_id = ?", r.request_id);
+		this.sql.exec(
+			"DELETE FROM outbox WHERE request_id IN (SELECT value FROM json_each(?))",
+			JSON.stringify(rows.map((r) => r.request_id)),
+		);
 		return rows.length === FLUSH_BATCH;
 	}
 
@@ -250,37 +303,36 @@ export class KeyLedger extends DurableObject<Env> {
 		if (oldest !== null) this.ensureAlarm(oldest + HOLD_TTL_MS);
 	}
 
-	/** Moves the alarm earlier when needed. The planned time is kept in SQLite so this stays synchronous. */
+	/** Moves the alarm earlier when needed; a no-op (no storage write) when one is already planned in time. */
 	private ensureAlarm(at: number): void {
-		const planned = this.meta("alarm_at");
-		if (planned > 0 && planned <= at) return;
-		this.setAlarmAt(at);
-	}
-
-	private setAlarmAt(at: number): void {
-		this.setMeta("alarm_at", at);
+		const st = this.load();
+		if (st.alarmAt > 0 && st.alarmAt <= at) return;
+		st.alarmAt = at;
+		this.sql.exec("INSERT INTO meta (k, v) VALUES ('alarm_at', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", at);
 		// setAlarm is a storage write covered by the output gate, not an outbound call.
 		void this.ctx.storage.setAlarm(at);
 	}
 
 	private rememberKey(keyId: string): void {
+		const st = this.load();
+		if (st.keyId !== null) return;
 		this.sql.exec("INSERT OR IGNORE INTO meta (k, v) VALUES ('key_id', ?)", keyId);
+		st.keyId = keyId;
 	}
 
-	private balance(): number {
-		return this.meta("balance");
-	}
-
-	private held(): number {
-		return this.sql.exec<{ t: number }>("SELECT COALESCE(SUM(amount), 0) AS t FROM holds").one().t;
-	}
-
-	private meta(k: string): number {
-		const row = this.sql.exec<{ v: number }>("SELECT v FROM meta WHERE k = ?", k).toArray()[0];
-		return row ? Number(row.v) : 0;
-	}
-
-	private setMeta(k: string, v: number): void {
-		this.sql.exec("INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", k, v);
+	private load() {
+		if (this.state) return this.state;
+		const meta = new Map<string, unknown>();
+		for (const row of this.sql.exec<{ k: string; v: SqlStorageValue }>("SELECT k, v FROM meta")) meta.set(row.k, row.v);
+		const held = this.sql.exec<{ t: number }>("SELECT COALESCE(SUM(amount), 0) AS t FROM holds").one().t;
+		this.state = {
+			balance: Number(meta.get("balance") ?? 0),
+			spent: Number(meta.get("spent") ?? 0),
+			held,
+			keyId: (meta.get("key_id") as string | undefined) ?? null,
+			alarmAt: Number(meta.get("alarm_at") ?? 0),
+			prunedAt: 0,
+		};
+		return this.state;
 	}
 }

@@ -44,16 +44,26 @@ export type LimitRefusal =
 	  };
 
 export const RATE_WINDOW_MS = 60_000;
-const PERIODS = ["total", "daily", "weekly", "monthly"] as const;
-type PeriodKey = (typeof PERIODS)[number];
+type PeriodKey = "total" | SpendPeriod;
 
 export const LIMITS_SCHEMA = `
 	CREATE TABLE IF NOT EXISTS rate_events (request_id TEXT NOT NULL, scope TEXT NOT NULL, at INTEGER NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (request_id, scope));
 	CREATE INDEX IF NOT EXISTS rate_events_scope_at ON rate_events (scope, at);
-	CREATE TABLE IF NOT EXISTS hold_scopes (request_id TEXT NOT NULL, scope TEXT NOT NULL, PRIMARY KEY (request_id, scope));
-	CREATE INDEX IF NOT EXISTS hold_scopes_scope ON hold_scopes (scope);
-	CREATE TABLE IF NOT EXISTS spend (scope TEXT NOT NULL, period TEXT NOT NULL, period_start INTEGER NOT NULL, spent INTEGER NOT NULL, PRIMARY KEY (scope, period));
+	CREATE TABLE IF NOT EXISTS hold_limits (request_id TEXT NOT NULL, scope TEXT NOT NULL, spend INTEGER NOT NULL, rated INTEGER NOT NULL, PRIMARY KEY (request_id, scope));
+	CREATE INDEX IF NOT EXISTS hold_limits_scope ON hold_limits (scope);
+	CREATE TABLE IF NOT EXISTS spend_periods (scope TEXT PRIMARY KEY, total INTEGER NOT NULL, day_start INTEGER NOT NULL, day INTEGER NOT NULL, week_start INTEGER NOT NULL, week INTEGER NOT NULL, month_start INTEGER NOT NULL, month INTEGER NOT NULL);
 `;
+
+const PERIOD_COLUMNS = {
+	total: ["total", null],
+	daily: ["day", "day_start"],
+	weekly: ["week", "week_start"],
+	monthly: ["month", "month_start"],
+} as const;
+
+function isLimited(s: ScopeLimits): boolean {
+	return Boolean(s.rpm || s.tpm || s.spendLimitNanos);
+}
 
 /** Start of the UTC period containing `now` (days, ISO weeks starting Monday, calendar months). */
 export function periodStart(period: PeriodKey, now: number): number {
@@ -78,7 +88,13 @@ export class LedgerLimits {
 	constructor(private readonly sql: SqlStorage) {}
 
 	/** The first limit this request would break, or null; also the windows as they stand. Writes nothing but pruning. */
-	check(scopes: readonly ScopeLimits[], tokens: number, now: number): { refusal: LimitRefusal | null; rate: RateState } {
+	check(
+		scopes: readonly ScopeLimits[],
+		tokens: number,
+		now: number,
+		/** The ledger's own key and its lifetime spend, which the ledger always knows. */
+		own?: { scope: string; spentNanos: number },
+	): { refusal: LimitRefusal | null; rate: RateState } {
 		const rate: RateState = {};
 		for (const s of scopes) {
 			if (s.rpm || s.tpm) this.sql.exec("DELETE FROM rate_events WHERE scope = ? AND at <= ?", s.scope, now - RATE_WINDOW_MS);
@@ -100,7 +116,7 @@ export class LedgerLimits {
 		for (const s of scopes) {
 			if (!s.spendLimitNanos) continue;
 			const period = s.spendPeriod ?? null;
-			const spent = this.spent(s.scope, period ?? "total", now);
+			const spent = period === null && own?.scope === s.scope ? own.spentNanos : this.spent(s.scope, period ?? "total", now);
 			if (spent + this.held(s.scope) >= s.spendLimitNanos) {
 				return {
 					refusal: {
@@ -118,10 +134,15 @@ export class LedgerLimits {
 		return { refusal: null, rate };
 	}
 
-	/** Counts an admitted request in each scope's windows and ties its hold to the scopes for spend. */
+	/**
+	 * Counts an admitted request in each limited scope's windows and ties its hold to those scopes.
+	 * Scopes without any limit cost nothing here: that is the common case on the hot path.
+	 */
 	admit(requestId: string, scopes: readonly ScopeLimits[], tokens: number, now: number): void {
 		for (const s of scopes) {
-			if (s.rpm || s.tpm) {
+			if (!isLimited(s)) continue;
+			const rated = Boolean(s.rpm || s.tpm);
+			if (rated) {
 				this.sql.exec(
 					"INSERT OR IGNORE INTO rate_events (request_id, scope, at, tokens) VALUES (?, ?, ?, ?)",
 					requestId,
@@ -130,34 +151,53 @@ export class LedgerLimits {
 					Math.max(0, Math.round(tokens)),
 				);
 			}
-			this.sql.exec("INSERT OR IGNORE INTO hold_scopes (request_id, scope) VALUES (?, ?)", requestId, s.scope);
+			this.sql.exec(
+				"INSERT OR IGNORE INTO hold_limits (request_id, scope, spend, rated) VALUES (?, ?, ?, ?)",
+				requestId,
+				s.scope,
+				s.spendLimitNanos ? 1 : 0,
+				rated ? 1 : 0,
+			);
 		}
 	}
 
-	/** At settlement: the real tokens replace the estimate, and the cost counts towards each scope's spend. */
+	/**
+	 * At settlement: the real tokens replace the estimate, and the cost counts towards the spend
+	 * of each scope with a spend limit (per-period spend is tracked from the time a limit exists).
+	 */
 	settle(requestId: string, costNanos: number, tokens: number, now: number): void {
-		this.sql.exec("UPDATE rate_events SET tokens = ? WHERE request_id = ?", Math.max(0, Math.round(tokens)), requestId);
-		const scopes = this.sql.exec<{ scope: string }>("SELECT scope FROM hold_scopes WHERE request_id = ?", requestId).toArray();
-		for (const { scope } of scopes) {
-			for (const period of PERIODS) {
-				this.sql.exec(
-					`INSERT INTO spend (scope, period, period_start, spent) VALUES (?, ?, ?, ?)
-					 ON CONFLICT (scope, period) DO UPDATE SET
-					   spent = CASE WHEN spend.period_start = excluded.period_start THEN spend.spent + excluded.spent ELSE excluded.spent END,
-					   period_start = excluded.period_start`,
-					scope,
-					period,
-					periodStart(period, now),
-					costNanos,
-				);
-			}
+		const rows = this.sql
+			.exec<{ scope: string; spend: number; rated: number }>(
+				"DELETE FROM hold_limits WHERE request_id = ? RETURNING scope, spend, rated",
+				requestId,
+			)
+			.toArray();
+		if (rows.length === 0) return;
+		if (rows.some((r) => r.rated)) {
+			this.sql.exec("UPDATE rate_events SET tokens = ? WHERE request_id = ?", Math.max(0, Math.round(tokens)), requestId);
 		}
-		this.sql.exec("DELETE FROM hold_scopes WHERE request_id = ?", requestId);
+		for (const r of rows) {
+			if (!r.spend) continue;
+			// One row per scope; SQLite evaluates every SET expression against the old row.
+			this.sql.exec(
+				`INSERT INTO spend_periods (scope, total, day_start, day, week_start, week, month_start, month) VALUES (?1, ?2, ?3, ?2, ?4, ?2, ?5, ?2)
+				 ON CONFLICT (scope) DO UPDATE SET
+				   total = total + excluded.total,
+				   day = CASE WHEN day_start = excluded.day_start THEN day + excluded.day ELSE excluded.day END, day_start = excluded.day_start,
+				   week = CASE WHEN week_start = excluded.week_start THEN week + excluded.week ELSE excluded.week END, week_start = excluded.week_start,
+				   month = CASE WHEN month_start = excluded.month_start THEN month + excluded.month ELSE excluded.month END, month_start = excluded.month_start`,
+				r.scope,
+				costNanos,
+				periodStart("daily", now),
+				periodStart("weekly", now),
+				periodStart("monthly", now),
+			);
+		}
 	}
 
-	/** Forgets the scopes of holds that no longer exist (expired). */
+	/** Forgets the limits of holds that no longer exist (expired). */
 	pruneHolds(): void {
-		this.sql.exec("DELETE FROM hold_scopes WHERE request_id NOT IN (SELECT request_id FROM holds)");
+		this.sql.exec("DELETE FROM hold_limits WHERE request_id NOT IN (SELECT request_id FROM holds)");
 	}
 
 	/** Drops requests that left every window (those of scopes no longer seen, such as expired tokens, too). */
@@ -167,20 +207,21 @@ export class LedgerLimits {
 
 	/** Spend in the period containing `now`. */
 	spent(scope: string, period: PeriodKey, now: number): number {
+		const [value, start] = PERIOD_COLUMNS[period];
 		const row = this.sql
-			.exec<{ spent: number; period_start: number }>(
-				"SELECT spent, period_start FROM spend WHERE scope = ? AND period = ?",
+			.exec<Record<string, number>>(
+				`SELECT ${value} AS spent${start ? `, ${start} AS period_start` : ""} FROM spend_periods WHERE scope = ?`,
 				scope,
-				period,
 			)
 			.toArray()[0];
-		return row && row.period_start === periodStart(period, now) ? row.spent : 0;
+		if (!row) return 0;
+		return start === null || row.period_start === periodStart(period, now) ? (row.spent as number) : 0;
 	}
 
 	private held(scope: string): number {
 		return this.sql
 			.exec<{ t: number }>(
-				"SELECT COALESCE(SUM(h.amount), 0) AS t FROM holds h JOIN hold_scopes s ON s.request_id = h.request_id WHERE s.scope = ?",
+				"SELECT COALESCE(SUM(h.amount), 0) AS t FROM holds h JOIN hold_limits s ON s.request_id = h.request_id WHERE s.scope = ? AND s.spend = 1",
 				scope,
 			)
 			.one().t;
