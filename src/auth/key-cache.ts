@@ -38,9 +38,54 @@ const EDGE_ORIGIN = "https://key-cache.venym.internal/";
 const recordKey = (hash: string) => `venym:key:${hash}`;
 const failKey = (ip: string) => `venym:authfail:${ip}`;
 
+/**
+ * How long an isolate trusts a lookup it already made without asking Redis or the Cache API.
+ * It bounds how late a revocation or scope change reaches other isolates; the isolate that
+ * handles the admin call forgets the key at once.
+ */
+export const MEMO_TTL_MS = 10_000;
+const MEMO_MAX = 10_000;
+const memo = new Map<string, { record: KeyRecord; until: number }>();
+
+function remember(hash: string, record: KeyRecord, now: number): void {
+	if (memo.size >= MEMO_MAX) {
+		// Maps iterate in insertion order: drop the oldest entry.
+		const oldest = memo.keys().next().value;
+		if (oldest !== undefined) memo.delete(oldest);
+	}
+	memo.set(hash, { record, until: now + MEMO_TTL_MS });
+}
+
+/** A warm key in this isolate costs one Map lookup: no Redis, Cache API or D1 round trip. */
+function memoised(inner: KeyCache): KeyCache {
+	return {
+		async read(hash, ip) {
+			const hit = memo.get(hash);
+			if (hit && hit.until > Date.now()) return { record: hit.record, throttledMs: 0 };
+			const read = await inner.read(hash, ip);
+			if (read.record) remember(hash, read.record, Date.now());
+			return read;
+		},
+		async write(hash, record) {
+			remember(hash, record, Date.now());
+			await inner.write(hash, record);
+		},
+		fail: (ip) => inner.fail(ip),
+		async invalidate(hashes) {
+			for (const h of hashes) memo.delete(h);
+			await inner.invalidate(hashes);
+		},
+	};
+}
+
+/** Only for tests that change D1 behind the cache's back. */
+export function forgetMemoisedKeys(): void {
+	memo.clear();
+}
+
 export function keyCache(env: Env): KeyCache {
 	const redis = redisFrom(env);
-	return redis ? redisCache(redis) : edgeCache();
+	return memoised(redis ? redisCache(redis) : edgeCache());
 }
 
 function redisCache(redis: Redis): KeyCache {

@@ -5,7 +5,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { AUTH_FAIL_LIMIT } from "../../src/auth/key-cache";
+import { AUTH_FAIL_LIMIT, forgetMemoisedKeys } from "../../src/auth/key-cache";
 import { generateSecret, hashSecret } from "../../src/auth/key-secret";
 import { admin, chat, createKey, gw, waitFor } from "../support/gateway";
 
@@ -68,8 +68,9 @@ describe.skipIf(!env.UPSTASH_REDIS_REST_URL)("Redis", () => {
 			await waitFor(() => cached(key));
 			await env.DB.prepare("DELETE FROM api_keys WHERE id = ?").bind(id).run();
 			expect((await chat(key, CHAT)).status).toBe(200);
-			// Once the cached copy is gone, D1 is asked again and the key is unknown.
+			// Once the cached copies are gone (Redis, and this isolate's memo), D1 is asked again and the key is unknown.
 			await redis("DEL", `venym:key:${await hashSecret(key)}`);
+			forgetMemoisedKeys();
 			expect((await chat(key, CHAT)).status).toBe(401);
 		});
 
