@@ -4,7 +4,7 @@ import { type GatewayConfig, modelNodes, type ResolvedModel, resolveModel } from
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import type { SettleResult } from "../ledger/key-ledger";
-import { authorizeRequest, holdNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { authorizeRequest, holdNanos, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd, usdToNanos } from "../ledger/pricing";
 import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
@@ -83,7 +83,8 @@ export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResul
 	}
 	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
 	const hold = holdNanos(resolved.model, promptTokens, prepared.maxOutputTokens, searchPrice);
-	const { headers: rateHeaders } = await authorizeRequest(run.env, req, hold);
+	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold);
+	req.balanceNanos = balanceNanos;
 	if (!hasKeys(rateHeaders)) return runHeld(run, req, prepared, promptTokens, searchPrice, rateHeaders);
 	// Once the request counted against the key's limits, every answer carries them, errors included.
 	try {
@@ -211,14 +212,13 @@ async function runHeld(
 	}
 	const completion = rewriteCompletion(engineJson, resolved.requestedId, promptTokens);
 	if (sources.length) attachSources(completion.body, sources);
-	const settled = await settle(
-		{ status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node },
-		searchNanos,
-	);
-	if (settled) {
-		headers["x-venym-cost-usd"] = String(nanosToUsd(settled.costNanos));
-		headers["x-venym-balance-usd"] = String(nanosToUsd(settled.balanceNanos));
-	}
+	const outcome: Outcome = { status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node };
+	// Settlement runs under waitUntil rather than before the answer: the cost is known here, and
+	// the balance shown is the one this request started from, less its cost.
+	void settle(outcome, searchNanos);
+	const cost = outcomeCostNanos(req, outcome, searchNanos);
+	headers["x-venym-cost-usd"] = String(nanosToUsd(cost));
+	if (req.balanceNanos !== undefined) headers["x-venym-balance-usd"] = String(nanosToUsd(req.balanceNanos - cost));
 	return { kind: "completion", body: completion.body, usage: completion.usage, headers };
 }
 

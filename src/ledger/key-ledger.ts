@@ -11,7 +11,14 @@ const FLUSH_BATCH = 200;
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
 export type AuthorizeResult =
-	| { ok: true; availableNanos: number; holdNanos: number; rate?: RateState }
+	| {
+			ok: true;
+			availableNanos: number;
+			holdNanos: number;
+			/** The balance when the hold was placed (before this request's cost). */
+			balanceNanos: number;
+			rate?: RateState;
+	  }
 	| { ok: false; availableNanos: number; requiredNanos: number; rate?: RateState; refused?: undefined }
 	| ({ ok: false; rate: RateState } & LimitRefusal);
 
@@ -96,12 +103,12 @@ export class KeyLedger extends DurableObject<Env> {
 		const available = st.balance - st.held;
 		// A request that already settled must not reopen a hold that nothing would release.
 		if (this.sql.exec("SELECT 1 FROM settled WHERE request_id = ?", input.requestId).toArray().length > 0) {
-			return { ok: true, availableNanos: available, holdNanos: 0 };
+			return { ok: true, availableNanos: available, holdNanos: 0, balanceNanos: st.balance };
 		}
 		const existing = this.sql
 			.exec<{ amount: number }>("SELECT amount FROM holds WHERE request_id = ?", input.requestId)
 			.toArray()[0];
-		if (existing) return { ok: true, availableNanos: available, holdNanos: existing.amount };
+		if (existing) return { ok: true, availableNanos: available, holdNanos: existing.amount, balanceNanos: st.balance };
 		const scopes = input.scopes ?? [];
 		const tokens = input.tokens ?? 0;
 		let rate: RateState | undefined;
@@ -121,7 +128,7 @@ export class KeyLedger extends DurableObject<Env> {
 		});
 		st.held += hold;
 		this.ensureAlarm(now + HOLD_TTL_MS);
-		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold };
+		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
 		return rate ? { ...admitted, rate } : admitted;
 	}
 

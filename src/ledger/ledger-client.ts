@@ -21,6 +21,8 @@ export interface RequestContext {
 	scopes?: ScopeLimits[];
 	/** Tokens counted against tpm until settlement: the prompt estimate plus the output cap. */
 	tokenEstimate?: number;
+	/** The ledger's balance when the hold was placed, for the x-venym-balance-usd header. */
+	balanceNanos?: number;
 }
 
 /** The hold for a request: the prompt estimate plus the capped output, at the model's prices. */
@@ -101,8 +103,13 @@ export function rateLimitHeaders(rate: RateState | undefined): Record<string, st
 }
 
 /** Debits the real cost and writes the usage record, once per request id. */
+/** What settlement will debit for this outcome: the same formula the ledger is given. */
+export function outcomeCostNanos(req: RequestContext, outcome: Outcome, extraNanos = 0): number {
+	return usageCostNanos(req.model.pricing, outcome.usage) + extraNanos;
+}
+
 export async function settleRequest(env: Env, req: RequestContext, outcome: Outcome, extraNanos = 0): Promise<SettleResult> {
-	const cost = usageCostNanos(req.model.pricing, outcome.usage) + extraNanos;
+	const cost = outcomeCostNanos(req, outcome, extraNanos);
 	// A fresh stub per call: after an exception a stub may be broken.
 	return ledgerFor(env, req.keyId).settle({
 		requestId: req.requestId,
