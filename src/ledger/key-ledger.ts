@@ -74,7 +74,16 @@ export class KeyLedger extends DurableObject<Env> {
 	 * SQLite transaction that persists a change has committed.
 	 */
 	private state:
-		| { balance: number; spent: number; held: number; keyId: string | null; alarmAt: number; prunedAt: number }
+		| {
+				balance: number;
+				spent: number;
+				held: number;
+				/** Open holds with limit rows (rate windows or spend caps) to settle. */
+				limitedHolds: number;
+				keyId: string | null;
+				alarmAt: number;
+				prunedAt: number;
+		  }
 		| undefined;
 
 	constructor(ctx: DurableObjectState, env: Env) {
@@ -84,9 +93,10 @@ export class KeyLedger extends DurableObject<Env> {
 		this.sql.exec(`
 			CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
 			CREATE TABLE IF NOT EXISTS holds (request_id TEXT PRIMARY KEY, amount INTEGER NOT NULL, created_at INTEGER NOT NULL);
-			CREATE TABLE IF NOT EXISTS settled (request_id TEXT PRIMARY KEY, cost INTEGER NOT NULL, balance_after INTEGER NOT NULL, created_at INTEGER NOT NULL);
-			CREATE INDEX IF NOT EXISTS settled_created ON settled (created_at);
-			CREATE TABLE IF NOT EXISTS outbox (request_id TEXT PRIMARY KEY, record TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0);
+			-- One row per settled request: the idempotency record and, until flushed to D1, the usage outbox.
+			CREATE TABLE IF NOT EXISTS settlements (request_id TEXT PRIMARY KEY, cost INTEGER NOT NULL, balance_after INTEGER NOT NULL, created_at INTEGER NOT NULL, record TEXT, attempts INTEGER NOT NULL DEFAULT 0);
+			CREATE INDEX IF NOT EXISTS settlements_created ON settlements (created_at);
+			CREATE INDEX IF NOT EXISTS settlements_outbox ON settlements (request_id) WHERE record IS NOT NULL;
 			CREATE TABLE IF NOT EXISTS credits (idempotency_key TEXT PRIMARY KEY, amount INTEGER NOT NULL, balance_after INTEGER NOT NULL, note TEXT, created_at INTEGER NOT NULL);
 		`);
 		this.sql.exec(LIMITS_SCHEMA);
@@ -102,7 +112,7 @@ export class KeyLedger extends DurableObject<Env> {
 		this.rememberKey(input.keyId);
 		const available = st.balance - st.held;
 		// A request that already settled must not reopen a hold that nothing would release.
-		if (this.sql.exec("SELECT 1 FROM settled WHERE request_id = ?", input.requestId).toArray().length > 0) {
+		if (this.sql.exec("SELECT 1 FROM settlements WHERE request_id = ?", input.requestId).toArray().length > 0) {
 			return { ok: true, availableNanos: available, holdNanos: 0, balanceNanos: st.balance };
 		}
 		const existing = this.sql
@@ -124,7 +134,7 @@ export class KeyLedger extends DurableObject<Env> {
 		const hold = Math.max(0, Math.round(input.holdNanos));
 		this.ctx.storage.transactionSync(() => {
 			this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);
-			if (scopes.length) this.limits.admit(input.requestId, scopes, tokens, now);
+			if (scopes.length && this.limits.admit(input.requestId, scopes, tokens, now)) st.limitedHolds++;
 		});
 		st.held += hold;
 		this.ensureAlarm(now + HOLD_TTL_MS);
@@ -141,13 +151,20 @@ export class KeyLedger extends DurableObject<Env> {
 		const spentAfter = st.spent + cost;
 		let released = 0;
 		const applied = this.ctx.storage.transactionSync(() => {
-			// The insert is the idempotency check: a replay writes nothing and changes nothing.
+			// The insert is the idempotency check (a replay writes nothing) and puts the record in the outbox.
+			const record = {
+				...input.record,
+				request_id: input.requestId,
+				cost_nanos: cost,
+				created_at: input.record.created_at ?? now,
+			};
 			const inserted = this.sql.exec(
-				"INSERT INTO settled (request_id, cost, balance_after, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+				"INSERT INTO settlements (request_id, cost, balance_after, created_at, record) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
 				input.requestId,
 				cost,
 				balanceAfter,
 				now,
+				JSON.stringify(record),
 			).rowsWritten;
 			if (inserted === 0) return false;
 			for (const h of this.sql.exec<{ amount: number }>(
@@ -161,20 +178,19 @@ export class KeyLedger extends DurableObject<Env> {
 				balanceAfter,
 				spentAfter,
 			);
-			const record = {
-				...input.record,
-				request_id: input.requestId,
-				cost_nanos: cost,
-				created_at: input.record.created_at ?? now,
-			};
-			this.sql.exec("INSERT OR IGNORE INTO outbox (request_id, record) VALUES (?, ?)", input.requestId, JSON.stringify(record));
-			this.limits.settle(input.requestId, cost, input.record.prompt_tokens + input.record.completion_tokens, now);
+			// Holds under a key without limits (the common case) have no limit rows to settle.
+			if (
+				st.limitedHolds > 0 &&
+				this.limits.settle(input.requestId, cost, input.record.prompt_tokens + input.record.completion_tokens, now)
+			) {
+				st.limitedHolds--;
+			}
 			return true;
 		});
 		if (!applied) {
 			const prior = this.sql
 				.exec<{ cost: number; balance_after: number }>(
-					"SELECT cost, balance_after FROM settled WHERE request_id = ?",
+					"SELECT cost, balance_after FROM settlements WHERE request_id = ?",
 					input.requestId,
 				)
 				.one();
@@ -219,7 +235,7 @@ export class KeyLedger extends DurableObject<Env> {
 	info(): LedgerInfo {
 		const st = this.load();
 		const openHolds = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM holds").one().n;
-		const outbox = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n;
+		const outbox = this.outboxSize();
 		return {
 			keyId: st.keyId,
 			balanceNanos: st.balance,
@@ -239,7 +255,7 @@ export class KeyLedger extends DurableObject<Env> {
 		this.expireHolds(now);
 		this.limits.pruneWindows(now);
 		if (now - st.prunedAt >= PRUNE_EVERY_MS) {
-			this.sql.exec("DELETE FROM settled WHERE created_at < ?", now - SETTLED_TTL_MS);
+			this.sql.exec("DELETE FROM settlements WHERE created_at < ? AND record IS NULL", now - SETTLED_TTL_MS);
 			st.prunedAt = now;
 		}
 		let pending = true;
@@ -247,8 +263,10 @@ export class KeyLedger extends DurableObject<Env> {
 			pending = await this.flush();
 		} catch (err) {
 			console.error("ledger: usage flush failed, will retry", err);
-			const attempts = this.sql.exec<{ a: number }>("SELECT COALESCE(MAX(attempts), 0) AS a FROM outbox").one().a;
-			this.sql.exec("UPDATE outbox SET attempts = attempts + 1");
+			const attempts = this.sql
+				.exec<{ a: number }>("SELECT COALESCE(MAX(attempts), 0) AS a FROM settlements WHERE record IS NOT NULL")
+				.one().a;
+			this.sql.exec("UPDATE settlements SET attempts = attempts + 1 WHERE record IS NOT NULL");
 			this.scheduleNext(now + Math.min(60_000, 200 * 2 ** Math.min(attempts, 8)));
 			return;
 		}
@@ -267,7 +285,7 @@ export class KeyLedger extends DurableObject<Env> {
 			st.held -= h.amount;
 			voided++;
 		}
-		if (voided > 0) this.limits.pruneHolds();
+		if (voided > 0 && st.limitedHolds > 0) st.limitedHolds = this.limits.pruneHolds();
 		return voided;
 	}
 
@@ -281,15 +299,19 @@ export class KeyLedger extends DurableObject<Env> {
 	/** Sends one batch of the outbox to D1; true when more remain. */
 	private async flush(): Promise<boolean> {
 		const rows = this.sql
-			.exec<{ request_id: string; record: string }>("SELECT request_id, record FROM outbox LIMIT ?", FLUSH_BATCH)
+			.exec<{ request_id: string; record: string }>(
+				"SELECT request_id, record FROM settlements WHERE record IS NOT NULL LIMIT ?",
+				FLUSH_BATCH,
+			)
 			.toArray();
 		if (rows.length === 0) return false;
 		await flushOutbox(
 			this.env.DB,
 			rows.map((r) => JSON.parse(r.record)),
 		);
+		// Flushed records leave the outbox; the row stays as the idempotency record.
 		this.sql.exec(
-			"DELETE FROM outbox WHERE request_id IN (SELECT value FROM json_each(?))",
+			"UPDATE settlements SET record = NULL WHERE request_id IN (SELECT value FROM json_each(?))",
 			JSON.stringify(rows.map((r) => r.request_id)),
 		);
 		return rows.length === FLUSH_BATCH;
@@ -301,8 +323,7 @@ export class KeyLedger extends DurableObject<Env> {
 			this.ensureAlarm(soon);
 			return;
 		}
-		const outbox = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n;
-		if (outbox > 0) {
+		if (this.outboxSize() > 0) {
 			this.ensureAlarm(Date.now() + 1000);
 			return;
 		}
@@ -318,6 +339,10 @@ export class KeyLedger extends DurableObject<Env> {
 		this.sql.exec("INSERT INTO meta (k, v) VALUES ('alarm_at', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", at);
 		// setAlarm is a storage write covered by the output gate, not an outbound call.
 		void this.ctx.storage.setAlarm(at);
+	}
+
+	private outboxSize(): number {
+		return this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM settlements WHERE record IS NOT NULL").one().n;
 	}
 
 	private rememberKey(keyId: string): void {
@@ -336,6 +361,7 @@ export class KeyLedger extends DurableObject<Env> {
 			balance: Number(meta.get("balance") ?? 0),
 			spent: Number(meta.get("spent") ?? 0),
 			held,
+			limitedHolds: this.limits.openLimitedHolds(),
 			keyId: (meta.get("key_id") as string | undefined) ?? null,
 			alarmAt: Number(meta.get("alarm_at") ?? 0),
 			prunedAt: 0,

@@ -138,9 +138,11 @@ export class LedgerLimits {
 	 * Counts an admitted request in each limited scope's windows and ties its hold to those scopes.
 	 * Scopes without any limit cost nothing here: that is the common case on the hot path.
 	 */
-	admit(requestId: string, scopes: readonly ScopeLimits[], tokens: number, now: number): void {
+	admit(requestId: string, scopes: readonly ScopeLimits[], tokens: number, now: number): boolean {
+		let limited = false;
 		for (const s of scopes) {
 			if (!isLimited(s)) continue;
+			limited = true;
 			const rated = Boolean(s.rpm || s.tpm);
 			if (rated) {
 				this.sql.exec(
@@ -159,20 +161,21 @@ export class LedgerLimits {
 				rated ? 1 : 0,
 			);
 		}
+		return limited;
 	}
 
 	/**
 	 * At settlement: the real tokens replace the estimate, and the cost counts towards the spend
 	 * of each scope with a spend limit (per-period spend is tracked from the time a limit exists).
 	 */
-	settle(requestId: string, costNanos: number, tokens: number, now: number): void {
+	settle(requestId: string, costNanos: number, tokens: number, now: number): boolean {
 		const rows = this.sql
 			.exec<{ scope: string; spend: number; rated: number }>(
 				"DELETE FROM hold_limits WHERE request_id = ? RETURNING scope, spend, rated",
 				requestId,
 			)
 			.toArray();
-		if (rows.length === 0) return;
+		if (rows.length === 0) return false;
 		if (rows.some((r) => r.rated)) {
 			this.sql.exec("UPDATE rate_events SET tokens = ? WHERE request_id = ?", Math.max(0, Math.round(tokens)), requestId);
 		}
@@ -193,11 +196,17 @@ export class LedgerLimits {
 				periodStart("monthly", now),
 			);
 		}
+		return true;
 	}
 
-	/** Forgets the limits of holds that no longer exist (expired). */
-	pruneHolds(): void {
+	/** Forgets the limits of holds that no longer exist (expired); returns how many limited holds remain. */
+	pruneHolds(): number {
 		this.sql.exec("DELETE FROM hold_limits WHERE request_id NOT IN (SELECT request_id FROM holds)");
+		return this.openLimitedHolds();
+	}
+
+	openLimitedHolds(): number {
+		return this.sql.exec<{ n: number }>("SELECT COUNT(DISTINCT request_id) AS n FROM hold_limits").one().n;
 	}
 
 	/** Drops requests that left every window (those of scopes no longer seen, such as expired tokens, too). */

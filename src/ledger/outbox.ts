@@ -1,5 +1,3 @@
-import { drizzle } from "drizzle-orm/d1";
-import { usageRecords } from "../db/schema";
 import type { SettleStatus } from "../types";
 
 /** A usage record as the ledger keeps it in its outbox (snake_case, as the admin API shows it). */
@@ -17,30 +15,35 @@ export interface UsageRecordInput {
 	created_at?: number;
 }
 
+// A prepared statement bound per record: the flush runs for every settled request, and
+// building each insert through the query builder cost more CPU than the write itself.
+// Column names follow src/db/schema.ts (usage_records).
+const INSERT_USAGE = `INSERT INTO usage_records
+	(request_id, key_id, model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`;
+
 /**
  * Writes outbox records to D1 in one batch. `INSERT OR IGNORE` by request id makes a retry
  * after a partial failure (or a flush that succeeded but whose reply was lost) harmless.
  */
 export async function flushOutbox(d1: D1Database, records: UsageRecordInput[]): Promise<void> {
 	if (records.length === 0) return;
-	const db = drizzle(d1);
-	const statements = records.map((r) =>
-		db
-			.insert(usageRecords)
-			.values({
-				requestId: r.request_id as string,
-				keyId: r.key_id,
-				model: r.model,
-				node: r.node,
-				promptTokens: r.prompt_tokens,
-				completionTokens: r.completion_tokens,
-				costNanos: r.cost_nanos ?? 0,
-				status: r.status,
-				estimated: r.estimated,
-				searchCount: r.search_count ?? 0,
-				createdAt: r.created_at ?? Date.now(),
-			})
-			.onConflictDoNothing(),
+	const insert = d1.prepare(INSERT_USAGE);
+	await d1.batch(
+		records.map((r) =>
+			insert.bind(
+				r.request_id,
+				r.key_id,
+				r.model,
+				r.node,
+				r.prompt_tokens,
+				r.completion_tokens,
+				r.cost_nanos ?? 0,
+				r.status,
+				r.estimated ? 1 : 0,
+				r.search_count ?? 0,
+				r.created_at ?? Date.now(),
+			),
+		),
 	);
-	await db.batch(statements as [(typeof statements)[number], ...typeof statements]);
 }
