@@ -57,6 +57,8 @@ const SCENARIOS = {
 	},
 	midflat: { minWords: 6, failAfter: 3, failure: flatError("CUDA out of memory", "InternalServerError", 500) },
 	cut: { minWords: 6, failAfter: 3, failure: "cut" },
+	// Answers 200 with nothing but an error body (some servers do): no content ever arrives.
+	error200: { failAfter: 0, failureStatus: 200, failure: { error: { message: "model is loading", type: "server_error", code: 503 } } },
 	nousage: { usage: "none", prefix: "data:" },
 	cumulative: { usage: "cumulative" },
 	finishusage: { usage: "finish", eol: "\r\n" },
@@ -306,7 +308,7 @@ async function sendCompletion(ctx, plan, meta) {
 		res.write(text.slice(0, text.length >> 1));
 		return cutAfterFlush(ctx);
 	}
-	if (behaviour.failure) return sendJson(res, 500, behaviour.failure);
+	if (behaviour.failure) return sendJson(res, behaviour.failureStatus ?? 500, behaviour.failure);
 	sendJson(res, 200, completion(plan, meta, behaviour));
 }
 

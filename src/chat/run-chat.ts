@@ -210,6 +210,13 @@ async function runHeld(
 		if (gone) throw new GatewayError("client_closed", "The client closed the request", { cause: err });
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502, cause: err });
 	}
+	// Some servers answer 200 with an error body instead of an error status.
+	if (!isCompletion(engineJson)) {
+		void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, 0);
+		const info = engineErrorOf(engineJson);
+		console.warn(`engine ${answer.node} answered 200 without a completion: ${info}`);
+		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 });
+	}
 	const completion = rewriteCompletion(engineJson, resolved.requestedId, promptTokens);
 	if (sources.length) attachSources(completion.body, sources);
 	const outcome: Outcome = { status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node };
@@ -220,6 +227,14 @@ async function runHeld(
 	headers["x-venym-cost-usd"] = String(nanosToUsd(cost));
 	if (req.balanceNanos !== undefined) headers["x-venym-balance-usd"] = String(nanosToUsd(req.balanceNanos - cost));
 	return { kind: "completion", body: completion.body, usage: completion.usage, headers };
+}
+
+function isCompletion(v: unknown): v is Record<string, unknown> {
+	return typeof v === "object" && v !== null && Array.isArray((v as { choices?: unknown }).choices);
+}
+
+function engineErrorOf(v: unknown): string {
+	return JSON.stringify(v).slice(0, 300);
 }
 
 /** `venym.sources` on the response, and url_citation annotations on each message that cites [n]. */

@@ -469,6 +469,26 @@ describe("each outcome is billed as stated", () => {
 		});
 	}
 
+	for (const stream of [false, true]) {
+		it(`engine answers 200 with only an error (test/error200, ${stream ? "stream" : "non-stream"}): nothing charged`, async () => {
+			const k = await createKey({ balance_usd: 10 });
+			const res = await chat(k.key, { model: "test/error200", stream, messages: [{ role: "user", content: ping() }] });
+			if (stream) {
+				expect(res.status).toBe(200);
+				const frames = await readSse(res);
+				expect(frames).not.toContain("[DONE]");
+				expect((JSON.parse(frames.at(-1) as string) as ErrorBody).error.code).toBe("upstream_error");
+			} else {
+				expect(res.status).toBe(502);
+				expect(((await res.json()) as ErrorBody).error.code).toBe("upstream_unavailable");
+			}
+			const end = await settledInfo(k.id, 1);
+			expect(end).toMatchObject({ balanceNanos: 10_000_000_000, spentNanos: 0, heldNanos: 0, openHolds: 0 });
+			const [row] = await usageOf(k.id, 1);
+			expect(row).toMatchObject({ status: "engine_error", cost_nanos: 0 });
+		});
+	}
+
 	it("engine fails after content (test/midstream, stream): billed for what was forwarded, status engine_error", async () => {
 		const k = await createKey({ balance_usd: 10 });
 		const res = await chat(k.key, { model: "test/midstream", stream: true, messages: [{ role: "user", content: ping() }] });

@@ -22,6 +22,7 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/midstream", [node("midstream")]),
 			model("test/midflat", [node("midflat")]),
 			model("test/cut", [node("cut")]),
+			model("test/error200", [node("error200")]),
 			model("test/nousage", [node("nousage")]),
 			model("test/cumulative", [node("cumulative")]),
 			model("test/finishusage", [node("finishusage")]),
