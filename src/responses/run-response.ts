@@ -89,9 +89,14 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		if (store) run.waitUntil(responseStore(run.env, run.keyId).put(record(meta, response, items, prior)));
 		return { kind: "json", body: response, headers: { ...result.headers, ...headers } };
 	}
-	const stream = chatSseToResponseEvents(result.stream, new ResponsesEventBuilder(meta), (response) => {
-		if (store) run.waitUntil(responseStore(run.env, run.keyId).put(record(meta, response, items, prior)));
-	});
+	const stream = chatSseToResponseEvents(
+		result.stream,
+		new ResponsesEventBuilder(meta),
+		(response) => {
+			if (store) run.waitUntil(responseStore(run.env, run.keyId).put(record(meta, response, items, prior)));
+		},
+		run.clientSignal,
+	);
 	return { kind: "stream", stream, headers: { ...result.headers, ...headers } };
 }
 
@@ -103,6 +108,8 @@ export function chatSseToResponseEvents(
 	chat: ReadableStream<Uint8Array>,
 	builder: ResponsesEventBuilder,
 	onEnd: (response: ResponseObject) => void,
+	/** When it has fired, an ending is the client leaving (the engine was aborted for it), not a failure. */
+	clientSignal?: AbortSignal,
 ): ReadableStream<Uint8Array> {
 	const reader = chat.getReader();
 	const decoder = new TextDecoder();
@@ -110,8 +117,12 @@ export function chatSseToResponseEvents(
 	let pending: ResponseStreamEvent[] = builder.start();
 	let ended = false;
 	const end = (events: ResponseStreamEvent[]) => {
-		pending.push(...events);
 		ended = true;
+		if (clientSignal?.aborted) {
+			onEnd({ ...builder.response(), status: "cancelled" });
+			return;
+		}
+		pending.push(...events);
 		onEnd(builder.response());
 	};
 	const parser = createSseParser((e) => {
@@ -147,6 +158,11 @@ export function chatSseToResponseEvents(
 			if (ended && pending.length === 0) controller.close();
 		},
 		async cancel(reason) {
+			// The client left: what was produced so far is kept, marked cancelled.
+			if (!ended) {
+				ended = true;
+				onEnd({ ...builder.response(), status: "cancelled" });
+			}
 			await reader.cancel(reason);
 		},
 	});

@@ -257,4 +257,24 @@ describe("Responses API through the official SDK", () => {
 		expect(info.spentNanos).toBe(rows.reduce((a, r) => a + r.cost_nanos, 0));
 		expect(info.openHolds).toBe(0);
 	});
+
+	it("keeps what a stream produced, marked cancelled, when the client leaves mid-stream", async () => {
+		const { key } = await createKey();
+		const res = await gw("/v1/responses", {
+			method: "POST",
+			headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+			body: JSON.stringify({ model: "test/slow", input: "leave early", stream: true }),
+		});
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		let text = "";
+		while (!text.includes("response.output_text.delta")) text += new TextDecoder().decode((await reader.read()).value);
+		const id = /"id":"(resp_[0-9a-f]+)"/.exec(text)?.[1] as string;
+		await reader.cancel();
+		const stored = await waitFor(async () => {
+			const r = await gw(`/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } });
+			return r.status === 200 ? ((await r.json()) as OpenAI.Responses.Response) : null;
+		});
+		expect(stored.status).toBe("cancelled");
+		expect(stored.output.length).toBeGreaterThan(0);
+	});
 });
