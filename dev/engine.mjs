@@ -58,7 +58,11 @@ const SCENARIOS = {
 	midflat: { minWords: 6, failAfter: 3, failure: flatError("CUDA out of memory", "InternalServerError", 500) },
 	cut: { minWords: 6, failAfter: 3, failure: "cut" },
 	// Answers 200 with nothing but an error body (some servers do): no content ever arrives.
-	error200: { failAfter: 0, failureStatus: 200, failure: { error: { message: "model is loading", type: "server_error", code: 503 } } },
+	error200: {
+		failAfter: 0,
+		failureStatus: 200,
+		failure: { error: { message: "model is loading", type: "server_error", code: 503 } },
+	},
 	nousage: { usage: "none", prefix: "data:" },
 	cumulative: { usage: "cumulative" },
 	finishusage: { usage: "finish", eol: "\r\n" },

@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { LedgerLimits, LIMITS_SCHEMA, type LimitRefusal, type RateState, type ScopeLimits } from "./limits";
+import { isLimited, LedgerLimits, LIMITS_SCHEMA, type LimitRefusal, type RateState, type ScopeLimits } from "./limits";
 import { flushOutbox, type UsageRecordInput } from "./outbox";
 
 /** How long a hold lives without settlement before the alarm voids it. */
@@ -111,15 +111,18 @@ export class KeyLedger extends DurableObject<Env> {
 		const st = this.load();
 		this.rememberKey(input.keyId);
 		const available = st.balance - st.held;
-		// A request that already settled must not reopen a hold that nothing would release.
-		if (this.sql.exec("SELECT 1 FROM settlements WHERE request_id = ?", input.requestId).toArray().length > 0) {
-			return { ok: true, availableNanos: available, holdNanos: 0, balanceNanos: st.balance };
-		}
-		const existing = this.sql
-			.exec<{ amount: number }>("SELECT amount FROM holds WHERE request_id = ?", input.requestId)
-			.toArray()[0];
-		if (existing) return { ok: true, availableNanos: available, holdNanos: existing.amount, balanceNanos: st.balance };
-		const scopes = input.scopes ?? [];
+		// One lookup for both replays: a request that already settled must not reopen a hold that
+		// nothing would release, and a repeated authorize returns the hold it placed.
+		const prior = this.sql
+			.exec<{ hold: number | null; settled: number }>(
+				"SELECT (SELECT amount FROM holds WHERE request_id = ?1) AS hold, EXISTS (SELECT 1 FROM settlements WHERE request_id = ?1) AS settled",
+				input.requestId,
+			)
+			.one();
+		if (prior.settled) return { ok: true, availableNanos: available, holdNanos: 0, balanceNanos: st.balance };
+		if (prior.hold !== null) return { ok: true, availableNanos: available, holdNanos: prior.hold, balanceNanos: st.balance };
+		// Scopes without any limit need no checks and no limit rows (the common case).
+		const scopes = (input.scopes ?? []).filter(isLimited);
 		const tokens = input.tokens ?? 0;
 		let rate: RateState | undefined;
 		if (scopes.length) {
@@ -132,10 +135,15 @@ export class KeyLedger extends DurableObject<Env> {
 			return rate ? { ...refusal, rate } : refusal;
 		}
 		const hold = Math.max(0, Math.round(input.holdNanos));
-		this.ctx.storage.transactionSync(() => {
+		const insertHold = () =>
 			this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);
-			if (scopes.length && this.limits.admit(input.requestId, scopes, tokens, now)) st.limitedHolds++;
-		});
+		if (scopes.length === 0) insertHold();
+		else {
+			this.ctx.storage.transactionSync(() => {
+				insertHold();
+				if (this.limits.admit(input.requestId, scopes, tokens, now)) st.limitedHolds++;
+			});
+		}
 		st.held += hold;
 		this.ensureAlarm(now + HOLD_TTL_MS);
 		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };

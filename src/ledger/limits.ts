@@ -61,7 +61,7 @@ const PERIOD_COLUMNS = {
 	monthly: ["month", "month_start"],
 } as const;
 
-function isLimited(s: ScopeLimits): boolean {
+export function isLimited(s: ScopeLimits): boolean {
 	return Boolean(s.rpm || s.tpm || s.spendLimitNanos);
 }
 
