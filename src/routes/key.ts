@@ -6,5 +6,20 @@ import { balanceView, keyView } from "./admin";
 export async function ownKey(c: Context<AppEnv>): Promise<Response> {
 	const { key, parent } = c.get("principal");
 	// A vk-tmp- token draws on its parent's balance, so that is the balance it shows.
-	return c.json({ ...keyView(key), ...(await balanceView(c.env, parent?.id ?? key.id)) });
+	const view = keyView(key);
+	return c.json({
+		...view,
+		...(await balanceView(c.env, parent?.id ?? key.id)),
+		// The same limits, grouped, for clients that only want to know what they may do.
+		limits: {
+			rpm: view.rpm,
+			tpm: view.tpm,
+			spend_limit_usd: view.spend_limit_usd,
+			spend_limit_period: view.spend_limit_period,
+			max_tokens: view.max_tokens,
+			allowed_models: view.allowed_models,
+			allowed_origins: view.allowed_origins,
+			expires_at: view.expires_at,
+		},
+	});
 }

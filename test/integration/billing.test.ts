@@ -663,6 +663,30 @@ describe("key views", () => {
 		expect(body.balance_usd).toBe(usd(ledgerNow.balanceNanos));
 		expect(body.spent_usd).toBe(usd(ledgerNow.spentNanos));
 	});
+
+	it("GET /v1/key groups the key's limits", async () => {
+		const k = await createKey({
+			name: "limited",
+			rpm: 60,
+			spend_limit_usd: 5,
+			spend_limit_period: "daily",
+			allowed_models: ["test/ok"],
+		});
+		const body = (await (await gw("/v1/key", { headers: { authorization: `Bearer ${k.key}` } })).json()) as Record<
+			string,
+			unknown
+		>;
+		expect(body.limits).toEqual({
+			rpm: 60,
+			tpm: null,
+			spend_limit_usd: 5,
+			spend_limit_period: "daily",
+			max_tokens: null,
+			allowed_models: ["test/ok"],
+			allowed_origins: null,
+			expires_at: null,
+		});
+	});
 });
 
 describe("GET /admin/usage", () => {
