@@ -15,35 +15,50 @@ export interface UsageRecordInput {
 	created_at?: number;
 }
 
-// A prepared statement bound per record: the flush runs for every settled request, and
-// building each insert through the query builder cost more CPU than the write itself.
+// Plain prepared statements rather than the query builder: the flush runs for every settled
+// request, and building each insert through drizzle cost more CPU than the write itself.
 // Column names follow src/db/schema.ts (usage_records).
-const INSERT_USAGE = `INSERT INTO usage_records
-	(request_id, key_id, model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO NOTHING`;
+const COLUMNS =
+	"request_id, key_id, model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at";
+const PER_ROW = 11;
+// D1 binds at most 100 parameters per statement: 9 rows of 11.
+const ROWS_PER_STATEMENT = Math.floor(100 / PER_ROW);
+
+function insertSql(rows: number): string {
+	const tuple = `(${Array(PER_ROW).fill("?").join(", ")})`;
+	return `INSERT INTO usage_records (${COLUMNS}) VALUES ${Array(rows).fill(tuple).join(", ")} ON CONFLICT (request_id) DO NOTHING`;
+}
+
+const FULL_INSERT = insertSql(ROWS_PER_STATEMENT);
+
+function values(r: UsageRecordInput): unknown[] {
+	return [
+		r.request_id,
+		r.key_id,
+		r.model,
+		r.node,
+		r.prompt_tokens,
+		r.completion_tokens,
+		r.cost_nanos ?? 0,
+		r.status,
+		r.estimated ? 1 : 0,
+		r.search_count ?? 0,
+		r.created_at ?? Date.now(),
+	];
+}
 
 /**
- * Writes outbox records to D1 in one batch. `INSERT OR IGNORE` by request id makes a retry
- * after a partial failure (or a flush that succeeded but whose reply was lost) harmless.
+ * Writes outbox records to D1 in one batch of multi-row inserts. `ON CONFLICT DO NOTHING` by
+ * request id makes a retry after a partial failure (or a flush that succeeded but whose reply
+ * was lost) harmless.
  */
 export async function flushOutbox(d1: D1Database, records: UsageRecordInput[]): Promise<void> {
 	if (records.length === 0) return;
-	const insert = d1.prepare(INSERT_USAGE);
-	await d1.batch(
-		records.map((r) =>
-			insert.bind(
-				r.request_id,
-				r.key_id,
-				r.model,
-				r.node,
-				r.prompt_tokens,
-				r.completion_tokens,
-				r.cost_nanos ?? 0,
-				r.status,
-				r.estimated ? 1 : 0,
-				r.search_count ?? 0,
-				r.created_at ?? Date.now(),
-			),
-		),
-	);
+	const statements: D1PreparedStatement[] = [];
+	for (let i = 0; i < records.length; i += ROWS_PER_STATEMENT) {
+		const chunk = records.slice(i, i + ROWS_PER_STATEMENT);
+		const sql = chunk.length === ROWS_PER_STATEMENT ? FULL_INSERT : insertSql(chunk.length);
+		statements.push(d1.prepare(sql).bind(...chunk.flatMap(values)));
+	}
+	await d1.batch(statements);
 }
