@@ -19,7 +19,7 @@ import {
 	responseShell,
 	usageFromChat,
 } from "./from-chat";
-import type { ItemStatusValue, OutputItem, OutputMessageItem, ReasoningItemValue } from "./request-schema";
+import type { ItemStatusValue, OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue } from "./request-schema";
 
 type WithOurResponse<E> = E extends { response: SdkResponse } ? Omit<E, "response"> & { response: ResponseObject } : E;
 /** The openai SDK's event union, carrying our response object (no computed `output_text`). */
@@ -197,30 +197,33 @@ export class ResponsesEventBuilder {
 	#openMessage(out: ResponseStreamEvent[]): OpenItem {
 		const open = this.#begin("message", `msg_${this.#meta.ids()}`);
 		const item: OutputMessageItem = { id: open.id, type: "message", status: "in_progress", content: [], role: "assistant" };
-		this.#emit(out, { type: "response.output_item.added", output_index: open.outputIndex, item });
-		this.#emit(out, {
-			type: "response.content_part.added",
-			item_id: open.id,
-			output_index: open.outputIndex,
-			content_index: 0,
-			part: outputTextPart("", []),
-		});
+		this.#announce(out, open, item, outputTextPart("", []));
 		return open;
 	}
 
 	#openReasoning(out: ResponseStreamEvent[]): OpenItem {
 		const open = this.#begin("reasoning", `rs_${this.#meta.ids()}`);
 		const item: ReasoningItemValue = { id: open.id, type: "reasoning", summary: [], content: [] };
-		this.#emit(out, { type: "response.output_item.added", output_index: open.outputIndex, item });
 		// The SDK accumulates reasoning_text deltas into a content part, which has to exist first.
+		this.#announce(out, open, item, { type: "reasoning_text", text: "" });
+		return open;
+	}
+
+	/** output_item.added, then content_part.added for the item's one content part. */
+	#announce(
+		out: ResponseStreamEvent[],
+		open: OpenItem,
+		item: OutputMessageItem | ReasoningItemValue,
+		part: OutputTextPart | { type: "reasoning_text"; text: string },
+	): void {
+		this.#emit(out, { type: "response.output_item.added", output_index: open.outputIndex, item });
 		this.#emit(out, {
 			type: "response.content_part.added",
 			item_id: open.id,
 			output_index: open.outputIndex,
 			content_index: 0,
-			part: { type: "reasoning_text", text: "" },
-		});
-		return open;
+			part,
+		} as Unnumbered);
 	}
 
 	#openCall(out: ResponseStreamEvent[], state: ToolCallState): void {
