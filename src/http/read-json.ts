@@ -7,7 +7,9 @@ import { GatewayError } from "../errors";
 export async function readJsonBody(req: Request, maxBytes: number): Promise<unknown> {
 	const declared = Number(req.headers.get("content-length") ?? "NaN");
 	if (declared > maxBytes) throw tooLarge(maxBytes);
-	const text = await readText(req, maxBytes);
+	// With a declared length the body cannot run past it: one native read. A chunked body is
+	// counted as it arrives.
+	const text = declared >= 0 ? await req.text() : await readText(req, maxBytes);
 	if (text.length === 0) throw new GatewayError("invalid_request", "The request body is empty; expected a JSON object.");
 	try {
 		return JSON.parse(text);

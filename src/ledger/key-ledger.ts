@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { isLimited, LedgerLimits, LIMITS_SCHEMA, type LimitRefusal, type RateState, type ScopeLimits } from "./limits";
-import { flushOutbox, type UsageRecordInput } from "./outbox";
+import { flushOutboxJson, type UsageRecordInput } from "./outbox";
 
 /** How long a hold lives without settlement before the alarm voids it. */
 export const HOLD_TTL_MS = 15 * 60 * 1000;
@@ -111,6 +111,24 @@ export class KeyLedger extends DurableObject<Env> {
 		const st = this.load();
 		this.rememberKey(input.keyId);
 		const available = st.balance - st.held;
+		const hold = Math.max(0, Math.round(input.holdNanos));
+		// Scopes without any limit need no checks and no limit rows (the common case).
+		const scopes = (input.scopes ?? []).filter(isLimited);
+		if (scopes.length === 0 && available > 0) {
+			// The common case is one statement: the insert is also the replay check (a request that
+			// already settled, or already holds, writes nothing and takes the lookup below).
+			const placed = this.sql.exec(
+				"INSERT INTO holds (request_id, amount, created_at) SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE request_id = ?1) ON CONFLICT DO NOTHING",
+				input.requestId,
+				hold,
+				now,
+			).rowsWritten;
+			if (placed > 0) {
+				st.held += hold;
+				this.ensureAlarm(now + HOLD_TTL_MS);
+				return { ok: true, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
+			}
+		}
 		// One lookup for both replays: a request that already settled must not reopen a hold that
 		// nothing would release, and a repeated authorize returns the hold it placed.
 		const prior = this.sql
@@ -121,8 +139,6 @@ export class KeyLedger extends DurableObject<Env> {
 			.one();
 		if (prior.settled) return { ok: true, availableNanos: available, holdNanos: 0, balanceNanos: st.balance };
 		if (prior.hold !== null) return { ok: true, availableNanos: available, holdNanos: prior.hold, balanceNanos: st.balance };
-		// Scopes without any limit need no checks and no limit rows (the common case).
-		const scopes = (input.scopes ?? []).filter(isLimited);
 		const tokens = input.tokens ?? 0;
 		let rate: RateState | undefined;
 		if (scopes.length) {
@@ -134,7 +150,6 @@ export class KeyLedger extends DurableObject<Env> {
 			const refusal = { ok: false as const, availableNanos: available, requiredNanos: input.holdNanos };
 			return rate ? { ...refusal, rate } : refusal;
 		}
-		const hold = Math.max(0, Math.round(input.holdNanos));
 		const insertHold = () =>
 			this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);
 		if (scopes.length === 0) insertHold();
@@ -313,9 +328,9 @@ export class KeyLedger extends DurableObject<Env> {
 			)
 			.toArray();
 		if (rows.length === 0) return false;
-		await flushOutbox(
+		await flushOutboxJson(
 			this.env.DB,
-			rows.map((r) => JSON.parse(r.record)),
+			rows.map((r) => r.record),
 		);
 		// Flushed records leave the outbox; the row stays as the idempotency record.
 		this.sql.exec(

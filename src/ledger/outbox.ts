@@ -15,50 +15,35 @@ export interface UsageRecordInput {
 	created_at?: number;
 }
 
-// Plain prepared statements rather than the query builder: the flush runs for every settled
-// request, and building each insert through drizzle cost more CPU than the write itself.
-// Column names follow src/db/schema.ts (usage_records).
-const COLUMNS =
-	"request_id, key_id, model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at";
-const PER_ROW = 11;
-// D1 binds at most 100 parameters per statement: 9 rows of 11.
-const ROWS_PER_STATEMENT = Math.floor(100 / PER_ROW);
-
-function insertSql(rows: number): string {
-	const tuple = `(${Array(PER_ROW).fill("?").join(", ")})`;
-	return `INSERT INTO usage_records (${COLUMNS}) VALUES ${Array(rows).fill(tuple).join(", ")} ON CONFLICT (request_id) DO NOTHING`;
-}
-
-const FULL_INSERT = insertSql(ROWS_PER_STATEMENT);
-
-function values(r: UsageRecordInput): unknown[] {
-	return [
-		r.request_id,
-		r.key_id,
-		r.model,
-		r.node,
-		r.prompt_tokens,
-		r.completion_tokens,
-		r.cost_nanos ?? 0,
-		r.status,
-		r.estimated ? 1 : 0,
-		r.search_count ?? 0,
-		r.created_at ?? Date.now(),
-	];
-}
+// One statement per flush, whatever its size: the records go as one JSON array parameter and
+// SQLite unpacks them (json_each), so D1 parses and plans one statement instead of one per
+// handful of rows (D1 binds at most 100 parameters per statement). Column names follow
+// src/db/schema.ts (usage_records).
+const INSERT_FROM_JSON = `INSERT INTO usage_records
+	(request_id, key_id, model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at)
+SELECT
+	json_extract(value, '$.request_id'), json_extract(value, '$.key_id'), json_extract(value, '$.model'),
+	json_extract(value, '$.node'), json_extract(value, '$.prompt_tokens'), json_extract(value, '$.completion_tokens'),
+	COALESCE(json_extract(value, '$.cost_nanos'), 0), json_extract(value, '$.status'),
+	CASE WHEN json_extract(value, '$.estimated') THEN 1 ELSE 0 END, COALESCE(json_extract(value, '$.search_count'), 0),
+	COALESCE(json_extract(value, '$.created_at'), ?2)
+FROM json_each(?1) WHERE true
+ON CONFLICT (request_id) DO NOTHING`;
 
 /**
- * Writes outbox records to D1 in one batch of multi-row inserts. `ON CONFLICT DO NOTHING` by
- * request id makes a retry after a partial failure (or a flush that succeeded but whose reply
- * was lost) harmless.
+ * Writes outbox records, each the JSON text of a `UsageRecordInput` as the ledger stores it, to
+ * D1 in one statement. `ON CONFLICT DO NOTHING` by request id makes a retry after a flush whose
+ * reply was lost harmless.
  */
-export async function flushOutbox(d1: D1Database, records: UsageRecordInput[]): Promise<void> {
+export async function flushOutboxJson(d1: D1Database, records: string[]): Promise<void> {
 	if (records.length === 0) return;
-	const statements: D1PreparedStatement[] = [];
-	for (let i = 0; i < records.length; i += ROWS_PER_STATEMENT) {
-		const chunk = records.slice(i, i + ROWS_PER_STATEMENT);
-		const sql = chunk.length === ROWS_PER_STATEMENT ? FULL_INSERT : insertSql(chunk.length);
-		statements.push(d1.prepare(sql).bind(...chunk.flatMap(values)));
-	}
-	await d1.batch(statements);
+	await d1.batch([d1.prepare(INSERT_FROM_JSON).bind(`[${records.join(",")}]`, Date.now())]);
+}
+
+/** `flushOutboxJson` for records as objects. */
+export function flushOutbox(d1: D1Database, records: UsageRecordInput[]): Promise<void> {
+	return flushOutboxJson(
+		d1,
+		records.map((r) => JSON.stringify(r)),
+	);
 }
