@@ -546,6 +546,23 @@ function printTable(r) {
 		);
 	}
 	const cpu = r.cpuPerRequest;
+	// On Cloudflare the ledger Durable Object and D1 run on other machines; here they share the
+	// gateway's one workerd thread. Taking the measured CPU of one authorize+settle pair (its
+	// usage-record flush to D1 included) off the gateway's CPU per request estimates what the
+	// Worker itself costs, and so its capacity against the floor's.
+	const pair = r.ledger?.[16]?.cpuPerSettlementMs;
+	const at16 = cpu.inflight16;
+	if (pair !== undefined && at16) {
+		const workerOnly = at16.gateway - pair;
+		row(
+			"  est. without the ledger DO and D1 (ms CPU)",
+			"",
+			f(at16.floor, 3),
+			f(workerOnly, 3),
+			`${f((at16.floor / workerOnly) * 100, 0)}% of floor`,
+			"derived, see README",
+		);
+	}
 	row(
 		"workerd CPU/request, sequential (ms)",
 		"",
