@@ -229,6 +229,37 @@ describe("usage outbox flush", () => {
 		await restoreD1(stub);
 	});
 
+	it("flushOutbox writes each field as given, with defaults for the optional ones", async () => {
+		const keyId = freshKeyId("fields");
+		const before = Date.now();
+		await flushOutbox(env.DB, [
+			{
+				...record(keyId, 1),
+				request_id: `${keyId}-a`,
+				model: 'venym/odd "name" \\ ünï',
+				node: null,
+				estimated: false,
+			},
+			{ ...record(keyId, 2), request_id: `${keyId}-b`, estimated: true, search_count: 3, cost_nanos: 7, created_at: 42 },
+		]);
+		const { results } = await env.DB.prepare("SELECT * FROM usage_records WHERE key_id = ? ORDER BY request_id")
+			.bind(keyId)
+			.all<Record<string, unknown>>();
+		expect(results).toHaveLength(2);
+		const [a, b] = results;
+		expect(a).toMatchObject({
+			model: 'venym/odd "name" \\ ünï',
+			node: null,
+			prompt_tokens: 1,
+			completion_tokens: 2,
+			cost_nanos: 0,
+			estimated: 0,
+			search_count: 0,
+		});
+		expect(a?.created_at).toBeGreaterThanOrEqual(before);
+		expect(b).toMatchObject({ node: "http://node.test/v1", estimated: 1, search_count: 3, cost_nanos: 7, created_at: 42 });
+	});
+
 	it("flushOutbox is idempotent by request id (INSERT OR IGNORE)", async () => {
 		const keyId = freshKeyId("direct");
 		const recs = [1, 2, 3].map((i) => ({
