@@ -1,6 +1,5 @@
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import type { ResponseMeta } from "../../src/responses/from-chat";
 import {
 	cancelledResponse,
 	failedResponse,
@@ -8,22 +7,9 @@ import {
 	queuedResponse,
 	responseFromCompletion,
 } from "../../src/responses/from-chat";
-import { validateResponsesRequest } from "../../src/responses/request-schema";
+import { responseMeta } from "../support/response-meta";
 
-function counter(): () => string {
-	let n = 0;
-	return () => String(++n);
-}
-
-function meta(body: Record<string, unknown> = {}): ResponseMeta {
-	return {
-		id: "resp_abc",
-		createdAt: 1_700_000_000,
-		model: "venym/qwen-27b",
-		request: validateResponsesRequest({ model: "venym/qwen-27b", input: "Hi", ...body }),
-		ids: counter(),
-	};
-}
+const meta = responseMeta;
 
 function completion(
 	message: Record<string, unknown>,

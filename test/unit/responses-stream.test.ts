@@ -2,27 +2,13 @@ import OpenAI, { APIError } from "openai";
 import { accumulateResponse } from "openai/lib/responses/ResponseAccumulator";
 import type { Response as SdkResponse, ResponseStreamEvent as SdkStreamEvent } from "openai/resources/responses/responses";
 import { describe, expect, it } from "vitest";
-import type { ResponseMeta } from "../../src/responses/from-chat";
 import { responseFromCompletion } from "../../src/responses/from-chat";
-import { validateResponsesRequest } from "../../src/responses/request-schema";
 import type { ResponseStreamEvent } from "../../src/responses/stream-events";
 import { encodeEvent, ResponsesEventBuilder } from "../../src/responses/stream-events";
 import { citationAnnotations, type Source } from "../../src/search/grounding";
+import { responseMeta } from "../support/response-meta";
 
-function counter(): () => string {
-	let n = 0;
-	return () => String(++n);
-}
-
-function meta(body: Record<string, unknown> = {}): ResponseMeta {
-	return {
-		id: "resp_abc",
-		createdAt: 1_700_000_000,
-		model: "venym/qwen-27b",
-		request: validateResponsesRequest({ model: "venym/qwen-27b", input: "Hi", stream: true, ...body }),
-		ids: counter(),
-	};
-}
+const meta = (body: Record<string, unknown> = {}) => responseMeta({ stream: true, ...body });
 
 type Json = Record<string, unknown>;
 
