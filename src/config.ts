@@ -44,6 +44,12 @@ export const GatewayConfigSchema = z
 		web_search: WebSearchSchema.optional(),
 		/** How long a node may take to send response headers before the next node is tried. */
 		first_byte_timeout_ms: z.number().int().positive().default(30_000),
+		/** How long a started engine answer may go without sending a byte before it is ended (stream: error frame; otherwise 504). */
+		stream_idle_timeout_ms: z.number().int().positive().default(60_000),
+		/** Most choices (`n`) one chat request may ask for. */
+		max_n: z.number().int().positive().max(128).default(16),
+		/** Most background responses one key may have queued or running at once (over it: 429). */
+		max_queued_responses: z.number().int().positive().max(1000).default(8),
 		/** Largest accepted request body. */
 		max_body_bytes: z
 			.number()

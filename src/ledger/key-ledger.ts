@@ -34,6 +34,14 @@ export interface AuthorizeInput {
 	scopes?: ScopeLimits[];
 	/** Tokens counted against tpm until settlement replaces them with the real count. */
 	tokens?: number;
+	/**
+	 * Worst case this request may cost beyond what a single-choice request would (the `n - 1`
+	 * extra choices): admitted only when the available balance, and every spend cap's headroom,
+	 * covers it. A single-choice request passes 0 and is admitted as long as anything is left.
+	 */
+	reserveNanos?: number;
+	/** How long the hold lives before the alarm voids it (default HOLD_TTL_MS); a queued background run needs longer. */
+	ttlMs?: number;
 }
 
 export interface SettleInput {
@@ -100,6 +108,9 @@ export class KeyLedger extends DurableObject<Env> {
 			CREATE TABLE IF NOT EXISTS credits (idempotency_key TEXT PRIMARY KEY, amount INTEGER NOT NULL, balance_after INTEGER NOT NULL, note TEXT, created_at INTEGER NOT NULL);
 		`);
 		this.sql.exec(LIMITS_SCHEMA);
+		// Holds written before expires_at existed expire HOLD_TTL_MS after they were placed.
+		const holdColumns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('holds')").toArray();
+		if (!holdColumns.some((c) => c.name === "expires_at")) this.sql.exec("ALTER TABLE holds ADD COLUMN expires_at INTEGER");
 	}
 
 	/**
@@ -112,20 +123,23 @@ export class KeyLedger extends DurableObject<Env> {
 		this.rememberKey(input.keyId);
 		const available = st.balance - st.held;
 		const hold = Math.max(0, Math.round(input.holdNanos));
+		const reserve = Math.max(0, Math.round(input.reserveNanos ?? 0));
+		const expiresAt = now + (input.ttlMs ?? HOLD_TTL_MS);
 		// Scopes without any limit need no checks and no limit rows (the common case).
 		const scopes = (input.scopes ?? []).filter(isLimited);
-		if (scopes.length === 0 && available > 0) {
+		if (scopes.length === 0 && available > 0 && available >= reserve) {
 			// The common case is one statement: the insert is also the replay check (a request that
 			// already settled, or already holds, writes nothing and takes the lookup below).
 			const placed = this.sql.exec(
-				"INSERT INTO holds (request_id, amount, created_at) SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE request_id = ?1) ON CONFLICT DO NOTHING",
+				"INSERT INTO holds (request_id, amount, created_at, expires_at) SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE request_id = ?1) ON CONFLICT DO NOTHING",
 				input.requestId,
 				hold,
 				now,
+				expiresAt,
 			).rowsWritten;
 			if (placed > 0) {
 				st.held += hold;
-				this.ensureAlarm(now + HOLD_TTL_MS);
+				this.ensureAlarm(expiresAt);
 				return { ok: true, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
 			}
 		}
@@ -138,20 +152,43 @@ export class KeyLedger extends DurableObject<Env> {
 			)
 			.one();
 		if (prior.settled) return { ok: true, availableNanos: available, holdNanos: 0, balanceNanos: st.balance };
-		if (prior.hold !== null) return { ok: true, availableNanos: available, holdNanos: prior.hold, balanceNanos: st.balance };
+		if (prior.hold !== null) {
+			// A replay is a run picking up the hold placed for it (a queued background response):
+			// the hold lives on for at least another TTL from now.
+			this.sql.exec(
+				"UPDATE holds SET expires_at = MAX(COALESCE(expires_at, created_at + ?2), ?3) WHERE request_id = ?1",
+				input.requestId,
+				HOLD_TTL_MS,
+				expiresAt,
+			);
+			this.ensureAlarm(expiresAt);
+			return { ok: true, availableNanos: available, holdNanos: prior.hold, balanceNanos: st.balance };
+		}
 		const tokens = input.tokens ?? 0;
 		let rate: RateState | undefined;
 		if (scopes.length) {
-			const checked = this.limits.check(scopes, tokens, now, st.keyId ? { scope: st.keyId, spentNanos: st.spent } : undefined);
+			const checked = this.limits.check(
+				scopes,
+				tokens,
+				now,
+				st.keyId ? { scope: st.keyId, spentNanos: st.spent } : undefined,
+				reserve,
+			);
 			if (checked.refusal) return { ok: false, rate: checked.rate, ...checked.refusal };
 			if (checked.rate.requests || checked.rate.tokens) rate = checked.rate;
 		}
-		if (available <= 0) {
-			const refusal = { ok: false as const, availableNanos: available, requiredNanos: input.holdNanos };
+		if (available <= 0 || available < reserve) {
+			const refusal = { ok: false as const, availableNanos: available, requiredNanos: Math.max(hold, reserve) };
 			return rate ? { ...refusal, rate } : refusal;
 		}
 		const insertHold = () =>
-			this.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES (?, ?, ?)", input.requestId, hold, now);
+			this.sql.exec(
+				"INSERT INTO holds (request_id, amount, created_at, expires_at) VALUES (?, ?, ?, ?)",
+				input.requestId,
+				hold,
+				now,
+				expiresAt,
+			);
 		if (scopes.length === 0) insertHold();
 		else {
 			this.ctx.storage.transactionSync(() => {
@@ -160,7 +197,7 @@ export class KeyLedger extends DurableObject<Env> {
 			});
 		}
 		st.held += hold;
-		this.ensureAlarm(now + HOLD_TTL_MS);
+		this.ensureAlarm(expiresAt);
 		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
 		return rate ? { ...admitted, rate } : admitted;
 	}
@@ -231,6 +268,8 @@ export class KeyLedger extends DurableObject<Env> {
 	credit(input: { keyId: string; amountNanos: number; idempotencyKey: string; note?: string; now?: number }): {
 		balanceNanos: number;
 		applied: boolean;
+		/** Set when nothing was applied because the balance would leave its range (below zero, or past 2^53 nanos). */
+		refused?: "below_zero" | "too_large";
 	} {
 		const st = this.load();
 		this.rememberKey(input.keyId);
@@ -240,6 +279,10 @@ export class KeyLedger extends DurableObject<Env> {
 		if (prior) return { balanceNanos: prior.balance_after, applied: false };
 		const amount = Math.round(input.amountNanos);
 		const after = st.balance + amount;
+		// A debit may take back credit, never more than there is: the balance stays at or above zero.
+		if (!Number.isSafeInteger(after) || (amount < 0 && after < 0)) {
+			return { balanceNanos: st.balance, applied: false, refused: amount < 0 ? "below_zero" : "too_large" };
+		}
 		this.ctx.storage.transactionSync(() => {
 			this.sql.exec("INSERT INTO meta (k, v) VALUES ('balance', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", after);
 			this.sql.exec(
@@ -297,13 +340,14 @@ export class KeyLedger extends DurableObject<Env> {
 		this.scheduleNext(pending ? Date.now() : undefined);
 	}
 
-	/** Voids holds older than the TTL, each exactly once. Returns how many were voided. */
+	/** Voids holds past their expiry, each exactly once. Returns how many were voided. */
 	expireHolds(now: number = Date.now()): number {
 		const st = this.load();
 		let voided = 0;
 		for (const h of this.sql.exec<{ amount: number }>(
-			"DELETE FROM holds WHERE created_at <= ? RETURNING amount",
-			now - HOLD_TTL_MS,
+			"DELETE FROM holds WHERE COALESCE(expires_at, created_at + ?2) <= ?1 RETURNING amount",
+			now,
+			HOLD_TTL_MS,
 		)) {
 			st.held -= h.amount;
 			voided++;
@@ -350,8 +394,10 @@ export class KeyLedger extends DurableObject<Env> {
 			this.ensureAlarm(Date.now() + 1000);
 			return;
 		}
-		const oldest = this.sql.exec<{ t: number | null }>("SELECT MIN(created_at) AS t FROM holds").one().t;
-		if (oldest !== null) this.ensureAlarm(oldest + HOLD_TTL_MS);
+		const next = this.sql
+			.exec<{ t: number | null }>("SELECT MIN(COALESCE(expires_at, created_at + ?)) AS t FROM holds", HOLD_TTL_MS)
+			.one().t;
+		if (next !== null) this.ensureAlarm(next);
 	}
 
 	/** Moves the alarm earlier when needed; a no-op (no storage write) when one is already planned in time. */

@@ -94,6 +94,8 @@ export class LedgerLimits {
 		now: number,
 		/** The ledger's own key and its lifetime spend, which the ledger always knows. */
 		own?: { scope: string; spentNanos: number },
+		/** Worst case beyond a single choice's (see AuthorizeInput.reserveNanos): each cap's headroom must cover it. */
+		reserveNanos = 0,
 	): { refusal: LimitRefusal | null; rate: RateState } {
 		const rate: RateState = {};
 		for (const s of scopes) {
@@ -117,7 +119,8 @@ export class LedgerLimits {
 			if (!s.spendLimitNanos) continue;
 			const period = s.spendPeriod ?? null;
 			const spent = period === null && own?.scope === s.scope ? own.spentNanos : this.spent(s.scope, period ?? "total", now);
-			if (spent + this.held(s.scope) >= s.spendLimitNanos) {
+			const committed = spent + this.held(s.scope);
+			if (committed >= s.spendLimitNanos || s.spendLimitNanos - committed < reserveNanos) {
 				return {
 					refusal: {
 						refused: "spend_limit",

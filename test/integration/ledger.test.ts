@@ -258,7 +258,11 @@ describe("KeyLedger: hold expiry", () => {
 		await stub.authorize({ keyId, requestId: "fresh", holdNanos: 50_000 });
 		// Age the first hold past its TTL inside the object.
 		await runInDurableObject(stub, (_instance, state) => {
-			state.storage.sql.exec("UPDATE holds SET created_at = ? WHERE request_id = 'stale'", Date.now() - HOLD_TTL_MS - 1_000);
+			state.storage.sql.exec(
+				"UPDATE holds SET created_at = ?1, expires_at = ?1 + ?2 WHERE request_id = 'stale'",
+				Date.now() - HOLD_TTL_MS - 1_000,
+				HOLD_TTL_MS,
+			);
 		});
 		expect(await runDurableObjectAlarm(stub)).toBe(true);
 		let info = await stub.info();
