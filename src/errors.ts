@@ -14,6 +14,7 @@ export type ErrorKind =
 	| "rate_limited"
 	| "engine_refused"
 	| "upstream_unavailable"
+	| "upstream_timeout"
 	| "config_invalid"
 	| "client_closed"
 	| "internal";
@@ -74,6 +75,8 @@ function describe(err: GatewayError): Described {
 			return { status: o.status ?? 400, type: o.type ?? "invalid_request_error", code: o.code ?? null };
 		case "upstream_unavailable":
 			return { status: o.status ?? 502, type: "server_error", code: "upstream_unavailable" };
+		case "upstream_timeout":
+			return { status: 504, type: "server_error", code: "upstream_timeout" };
 		case "config_invalid":
 			return { status: 500, type: "server_error", code: "config_invalid" };
 		case "client_closed":

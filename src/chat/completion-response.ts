@@ -1,16 +1,11 @@
 import { estimateTokens } from "../stream/estimate";
 import type { Usage } from "../types";
+import { boundedUsage, type UsageBounds } from "./usage-bounds";
 
 export interface RewrittenCompletion {
 	body: Record<string, unknown>;
 	usage: Usage;
 	estimated: boolean;
-}
-
-function isUsage(u: unknown): u is Usage {
-	if (!u || typeof u !== "object") return false;
-	const o = u as Record<string, unknown>;
-	return typeof o.prompt_tokens === "number" && typeof o.completion_tokens === "number";
 }
 
 function outputChars(choices: unknown): number {
@@ -34,30 +29,24 @@ function outputChars(choices: unknown): number {
 
 /**
  * A non-streaming engine answer as the client sees it: the gateway's model id, and usage
- * always present (estimated at ~4 characters a token when the engine reported none).
+ * always present and within bounds (estimated at ~4 characters a token when the engine
+ * reported none, or reported counts outside `bounds`).
  */
-export function rewriteCompletion(engineJson: unknown, model: string, promptTokensEstimate: number): RewrittenCompletion {
+export function rewriteCompletion(
+	engineJson: unknown,
+	model: string,
+	promptTokensEstimate: number,
+	bounds: UsageBounds,
+): RewrittenCompletion & { outOfBounds: boolean } {
 	const body = (engineJson && typeof engineJson === "object" ? engineJson : {}) as Record<string, unknown>;
 	body.model = model;
-	let estimated = false;
-	let usage: Usage;
-	if (isUsage(body.usage)) {
-		const u = body.usage;
-		usage = {
-			prompt_tokens: u.prompt_tokens,
-			completion_tokens: u.completion_tokens,
-			total_tokens: u.prompt_tokens + u.completion_tokens,
-		};
-		if (typeof u.total_tokens !== "number") (body.usage as Usage).total_tokens = usage.total_tokens;
-	} else {
-		estimated = true;
-		const completion = estimateTokens(outputChars(body.choices));
-		usage = {
-			prompt_tokens: promptTokensEstimate,
-			completion_tokens: completion,
-			total_tokens: promptTokensEstimate + completion,
-		};
-		body.usage = { ...usage };
-	}
-	return { body, usage, estimated };
+	const reported = body.usage;
+	const { usage, estimated, outOfBounds } = boundedUsage(reported, bounds, {
+		promptTokens: promptTokensEstimate,
+		completionTokens: estimateTokens(outputChars(body.choices)),
+	});
+	// What the client sees is what is billed; extra engine fields (…_details) are kept.
+	const extra = reported && typeof reported === "object" && !Array.isArray(reported) ? reported : {};
+	body.usage = { ...extra, ...usage };
+	return { body, usage, estimated, outOfBounds };
 }

@@ -1,19 +1,28 @@
 import type { Principal } from "../app-env";
 import { assertModelAllowed, ledgerKeyId, ledgerScopes, outputCeiling } from "../auth/scopes";
-import { type GatewayConfig, modelNodes, type ResolvedModel, resolveModel } from "../config";
+import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel, resolveModel } from "../config";
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
+import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import type { SettleResult } from "../ledger/key-ledger";
 import { authorizeRequest, holdNanos, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
-import { nanosToUsd, usdToNanos } from "../ledger/pricing";
-import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
+import { costNanos, nanosToUsd, usdToNanos } from "../ledger/pricing";
+import {
+	citationAnnotations,
+	groundingMessage,
+	groundingTokenBound,
+	type Source,
+	searchQuery,
+	sourcesOf,
+} from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
 import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
 import { estimatePromptTokens } from "../stream/estimate";
 import type { Outcome, Usage } from "../types";
 import { rewriteCompletion } from "./completion-response";
-import { type PreparedChat, prepareChat } from "./prepare";
-import { validateChatRequest } from "./validate";
+import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
+import { promptBound, type UsageBounds } from "./usage-bounds";
+import { type ChatRequest, validateChatRequest } from "./validate";
 
 const NO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 
@@ -58,17 +67,40 @@ export type ChatResult =
 	| { kind: "stream"; stream: ReadableStream<Uint8Array>; headers: Record<string, string> }
 	| { kind: "completion"; body: Record<string, unknown>; usage: Usage; headers: Record<string, string> };
 
+/** A chat request that passed every check and holds its worst-case cost in the ledger. */
+export interface AuthorizedChat {
+	req: RequestContext;
+	prepared: PreparedChat;
+	/** The prompt estimate the hold was computed from (grounding allowance included when web search is on). */
+	promptTokens: number;
+	searchPrice: number;
+	rateHeaders: Record<string, string>;
+	/** Bounds for engine-reported usage (see usage-bounds.ts). */
+	bounds: UsageBounds;
+}
+
+export interface AuthorizeOptions {
+	/** How long the hold lives unsettled (default: the ledger's 15 minutes); a queued background run needs longer. */
+	holdTtlMs?: number;
+}
+
 /**
- * One chat completion, from a parsed body to the client-facing result: validate, resolve the
- * model, cap, hold, search, call the engine with failover, rewrite, and settle exactly once.
+ * Everything before the engine: validate, resolve the model, cap, and place the hold (402/403/429
+ * here). Calling it again with the same request id finds the hold already placed, so a queued
+ * background response is authorized when it is queued and runs on that hold later.
  */
-export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResult> {
+export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: AuthorizeOptions = {}): Promise<AuthorizedChat> {
 	const { config, principal } = run;
 	const body = validateChatRequest(rawBody);
+	const choices = choiceCount(body.n, config.max_n);
 	const resolved = resolveModel(config, body.model);
 	if (principal) assertModelAllowed(principal, resolved.model.id);
 	const ceiling = principal ? outputCeiling(principal) : null;
+	const webSearch = isWebSearch(body, resolved);
 	const promptTokens = estimatePromptTokens(body);
+	assertFitsContext(resolved.model, promptTokens);
+	// The grounding message is added after the hold: its largest possible size is held now.
+	const heldPromptTokens = promptTokens + (webSearch ? groundingTokenBound(searchResultCount(body)) : 0);
 	const prepared = prepareChat(body, ceiling === null ? resolved : withCeiling(resolved, ceiling), promptTokens);
 	const req: RequestContext = {
 		keyId: principal ? ledgerKeyId(principal) : run.keyId,
@@ -77,21 +109,72 @@ export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResul
 		requestedModel: resolved.requestedId,
 		searchCount: 0,
 	};
+	const outputTokens = prepared.maxOutputTokens * choices;
 	if (principal) {
 		req.scopes = ledgerScopes(principal);
-		req.tokenEstimate = promptTokens + prepared.maxOutputTokens;
+		req.tokenEstimate = heldPromptTokens + outputTokens;
 	}
 	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
-	const hold = holdNanos(resolved.model, promptTokens, prepared.maxOutputTokens, searchPrice);
-	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold);
+	const hold = holdNanos(resolved.model, heldPromptTokens, outputTokens, searchPrice);
+	// Beyond one choice, the extra choices' worst case must be covered before admission, so an
+	// n-choice request can overspend no more than a single-choice one.
+	const reserve = choices > 1 ? costNanos(resolved.model.pricing, 0, prepared.maxOutputTokens * (choices - 1)) : 0;
+	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, {
+		reserveNanos: reserve,
+		ttlMs: opts.holdTtlMs,
+	});
 	req.balanceNanos = balanceNanos;
-	if (!hasKeys(rateHeaders)) return runHeld(run, req, prepared, promptTokens, searchPrice, rateHeaders);
+	const bounds: UsageBounds = {
+		maxPromptTokens: promptBound(resolved.model, heldPromptTokens),
+		maxCompletionTokens: outputTokens,
+	};
+	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds };
+}
+
+/**
+ * One chat completion, from a parsed body to the client-facing result: validate, resolve the
+ * model, cap, hold, search, call the engine with failover, rewrite, and settle exactly once.
+ */
+export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResult> {
+	const authorized = await authorizeChat(run, rawBody);
+	const { rateHeaders } = authorized;
+	if (!hasKeys(rateHeaders)) return runHeld(run, authorized);
 	// Once the request counted against the key's limits, every answer carries them, errors included.
 	try {
-		return await runHeld(run, req, prepared, promptTokens, searchPrice, rateHeaders);
+		return await runHeld(run, authorized);
 	} catch (err) {
 		throw withHeaders(err, rateHeaders);
 	}
+}
+
+/** `n`: how many choices; more than `max_n` is refused before anything is held. */
+function choiceCount(n: number | null | undefined, max: number): number {
+	if (n === undefined || n === null) return 1;
+	if (n > max) {
+		throw new GatewayError("invalid_request", `Invalid 'n': ${n} is greater than the maximum of ${max}.`, {
+			param: "n",
+			code: "integer_above_max_value",
+		});
+	}
+	return n;
+}
+
+function isWebSearch(body: ChatRequest, resolved: ResolvedModel): boolean {
+	return resolved.online || body.venym?.web_search === true;
+}
+
+function searchResultCount(body: ChatRequest): number {
+	return body.venym?.search_results ?? DEFAULT_SEARCH_RESULTS;
+}
+
+/** Our own 400 for a prompt the model cannot take, before anything is held or sent. */
+function assertFitsContext(model: ModelConfig, promptTokens: number): void {
+	if (model.context_length === undefined || promptTokens < model.context_length) return;
+	throw new GatewayError(
+		"invalid_request",
+		`This model's maximum context length is ${model.context_length} tokens. However, your messages resulted in about ${promptTokens} tokens (estimated at about 4 characters a token). Please reduce the length of the messages.`,
+		{ param: "messages", code: "context_length_exceeded" },
+	);
 }
 
 function hasKeys(o: Record<string, string>): boolean {
@@ -111,15 +194,9 @@ function withHeaders(err: unknown, headers: Record<string, string>): GatewayErro
 }
 
 /** Everything after the hold: search, engine call with failover, rewrite, and settlement exactly once. */
-async function runHeld(
-	run: ChatRun,
-	req: RequestContext,
-	prepared: PreparedChat,
-	promptTokens: number,
-	searchPrice: number,
-	rateHeaders: Record<string, string>,
-): Promise<ChatResult> {
+async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResult> {
 	const { env, config, clientSignal } = run;
+	const { req, prepared, promptTokens, searchPrice, rateHeaders, bounds } = authorized;
 	const requestId = req.requestId;
 	const resolved = { model: req.model, requestedId: req.requestedModel };
 	// Registered with waitUntil before anything else can wait: a client that leaves while the
@@ -148,6 +225,7 @@ async function runHeld(
 			clientSignal,
 		);
 		headers["x-venym-web-search"] = search.status satisfies SearchStatus;
+		// Charged only when the backend was called and answered (no query: nothing was called).
 		if (search.status === "ok" || search.status === "empty") {
 			req.searchCount = 1;
 			searchNanos = searchPrice;
@@ -187,11 +265,18 @@ async function runHeld(
 		const prelude = sources.length ? [JSON.stringify({ object: "venym.sources", sources })] : undefined;
 		const { stream, done } = rewriteChatStream(
 			upstream,
-			{ model: resolved.requestedId, promptTokensEstimate: promptTokens, prelude },
+			{
+				model: resolved.requestedId,
+				promptTokensEstimate: promptTokens,
+				prelude,
+				bounds,
+				idleTimeoutMs: config.stream_idle_timeout_ms,
+			},
 			(reason) => answer.abort(reason),
 		);
 		// The settlement promise is already under waitUntil, so this runs even if the client goes away.
 		void done.then((end) => {
+			logStreamEnd(requestId, answer.node, end);
 			const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
 			return settle(outcome, searchCharge(outcome, searchNanos));
 		});
@@ -200,9 +285,19 @@ async function runHeld(
 
 	let engineJson: unknown;
 	try {
-		engineJson = await answer.response.json();
+		const text = await readEngineBody(answer.response, {
+			idleTimeoutMs: config.stream_idle_timeout_ms,
+			abort: (reason) => answer.abort(reason),
+		});
+		engineJson = JSON.parse(text);
 	} catch (err) {
 		const gone = clientSignal.aborted;
+		if (!gone && err instanceof GatewayError) {
+			// Idle or oversized: nothing is charged, the hold is released now.
+			console.warn(`engine ${answer.node} failed request ${requestId}: ${err.message}`);
+			void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, 0);
+			throw err;
+		}
 		const outcome: Outcome = gone
 			? { status: "client_disconnected", usage: promptOnly(promptTokens), estimated: true, node: answer.node }
 			: { status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node };
@@ -217,7 +312,8 @@ async function runHeld(
 		console.warn(`engine ${answer.node} answered 200 without a completion: ${info}`);
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 });
 	}
-	const completion = rewriteCompletion(engineJson, resolved.requestedId, promptTokens);
+	const completion = rewriteCompletion(engineJson, resolved.requestedId, promptTokens, bounds);
+	if (completion.outOfBounds) console.warn(`engine ${answer.node} reported usage out of bounds; billed the estimate`);
 	if (sources.length) attachSources(completion.body, sources);
 	const outcome: Outcome = { status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node };
 	// Settlement runs under waitUntil rather than before the answer: the cost is known here, and
@@ -227,6 +323,14 @@ async function runHeld(
 	headers["x-venym-cost-usd"] = String(nanosToUsd(cost));
 	if (req.balanceNanos !== undefined) headers["x-venym-balance-usd"] = String(nanosToUsd(req.balanceNanos - cost));
 	return { kind: "completion", body: completion.body, usage: completion.usage, headers };
+}
+
+/** Why a stream did not complete, for the operator (the client only sees a generic frame). */
+function logStreamEnd(requestId: string, node: string, end: StreamEnd): void {
+	if (end.usageOutOfBounds) console.warn(`engine ${node} reported usage out of bounds for ${requestId}; billed the estimate`);
+	if (end.status !== "engine_error") return;
+	const cause = end.error ? `${end.error.message}${end.error.code ? ` (code ${end.error.code})` : ""}` : "unknown";
+	console.warn(`engine ${node} failed mid-stream for ${requestId}${end.idleTimedOut ? " (idle timeout)" : ""}: ${cause}`);
 }
 
 function isCompletion(v: unknown): v is Record<string, unknown> {

@@ -34,6 +34,7 @@ export const ChatRequestSchema = z.looseObject({
 	stream_options: z.looseObject({}).nullable().optional(),
 	max_tokens: MaxTokens,
 	max_completion_tokens: MaxTokens,
+	n: z.number().int().positive().nullable().optional(),
 	venym: VenymOptions.optional(),
 });
 

@@ -1,6 +1,7 @@
 import type { EngineNode } from "../config";
 import { GatewayError } from "../errors";
 import { classifyStatus, parseEngineError } from "./classify";
+import { readCapped, relayText } from "./relay-text";
 
 export interface EngineCall {
 	nodes: EngineNode[];
@@ -25,6 +26,16 @@ interface NodeFailure {
 	node: string;
 	reason: string;
 	status?: number;
+}
+
+/** The secrets this call may send to its nodes: never to be relayed back to the client. */
+function nodeSecrets(call: EngineCall): string[] {
+	const out: string[] = [];
+	for (const node of call.nodes) {
+		const v = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
+		if (typeof v === "string" && v) out.push(v);
+	}
+	return out;
 }
 
 /**
@@ -71,12 +82,13 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			failures.push({ node: node.url, reason: `status ${response.status}`, status: response.status });
 			continue;
 		}
-		const info = parseEngineError(await response.text().catch(() => ""));
-		throw new GatewayError("engine_refused", info.message, {
+		const info = parseEngineError(await readCapped(response));
+		const secrets = nodeSecrets(call);
+		throw new GatewayError("engine_refused", relayText(info.message, secrets), {
 			status: response.status,
-			param: info.param,
-			code: info.code,
-			type: info.type && /^[a-z_]+$/.test(info.type) ? info.type : "invalid_request_error",
+			param: info.param === null ? null : relayText(info.param, secrets, 200),
+			code: info.code === null ? null : relayText(info.code, secrets, 100),
+			type: info.type && /^[a-z_]{1,64}$/.test(info.type) ? info.type : "invalid_request_error",
 		});
 	}
 	for (const f of failures) console.warn(`engine node ${f.node} failed: ${f.reason}`);

@@ -1,4 +1,5 @@
 import { GatewayError } from "../errors";
+import { depthParam, MAX_JSON_DEPTH, tooDeep } from "./json-depth";
 
 /**
  * Reads a JSON request body, refusing anything over `maxBytes` without buffering it whole.
@@ -11,14 +12,25 @@ export async function readJsonBody(req: Request, maxBytes: number): Promise<unkn
 	// counted as it arrives.
 	const text = declared >= 0 ? await req.text() : await readText(req, maxBytes);
 	if (text.length === 0) throw new GatewayError("invalid_request", "The request body is empty; expected a JSON object.");
+	let value: unknown;
 	try {
-		return JSON.parse(text);
+		value = JSON.parse(text);
 	} catch {
 		throw new GatewayError(
 			"invalid_request",
 			"We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)",
 		);
 	}
+	const deep = tooDeep(value);
+	if (deep) {
+		const param = depthParam(deep);
+		throw new GatewayError(
+			"invalid_request",
+			`Invalid '${param}': JSON nested more than ${MAX_JSON_DEPTH} levels deep is not accepted.`,
+			{ param, code: "json_too_deep" },
+		);
+	}
+	return value;
 }
 
 function tooLarge(maxBytes: number): GatewayError {

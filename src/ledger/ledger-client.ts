@@ -39,11 +39,14 @@ export async function authorizeRequest(
 	env: Env,
 	req: RequestContext,
 	hold: number,
+	opts: { reserveNanos?: number; ttlMs?: number } = {},
 ): Promise<AuthorizeResult & { ok: true; headers: Record<string, string> }> {
 	const result = await ledgerFor(env, req.keyId).authorize({
 		keyId: req.keyId,
 		requestId: req.requestId,
 		holdNanos: hold,
+		...(opts.reserveNanos ? { reserveNanos: opts.reserveNanos } : {}),
+		...(opts.ttlMs ? { ttlMs: opts.ttlMs } : {}),
 		...(req.scopes ? { scopes: req.scopes, tokens: req.tokenEstimate ?? 0 } : {}),
 	});
 	const headers = rateLimitHeaders(result.rate);

@@ -1,4 +1,5 @@
-import type { SearchResult } from "./providers";
+import { estimateTokens, TOKENS_PER_MESSAGE } from "../stream/estimate";
+import { RESULT_LIMITS, type SearchResult } from "./providers";
 
 export interface Source {
 	title: string;
@@ -25,13 +26,22 @@ export function searchQuery(messages: ReadonlyArray<{ role: string; content?: un
 	return "";
 }
 
+const GROUNDING_HEAD = "Web search results (retrieved YYYY-MM-DD):\n\n";
+const GROUNDING_TAIL =
+	"\n\nUse these sources where they help answer the user. Cite a source as [n] right after the statement it supports, using the numbers above. Do not invent sources.";
+
 /** The system message placed before the conversation: numbered sources the engine cites as [n]. */
 export function groundingMessage(results: SearchResult[], now: Date): { role: "system"; content: string } {
 	const lines = results.map((r, i) => `[${i + 1}] ${r.title}\nURL: ${r.url}\n${r.snippet}`.trim());
-	return {
-		role: "system",
-		content: `Web search results (retrieved ${now.toISOString().slice(0, 10)}):\n\n${lines.join("\n\n")}\n\nUse these sources where they help answer the user. Cite a source as [n] right after the statement it supports, using the numbers above. Do not invent sources.`,
-	};
+	const head = GROUNDING_HEAD.replace("YYYY-MM-DD", now.toISOString().slice(0, 10));
+	return { role: "system", content: `${head}${lines.join("\n\n")}${GROUNDING_TAIL}` };
+}
+
+/** The most tokens a grounding message of `count` results can add (results are cut to RESULT_LIMITS). */
+export function groundingTokenBound(count: number): number {
+	// "[nn] " + "\nURL: " + "\n" + the "\n\n" between results.
+	const perResult = RESULT_LIMITS.title + RESULT_LIMITS.url + RESULT_LIMITS.snippet + 16;
+	return estimateTokens(GROUNDING_HEAD.length + GROUNDING_TAIL.length + count * perResult) + TOKENS_PER_MESSAGE;
 }
 
 export function sourcesOf(results: SearchResult[]): Source[] {

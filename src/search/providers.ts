@@ -22,10 +22,20 @@ function list(v: unknown): Record<string, unknown>[] {
 	return Array.isArray(v) ? v.filter((x): x is Record<string, unknown> => typeof x === "object" && x !== null) : [];
 }
 
+/**
+ * Each result's text is cut to these lengths (and longer URLs are dropped), so the grounding
+ * message has a known largest size: the hold counts it before the search runs.
+ */
+export const RESULT_LIMITS = { title: 200, url: 1000, snippet: 800 } as const;
+
 function results(items: Record<string, unknown>[], snippetField: string): SearchResult[] {
 	return items
-		.map((r) => ({ title: str(r.title) || str(r.url), url: str(r.url), snippet: str(r[snippetField]) }))
-		.filter((r) => /^https?:\/\//.test(r.url));
+		.map((r) => ({
+			title: (str(r.title) || str(r.url)).slice(0, RESULT_LIMITS.title),
+			url: str(r.url),
+			snippet: str(r[snippetField]).slice(0, RESULT_LIMITS.snippet),
+		}))
+		.filter((r) => /^https?:\/\//.test(r.url) && r.url.length <= RESULT_LIMITS.url);
 }
 
 /** SearXNG's JSON API (`format=json` must be enabled on the instance). Self-hostable; the default. */

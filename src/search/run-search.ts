@@ -1,7 +1,8 @@
 import type { GatewayConfig } from "../config";
 import { type SearchResult, searchProvider } from "./providers";
 
-export type SearchStatus = "ok" | "empty" | "failed" | "unconfigured";
+/** `skipped`: nothing to search for (no text in the last user message), so no backend was called. */
+export type SearchStatus = "ok" | "empty" | "failed" | "unconfigured" | "skipped";
 
 export interface SearchOutcome {
 	status: SearchStatus;
@@ -20,7 +21,7 @@ export async function runWebSearch(
 	signal?: AbortSignal,
 ): Promise<SearchOutcome> {
 	if (!cfg) return { status: "unconfigured", results: [] };
-	if (!query) return { status: "empty", results: [] };
+	if (!query) return { status: "skipped", results: [] };
 	const provider = searchProvider(cfg);
 	const key = cfg.api_key_env ? secrets[cfg.api_key_env] : undefined;
 	const timeout = AbortSignal.timeout(cfg.timeout_ms);

@@ -3,10 +3,12 @@
  * the gateway model, exactly one usage chunk precedes `[DONE]`, engine comments vanish,
  * and an engine failure ends with an in-band error frame instead of a clean-looking end.
  */
+import { boundedUsage, type UsageBounds } from "../chat/usage-bounds";
+import { GatewayError, toErrorFrame } from "../errors";
 import type { SettleStatus, Usage } from "../types";
 import { estimateTokens } from "./estimate";
 import type { SseEvent } from "./sse-parser";
-import { createSseParser } from "./sse-parser";
+import { createSseParser, MAX_EVENT_BYTES, SseOverflowError } from "./sse-parser";
 
 export interface ChatStreamOptions {
 	/** Gateway model id the client asked for, e.g. "venym/qwen-27b" or "venym/qwen-27b:online". */
@@ -15,6 +17,10 @@ export interface ChatStreamOptions {
 	promptTokensEstimate: number;
 	/** Already-encoded JSON payloads sent as the first data frames (e.g. web-search sources). */
 	prelude?: string[];
+	/** Engine usage outside these is replaced by the estimate (see usage-bounds.ts). */
+	bounds?: UsageBounds;
+	/** The stream ends with an error frame when the engine sends nothing for this long while we wait on it. */
+	idleTimeoutMs?: number;
 }
 
 /** What went wrong, for logs; the client only sees a generic error frame. */
@@ -30,6 +36,10 @@ export interface StreamEnd {
 	estimated: boolean;
 	/** True once a chunk with content, reasoning or tool calls was sent to the client. */
 	contentForwarded: boolean;
+	/** The engine reported usage outside the bounds; the estimate was billed. */
+	usageOutOfBounds?: boolean;
+	/** The engine went quiet for longer than the idle timeout. */
+	idleTimedOut?: boolean;
 	error?: StreamError;
 }
 
@@ -40,7 +50,7 @@ export interface ChatStreamResult {
 }
 
 type Json = Record<string, unknown>;
-type Ending = { status: "completed" } | { status: "engine_error"; error: StreamError };
+type Ending = { status: "completed" } | { status: "engine_error"; error: StreamError; idle?: boolean };
 
 function isRecord(v: unknown): v is Json {
 	return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -50,21 +60,16 @@ function frame(json: string): string {
 	return `data: ${json}\n\n`;
 }
 
-function tokenCount(v: unknown): number | undefined {
-	return typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined;
-}
+const UNBOUNDED: UsageBounds = { maxPromptTokens: Number.MAX_SAFE_INTEGER, maxCompletionTokens: Number.MAX_SAFE_INTEGER };
 
-// Same shape as the gateway's other errors; the openai SDK throws an APIError for any
-// data frame whose JSON has a truthy `error` key. 5xx details stay in the logs.
-const ERROR_FRAME = frame(
-	JSON.stringify({
-		error: {
-			message: "The model engine failed while streaming the response.",
-			type: "server_error",
-			param: null,
-			code: "upstream_error",
-		},
-	}),
+// Built by the one error mapping, so a frame carries the code the HTTP path gives the same
+// cause; the openai SDK throws an APIError for any data frame whose JSON has a truthy `error`
+// key. 5xx details stay in the logs.
+const ERROR_FRAME = toErrorFrame(
+	new GatewayError("upstream_unavailable", "The model engine failed while streaming the response."),
+);
+const IDLE_FRAME = toErrorFrame(
+	new GatewayError("upstream_timeout", "The model engine stopped sending data before the response was complete."),
 );
 const DONE_FRAME = frame("[DONE]");
 
@@ -106,10 +111,14 @@ function deltaChars(delta: Json): number {
 	return chars;
 }
 
+/**
+ * `abortEngine` aborts the engine request: called when the client cancels and when the engine
+ * goes idle past `idleTimeoutMs`.
+ */
 export function rewriteChatStream(
 	upstream: ReadableStream<Uint8Array>,
 	opts: ChatStreamOptions,
-	onCancel?: (reason: unknown) => void,
+	abortEngine?: (reason: unknown) => void,
 ): ChatStreamResult {
 	const reader = upstream.getReader();
 	const decoder = new TextDecoder();
@@ -136,24 +145,47 @@ export function rewriteChatStream(
 		resolveDone = resolve;
 	});
 
-	/** The engine's last usage, with whatever it lacked estimated. */
-	function usageSoFar(): { usage: Usage; estimated: boolean } {
-		const engine = lastUsage ?? {};
-		const prompt = tokenCount(engine.prompt_tokens);
-		const completion = tokenCount(engine.completion_tokens);
-		const estimated = prompt === undefined || completion === undefined;
-		const p = prompt ?? opts.promptTokensEstimate;
-		const c = completion ?? estimateTokens(forwardedChars);
-		const total = estimated ? p + c : (tokenCount(engine.total_tokens) ?? p + c);
-		return { usage: { prompt_tokens: p, completion_tokens: c, total_tokens: total }, estimated };
+	/** The engine's last usage within bounds, with whatever it lacked (or got wrong) estimated. */
+	function usageSoFar(): { usage: Usage; estimated: boolean; outOfBounds: boolean } {
+		return boundedUsage(lastUsage, opts.bounds ?? UNBOUNDED, {
+			promptTokens: opts.promptTokensEstimate,
+			completionTokens: estimateTokens(forwardedChars),
+		});
 	}
 
-	function settle(status: StreamEnd["status"], error?: StreamError): void {
+	function settle(status: StreamEnd["status"], error?: StreamError, idle = false): void {
 		if (settled) return;
 		settled = true;
-		const end: StreamEnd = { status, ...usageSoFar(), contentForwarded };
+		clearTimeout(idleTimer);
+		const { usage, estimated, outOfBounds } = usageSoFar();
+		const end: StreamEnd = { status, usage, estimated, contentForwarded };
+		if (outOfBounds) end.usageOutOfBounds = true;
+		if (idle) end.idleTimedOut = true;
 		if (error) end.error = error;
 		resolveDone(end);
+	}
+
+	// Idle watch: one timer per idle period, not one per chunk. Only time spent waiting on the
+	// engine counts; a client that reads slowly (backpressure) is not the engine being idle.
+	const idleMs = opts.idleTimeoutMs ?? 0;
+	let idleTimer: ReturnType<typeof setTimeout> | undefined;
+	let waitingSince = 0;
+	function checkIdle(): void {
+		idleTimer = undefined;
+		if (settled || cancelled || ending) return;
+		const quiet = waitingSince === 0 ? 0 : Date.now() - waitingSince;
+		if (quiet < idleMs) {
+			idleTimer = setTimeout(checkIdle, idleMs - quiet);
+			return;
+		}
+		ending = {
+			status: "engine_error",
+			error: { message: `engine sent nothing for ${idleMs} ms`, type: "server_error", code: null },
+			idle: true,
+		};
+		const reason = new Error("engine idle timeout");
+		abortEngine?.(reason);
+		reader.cancel(reason).catch(() => {});
 	}
 
 	/** Swap the model without re-serialising when the raw text allows it unambiguously. */
@@ -254,29 +286,46 @@ export function rewriteChatStream(
 	}
 
 	function finish(controller: ReadableStreamDefaultController<Uint8Array>, end: Ending): void {
-		out.push(usageFrame(), end.status === "completed" ? DONE_FRAME : ERROR_FRAME);
+		const idle = end.status === "engine_error" && end.idle === true;
+		out.push(usageFrame(), end.status === "completed" ? DONE_FRAME : idle ? IDLE_FRAME : ERROR_FRAME);
 		flush(controller);
 		controller.close();
 		// Frees the engine connection when we stop early; harmless once it has closed.
 		reader.cancel().catch(() => {});
 		if (end.status === "completed") settle("completed");
-		else settle("engine_error", end.error);
+		else settle("engine_error", end.error, idle);
+	}
+
+	function feed(text: string): void {
+		try {
+			parser.feed(text);
+		} catch (err) {
+			if (!(err instanceof SseOverflowError)) throw err;
+			ending ??= engineFailure(`upstream sent an event over ${MAX_EVENT_BYTES} bytes`);
+			reader.cancel(err).catch(() => {});
+		}
 	}
 
 	async function readUpstream(): Promise<void> {
 		let result: ReadableStreamReadResult<Uint8Array>;
+		if (idleMs > 0) {
+			waitingSince = Date.now();
+			idleTimer ??= setTimeout(checkIdle, idleMs);
+		}
 		try {
 			result = await reader.read();
 		} catch (err) {
 			ending ??= engineFailure(`upstream read failed: ${err instanceof Error ? err.message : String(err)}`);
 			return;
+		} finally {
+			waitingSince = 0;
 		}
-		if (cancelled) return;
+		if (cancelled || ending) return;
 		if (!result.done) {
-			parser.feed(decoder.decode(result.value, { stream: true }));
+			feed(decoder.decode(result.value, { stream: true }));
 			return;
 		}
-		parser.feed(decoder.decode());
+		feed(decoder.decode());
 		parser.end();
 		// A finish_reason means the answer is whole even when [DONE] never came.
 		ending ??= sawFinish ? { status: "completed" } : engineFailure("upstream closed the stream early");
@@ -317,7 +366,7 @@ export function rewriteChatStream(
 			cancelled = true;
 			const upstreamCancelled = reader.cancel(reason).catch(() => {});
 			try {
-				onCancel?.(reason);
+				abortEngine?.(reason);
 			} finally {
 				settle("client_disconnected");
 			}

@@ -20,10 +20,28 @@ export interface SseParser {
 const CR = "\r";
 const LF = "\n";
 
-export function createSseParser(onEvent: (e: SseEvent) => void, onComment?: (text: string) => void): SseParser {
+/** The largest pending event (its unfinished line and data lines so far), like eventsource-parser's maxBufferSize. */
+export const MAX_EVENT_BYTES = 1024 * 1024;
+
+/** Thrown by `feed` when a pending event grows past the limit: an engine that never ends a line or an event. */
+export class SseOverflowError extends Error {
+	constructor(limit: number) {
+		super(`SSE event larger than ${limit} characters`);
+		this.name = "SseOverflowError";
+	}
+}
+
+export function createSseParser(
+	onEvent: (e: SseEvent) => void,
+	onComment?: (text: string) => void,
+	/** Characters, counted as UTF-16 units (at most the bytes they came from, times two). */
+	maxEventSize: number = MAX_EVENT_BYTES,
+): SseParser {
 	// Only the unfinished last line is kept, as pieces joined once when its end arrives:
 	// appending every chunk to one growing string and rescanning it is O(n²) on long lines.
 	let partial: string[] = [];
+	let partialSize = 0;
+	let dataSize = 0;
 	// A CR ended the previous piece; if the next one opens with LF, that LF is the
 	// second half of the same CRLF, not an empty line (which would dispatch an event).
 	let skipLeadingLf = false;
@@ -41,6 +59,7 @@ export function createSseParser(onEvent: (e: SseEvent) => void, onComment?: (tex
 			onEvent(e);
 		}
 		data = [];
+		dataSize = 0;
 		event = undefined;
 		id = undefined;
 	}
@@ -61,6 +80,7 @@ export function createSseParser(onEvent: (e: SseEvent) => void, onComment?: (tex
 		switch (field) {
 			case "data":
 				data.push(value);
+				dataSize += value.length + 1;
 				break;
 			case "event":
 				event = value;
@@ -81,6 +101,7 @@ export function createSseParser(onEvent: (e: SseEvent) => void, onComment?: (tex
 			partial.push(tail);
 			const joined = partial.join("");
 			partial = [];
+			partialSize = 0;
 			line(joined);
 		}
 	}
@@ -111,13 +132,24 @@ export function createSseParser(onEvent: (e: SseEvent) => void, onComment?: (tex
 				if (cr !== -1 && cr < pos) cr = text.indexOf(CR, pos);
 				if (lf !== -1 && lf < pos) lf = text.indexOf(LF, pos);
 			}
-			if (pos < text.length) partial.push(text.slice(pos));
+			if (pos < text.length) {
+				partial.push(text.slice(pos));
+				partialSize += text.length - pos;
+			}
+			if (partialSize + dataSize > maxEventSize) {
+				partial = [];
+				partialSize = 0;
+				data = [];
+				dataSize = 0;
+				throw new SseOverflowError(maxEventSize);
+			}
 		},
 		end(): void {
 			skipLeadingLf = false;
 			if (partial.length > 0) {
 				const last = partial.join("");
 				partial = [];
+				partialSize = 0;
 				line(last);
 			}
 			dispatch();

@@ -477,7 +477,7 @@ describe("each outcome is billed as stated", () => {
 				expect(res.status).toBe(200);
 				const frames = await readSse(res);
 				expect(frames).not.toContain("[DONE]");
-				expect((JSON.parse(frames.at(-1) as string) as ErrorBody).error.code).toBe("upstream_error");
+				expect((JSON.parse(frames.at(-1) as string) as ErrorBody).error.code).toBe("upstream_unavailable");
 			} else {
 				expect(res.status).toBe(502);
 				expect(((await res.json()) as ErrorBody).error.code).toBe("upstream_unavailable");
@@ -495,7 +495,7 @@ describe("each outcome is billed as stated", () => {
 		expect(res.status).toBe(200);
 		const frames = await readSse(res);
 		const last = JSON.parse(frames.at(-1) as string) as ErrorBody;
-		expect(last.error.code).toBe("upstream_error");
+		expect(last.error.code).toBe("upstream_unavailable");
 		expect(frames).not.toContain("[DONE]");
 		expect(textDeltas(frames)).toHaveLength(17); // "Echo: ping XXXXXX": 3 of 6 words
 		const end = await settledInfo(k.id, 1);

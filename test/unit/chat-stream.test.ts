@@ -3,7 +3,7 @@ import { Stream } from "openai/core/streaming";
 import { describe, expect, it } from "vitest";
 import type { ChatStreamOptions, StreamEnd } from "../../src/stream/chat-stream";
 import { rewriteChatStream } from "../../src/stream/chat-stream";
-import { estimatePromptTokens, estimateTokens } from "../../src/stream/estimate";
+import { estimatePromptTokens, estimateTokens, IMAGE_TOKENS } from "../../src/stream/estimate";
 import type { Usage } from "../../src/types";
 import * as t from "../fixtures/transcripts";
 import { byteChunks, splittings } from "../fixtures/transcripts/splits";
@@ -15,7 +15,7 @@ const ERROR_FRAME = {
 		message: "The model engine failed while streaming the response.",
 		type: "server_error",
 		param: null,
-		code: "upstream_error",
+		code: "upstream_unavailable",
 	},
 };
 
@@ -494,8 +494,8 @@ describe("estimates", () => {
 				{ role: "tool", name: "xy", content: "z" },
 			],
 		};
-		// 4 + 4 + 3 + 2 + 1 = 14 characters: 4 tokens, and 4 × 4 for the messages.
-		expect(estimatePromptTokens(body)).toBe(20);
+		// 4 + 4 + 3 + 2 + 1 = 14 characters: 4 tokens, 4 × 4 for the messages, and the image part.
+		expect(estimatePromptTokens(body)).toBe(20 + IMAGE_TOKENS);
 	});
 
 	it("counts tool definitions by their JSON length", () => {

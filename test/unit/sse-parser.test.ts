@@ -9,12 +9,13 @@ interface Parsed {
 	comments: string[];
 }
 
-function parse(pieces: string[]): Parsed {
+function parse(pieces: string[], maxEventSize?: number): Parsed {
 	const events: SseEvent[] = [];
 	const comments: string[] = [];
 	const parser = createSseParser(
 		(e) => events.push(e),
 		(c) => comments.push(c),
+		maxEventSize,
 	);
 	for (const piece of pieces) parser.feed(piece);
 	parser.end();
@@ -118,7 +119,7 @@ describe("createSseParser", () => {
 		pieces.unshift("data: ");
 		pieces.push("\n\n");
 		const started = Date.now();
-		const { events } = parse(pieces);
+		const { events } = parse(pieces, 8 * 1024 * 1024);
 		expect(events).toHaveLength(1);
 		expect(events[0]?.data.length).toBe(line.length);
 		// Rescanning or re-copying the pending line per piece would take minutes here.

@@ -1,0 +1,58 @@
+/**
+ * Engine-reported usage is accepted only within bounds, on the stream and non-stream lanes
+ * alike: an engine (or anything pretending to be one) must not be able to bill a key for
+ * tokens that could not have been produced. Pure: no I/O, plain numbers in and out.
+ */
+import type { ModelConfig } from "../config";
+import type { Usage } from "../types";
+
+export interface UsageBounds {
+	/** Most prompt tokens the engine may report: the context length, or a generous multiple of the estimate. */
+	maxPromptTokens: number;
+	/** Most completion tokens: the output cap the engine was given, times the number of choices. */
+	maxCompletionTokens: number;
+}
+
+/** A real tokenizer may find up to about one token per character where we assume four (CJK, symbols, code). */
+const PROMPT_ESTIMATE_MULTIPLE = 4;
+/** Chat templates, tool prompts and images the estimate does not see. */
+const PROMPT_SLACK_TOKENS = 1024;
+
+export function promptBound(model: ModelConfig, promptEstimate: number): number {
+	return model.context_length ?? promptEstimate * PROMPT_ESTIMATE_MULTIPLE + PROMPT_SLACK_TOKENS;
+}
+
+/** A non-negative safe integer, or undefined for anything else (NaN, 1e300, -5, 1.5, "7"). */
+export function tokenCount(v: unknown): number | undefined {
+	return typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? v : undefined;
+}
+
+export interface BoundedUsage {
+	usage: Usage;
+	/** True when any count is the gateway's estimate (missing, malformed or out of bounds). */
+	estimated: boolean;
+	/** True when the engine reported a count outside the bounds (logged by the caller). */
+	outOfBounds: boolean;
+}
+
+/**
+ * The usage to bill: each engine count when it is a sane integer within its bound, otherwise the
+ * gateway's estimate (itself clamped to the bound). `reported` is whatever the engine sent.
+ */
+export function boundedUsage(
+	reported: unknown,
+	bounds: UsageBounds,
+	estimates: { promptTokens: number; completionTokens: number },
+): BoundedUsage {
+	const u = typeof reported === "object" && reported !== null ? (reported as Record<string, unknown>) : {};
+	const prompt = tokenCount(u.prompt_tokens);
+	const completion = tokenCount(u.completion_tokens);
+	const promptOk = prompt !== undefined && prompt <= bounds.maxPromptTokens;
+	const completionOk = completion !== undefined && completion <= bounds.maxCompletionTokens;
+	const outOfBounds =
+		(u.prompt_tokens !== undefined && !promptOk) || (u.completion_tokens !== undefined && !completionOk);
+	const p = promptOk ? prompt : Math.min(estimates.promptTokens, bounds.maxPromptTokens);
+	const c = completionOk ? completion : Math.min(estimates.completionTokens, bounds.maxCompletionTokens);
+	const estimated = !promptOk || !completionOk;
+	return { usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c }, estimated, outOfBounds };
+}

@@ -1,0 +1,68 @@
+import { GatewayError } from "../errors";
+
+/** The largest non-stream engine answer we read (a whole completion, `n` choices included). */
+export const MAX_ENGINE_BODY_BYTES = 32 * 1024 * 1024;
+
+export interface ReadBodyOptions {
+	/** Ends the read when no byte arrives for this long. */
+	idleTimeoutMs: number;
+	maxBytes?: number;
+	/** Aborts the engine request (the read is abandoned). */
+	abort: (reason: unknown) => void;
+}
+
+/**
+ * A non-stream engine body as text, read chunk by chunk: an engine that sends headers and then
+ * stalls is given up on after `idleTimeoutMs` of silence (504), and one that sends more than
+ * `maxBytes` is cut off (502). Either way the engine request is aborted.
+ */
+export async function readEngineBody(response: Response, opts: ReadBodyOptions): Promise<string> {
+	if (!response.body) return "";
+	const reader = response.body.getReader();
+	const max = opts.maxBytes ?? MAX_ENGINE_BODY_BYTES;
+	const chunks: Uint8Array[] = [];
+	let size = 0;
+	let timer: ReturnType<typeof setTimeout> | undefined;
+	let idle = false;
+	const stop = (reason: Error) => {
+		opts.abort(reason);
+		reader.cancel(reason).catch(() => {});
+	};
+	try {
+		for (;;) {
+			timer = setTimeout(() => {
+				idle = true;
+				stop(new Error("engine idle timeout"));
+			}, opts.idleTimeoutMs);
+			let result: ReadableStreamReadResult<Uint8Array>;
+			try {
+				result = await reader.read();
+			} catch (err) {
+				if (idle) throw idleError(opts.idleTimeoutMs);
+				throw err;
+			}
+			clearTimeout(timer);
+			if (idle) throw idleError(opts.idleTimeoutMs);
+			if (result.done) break;
+			size += result.value.byteLength;
+			if (size > max) {
+				stop(new Error("engine answer too large"));
+				throw new GatewayError("upstream_unavailable", "The inference node sent an answer that is too large.", {
+					status: 502,
+				});
+			}
+			chunks.push(result.value);
+		}
+	} finally {
+		clearTimeout(timer);
+	}
+	const decoder = new TextDecoder();
+	if (chunks.length === 1) return decoder.decode(chunks[0]);
+	let text = "";
+	for (const c of chunks) text += decoder.decode(c, { stream: true });
+	return text + decoder.decode();
+}
+
+function idleError(ms: number): GatewayError {
+	return new GatewayError("upstream_timeout", `The inference node stopped sending its answer (no data for ${ms} ms).`);
+}
