@@ -69,6 +69,38 @@ const SCENARIOS = {
 	comments: { comments: true, split: true, suffix: MULTIBYTE_TEXT },
 	slow: { delayMs: 50, exactWords: 40 },
 	reasoning: { reasoningField: "reasoning" },
+	// Sends headers (and a few frames when streaming) and then nothing, holding the socket open.
+	stall: { stallAfter: 2 },
+	// Usage no engine could have produced: absurd and negative counts, on both lanes.
+	hugeusage: { usageOverride: { prompt_tokens: 1e300, completion_tokens: 7, total_tokens: 1e300 } },
+	negusage: { usageOverride: { prompt_tokens: -50, completion_tokens: 2.5, total_tokens: -47.5 } },
+	// A stream whose one event never ends: 2 MB without a newline.
+	noeol: {
+		early: async (ctx) => {
+			ctx.res.writeHead(200, { "content-type": "text/event-stream" });
+			ctx.res.write("data: ");
+			const piece = "x".repeat(64 * 1024);
+			for (let i = 0; i < 32 && !ctx.gone; i++) {
+				ctx.res.write(piece);
+				await sleep(1);
+			}
+			if (!ctx.gone) ctx.res.end();
+		},
+	},
+	// A refusal that echoes the request's Authorization header inside a 2 MB message.
+	echoauth: {
+		early: (ctx) =>
+			sendJson(ctx.res, 400, {
+				error: {
+					message: `bad request from authorization=${ctx.req.headers.authorization ?? "none"} ${"y".repeat(2_000_000)}`,
+					type: "BadRequestError",
+					param: `messages ${ctx.req.headers.authorization ?? ""}`,
+					code: 400,
+				},
+			}),
+	},
+	// Headers arrive late but within the first-byte timeout.
+	slowheaders: { headerDelayMs: 600 },
 	searchfail: { searchFail: true },
 	searchslow: { searchDelayMs: 5000 },
 };
@@ -185,7 +217,7 @@ function planReply(body, behaviour, n) {
 		toolCall,
 		argFragments,
 		finish: toolCall ? "tool_calls" : capped ? "length" : "stop",
-		usage: usageOf(prompt, completion),
+		usage: behaviour.usageOverride ?? usageOf(prompt, completion),
 	};
 }
 
@@ -277,9 +309,15 @@ async function writeFrame(ctx, text) {
 	}
 }
 
+// Headers are out, then silence until the gateway gives up and closes the connection.
+function stallForever(ctx) {
+	return new Promise((resolve) => ctx.res.on("close", resolve));
+}
+
 async function sendStream(ctx, payloads) {
 	ctx.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
 	for (const [i, payload] of payloads.entries()) {
+		if (ctx.behaviour.stallAfter !== undefined && i >= ctx.behaviour.stallAfter) return stallForever(ctx);
 		if (i > 0 && ctx.delayMs > 0) await sleep(ctx.delayMs);
 		if (i > 0 && ctx.behaviour.comments) ctx.res.write(": ping\n\n");
 		if (ctx.gone) return;
@@ -306,6 +344,11 @@ async function sendCompletion(ctx, plan, meta) {
 	const { res, behaviour } = ctx;
 	if (ctx.delayMs > 0) await sleep(ctx.delayMs * Math.max(plan.usage.completion_tokens, 1));
 	if (ctx.gone) return;
+	if (behaviour.stallAfter !== undefined) {
+		res.writeHead(200, { "content-type": "application/json" });
+		res.write('{"id":"chatcmpl-stall","object":"chat.completion",');
+		return stallForever(ctx);
+	}
 	if (behaviour.failure === "cut") {
 		const text = JSON.stringify(completion(plan, meta, behaviour));
 		res.writeHead(200, { "content-type": "application/json" });
@@ -323,6 +366,8 @@ async function chat(ctx) {
 			error: { message: "messages must be an array", type: "BadRequestError", param: "messages", code: 400 },
 		});
 	}
+	if (behaviour.headerDelayMs) await sleep(behaviour.headerDelayMs);
+	if (ctx.gone) return;
 	const plan = planReply(body, behaviour, record.id);
 	const meta = { id: `chatcmpl-dev${record.id}`, created: Math.floor(Date.now() / 1000), model: body.model ?? MODEL_IDS[0] };
 	if (body.stream !== true) return sendCompletion(ctx, plan, meta);

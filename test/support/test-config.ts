@@ -30,9 +30,18 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/slow", [node("slow")]),
 			model("test/reasoning", [node("reasoning")]),
 			model("test/small-context", [node()], { context_length: 300, max_output_tokens: 5000 }),
+			model("test/stall", [node("stall")]),
+			model("test/hugeusage", [node("hugeusage")]),
+			model("test/negusage", [node("negusage")]),
+			model("test/noeol", [node("noeol")]),
+			model("test/echoauth", [{ url: node("echoauth"), api_key_env: "NODE_KEY" }]),
+			model("test/slowheaders", [node("slowheaders")]),
+			// Megabyte-sized Responses inputs and long previous_response_id chains.
+			model("test/big", [node()], { context_length: 10_000_000 }),
 		],
 		web_search: { provider: "searxng", url: `${engineUrl}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
 		first_byte_timeout_ms: 1000,
+		stream_idle_timeout_ms: 800,
 	};
 }
 
