@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import type { AppEnv, Principal } from "../app-env";
 import { keyStore } from "../db/keys";
 import { GatewayError } from "../errors";
+import { throttledError as throttled } from "./fail-throttle";
 import { type KeyCache, type KeyRecord, keyCache } from "./key-cache";
 import { hashSecret, isWellFormedSecret } from "./key-secret";
 import { assertOriginAllowed, assertUsable } from "./scopes";
@@ -21,13 +22,6 @@ export interface AuthContext {
 	ip: string | null;
 	/** Keeps the cache fill alive after the response (ctx.waitUntil). */
 	waitUntil: (p: Promise<unknown>) => void;
-}
-
-function throttled(ms: number): GatewayError {
-	const seconds = Math.max(1, Math.ceil(ms / 1000));
-	return new GatewayError("rate_limited", `Too many failed authentication attempts. Please try again in ${seconds}s.`, {
-		headers: { "retry-after": String(seconds) },
-	});
 }
 
 /** Counts the failure for the client IP, then refuses: 401, or 429 once the IP is over its allowance. */

@@ -7,6 +7,7 @@
 import type { Redis } from "@upstash/redis/cloudflare";
 import type { ApiKeyRow } from "../db/schema";
 import { redisFrom } from "../redis/client";
+import { countFailure, failKey as throttleKey } from "./fail-throttle";
 
 export interface KeyRecord {
 	key: ApiKeyRow;
@@ -36,7 +37,8 @@ const EDGE_TTL_S = 60;
 const EDGE_ORIGIN = "https://key-cache.venym.internal/";
 
 const recordKey = (hash: string) => `venym:key:${hash}`;
-const failKey = (ip: string) => `venym:authfail:${ip}`;
+/** Key authentications count failures apart from admin-token attempts (`adminfail`). */
+const failKey = (ip: string) => throttleKey("authfail", ip);
 
 /**
  * How long an isolate trusts a lookup it already made without asking Redis or the Cache API.
@@ -112,14 +114,8 @@ function redisCache(redis: Redis): KeyCache {
 		async fail(ip) {
 			if (!ip) return 0;
 			try {
-				const k = failKey(ip);
-				const [count, , ttl] = await redis
-					.pipeline()
-					.incr(k)
-					.expire(k, AUTH_FAIL_WINDOW_S, "NX")
-					.pttl(k)
-					.exec<[number, number, number]>();
-				return count > AUTH_FAIL_LIMIT ? Math.max(1, ttl) : 0;
+				const { count, leftMs } = await countFailure(redis, failKey(ip), AUTH_FAIL_WINDOW_S);
+				return count > AUTH_FAIL_LIMIT ? leftMs : 0;
 			} catch (err) {
 				console.error("auth throttle: redis failed", err);
 				return 0;

@@ -15,6 +15,11 @@ export const OriginSchema = z
 export const AllowedOrigins = z.array(OriginSchema).min(1);
 export const AllowedModels = z.array(z.string().min(1)).min(1);
 
+/** The largest rpm, tpm or max_tokens a key or token may have: far above any real limit, far below 2^53. */
+export const MAX_TOKEN_CAP = 1_000_000_000;
+/** A request or token cap (rpm, tpm, max_tokens): a positive integer up to MAX_TOKEN_CAP. */
+export const TokenCap = z.number().int().positive().max(MAX_TOKEN_CAP, `must be a positive integer of at most ${MAX_TOKEN_CAP}`);
+
 /** Every model id must be in the catalog (the `:online` suffix is a request option, not a model). */
 export function assertCatalogModels(config: GatewayConfig, models: readonly string[] | null | undefined, param: string): void {
 	if (!models) return;

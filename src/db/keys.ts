@@ -1,9 +1,28 @@
-import { and, desc, eq, lt } from "drizzle-orm";
+import { and, desc, eq, lt, or } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { type ApiKeyRow, apiKeys } from "./schema";
 
 export type NewApiKey = typeof apiKeys.$inferInsert;
 export type ApiKeyPatch = Partial<Omit<NewApiKey, "id" | "hash" | "prefix" | "createdAt">>;
+
+/** Where a page of the key listing ends: the last row's created_at (ms) and id, the listing's sort order. */
+export interface KeyCursor {
+	createdAt: number;
+	id: string;
+}
+
+/** The opaque `next_cursor` of a page: `<created_at ms>:<id>` of its last row. */
+export function encodeKeyCursor(key: Pick<ApiKeyRow, "createdAt" | "id">): string {
+	return `${key.createdAt}:${key.id}`;
+}
+
+/** Parses a cursor made by `encodeKeyCursor`; null when it is not one. */
+export function decodeKeyCursor(cursor: string): KeyCursor | null {
+	const m = /^(\d{1,16}):(.+)$/.exec(cursor);
+	if (!m) return null;
+	const createdAt = Number(m[1]);
+	return Number.isSafeInteger(createdAt) ? { createdAt, id: m[2] as string } : null;
+}
 
 export function keyStore(d1: D1Database) {
 	const db = drizzle(d1);
@@ -17,12 +36,19 @@ export function keyStore(d1: D1Database) {
 		async byId(id: string): Promise<ApiKeyRow | undefined> {
 			return db.select().from(apiKeys).where(eq(apiKeys.id, id)).get();
 		},
-		/** Newest first; `before` is the created_at/id cursor of the last row of the previous page. */
-		async list(limit: number, before?: { createdAt: number }): Promise<ApiKeyRow[]> {
+		/**
+		 * Newest first, ties on created_at broken by id; `before` is the cursor of the last row of the
+		 * previous page, so keys created in the same millisecond are neither skipped nor repeated.
+		 */
+		async list(limit: number, before?: KeyCursor): Promise<ApiKeyRow[]> {
 			return db
 				.select()
 				.from(apiKeys)
-				.where(before ? lt(apiKeys.createdAt, before.createdAt) : undefined)
+				.where(
+					before
+						? or(lt(apiKeys.createdAt, before.createdAt), and(eq(apiKeys.createdAt, before.createdAt), lt(apiKeys.id, before.id)))
+						: undefined,
+				)
 				.orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
 				.limit(limit)
 				.all();

@@ -1,29 +1,21 @@
 import { and, desc, eq, gte, lt, or } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { Hono, type MiddlewareHandler } from "hono";
+import { Hono } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
-import { bearerToken } from "../auth/authenticate";
 import { keyCache } from "../auth/key-cache";
-import { generateSecret, hashSecret, randomId, timingSafeEqualStrings } from "../auth/key-secret";
-import { AllowedModels, AllowedOrigins, assertCatalogModels } from "../auth/scope-fields";
+import { generateSecret, hashSecret, randomId } from "../auth/key-secret";
+import { requireAdmin } from "../auth/require-admin";
+import { AllowedModels, AllowedOrigins, assertCatalogModels, TokenCap } from "../auth/scope-fields";
 import { zodToGatewayError } from "../chat/validate";
 import { loadConfig } from "../config";
-import { keyStore } from "../db/keys";
+import { decodeKeyCursor, encodeKeyCursor, keyStore } from "../db/keys";
 import { type ApiKeyRow, apiKeys, usageRecords } from "../db/schema";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
 import { ledgerFor } from "../ledger/ledger-client";
+import { BalanceUsd, CreditUsd, SpendLimitUsd } from "../ledger/money";
 import { nanosToUsd, usdToNanos } from "../ledger/pricing";
-
-const requireAdmin: MiddlewareHandler<AppEnv> = async (c, next) => {
-	const token = bearerToken(c.req.header("authorization"));
-	const expected = c.env.ADMIN_TOKEN;
-	if (!expected) throw new GatewayError("invalid_api_key", "The admin API is disabled: set the ADMIN_TOKEN secret.");
-	if (!token || !(await timingSafeEqualStrings(token, expected)))
-		throw new GatewayError("invalid_api_key", "Invalid admin token.");
-	await next();
-};
 
 /** ISO 8601 string or unix seconds → unix seconds. */
 const Timestamp = z.union([
@@ -35,19 +27,19 @@ const ScopeFields = {
 	name: z.string().min(1).max(200),
 	allowed_origins: AllowedOrigins.nullable().optional(),
 	allowed_models: AllowedModels.nullable().optional(),
-	rpm: z.number().int().positive().nullable().optional(),
-	tpm: z.number().int().positive().nullable().optional(),
-	spend_limit_usd: z.number().positive().nullable().optional(),
+	rpm: TokenCap.nullable().optional(),
+	tpm: TokenCap.nullable().optional(),
+	spend_limit_usd: SpendLimitUsd.nullable().optional(),
 	spend_limit_period: z.enum(["daily", "weekly", "monthly"]).nullable().optional(),
-	max_tokens: z.number().int().positive().nullable().optional(),
+	max_tokens: TokenCap.nullable().optional(),
 	expires_at: Timestamp.nullable().optional(),
 	metadata: z.record(z.string(), z.string()).nullable().optional(),
 };
 
-const CreateKey = z.strictObject({ ...ScopeFields, balance_usd: z.number().nonnegative().default(0) });
+const CreateKey = z.strictObject({ ...ScopeFields, balance_usd: BalanceUsd.default(0) });
 const PatchKey = z.strictObject({ ...ScopeFields, name: ScopeFields.name.optional() });
 const Credit = z.strictObject({
-	amount_usd: z.number().refine((n) => n !== 0, "must not be zero"),
+	amount_usd: CreditUsd,
 	note: z.string().max(500).optional(),
 });
 
@@ -149,6 +141,26 @@ async function mustFind(env: Env, id: string): Promise<ApiKeyRow> {
 	return key;
 }
 
+/** Adds (or takes back) credit through the key's ledger, which refuses to leave the balance range. */
+async function applyCredit(env: Env, keyId: string, amountUsd: number, idempotencyKey: string, note?: string) {
+	const result = await ledgerFor(env, keyId).credit({ keyId, amountNanos: usdToNanos(amountUsd), idempotencyKey, note });
+	if (result.refused === "below_zero") {
+		throw new GatewayError(
+			"invalid_request",
+			`Invalid value for 'amount_usd': the debit would take the balance below zero (it is $${nanosToUsd(result.balanceNanos)}).`,
+			{ param: "amount_usd", code: "balance_below_zero" },
+		);
+	}
+	if (result.refused === "too_large") {
+		throw new GatewayError(
+			"invalid_request",
+			`Invalid value for 'amount_usd': the credit would take the balance past the largest a key may hold ($${nanosToUsd(Number.MAX_SAFE_INTEGER)}).`,
+			{ param: "amount_usd", code: "balance_too_large" },
+		);
+	}
+	return result;
+}
+
 function intParam(v: string | undefined, name: string, fallback: number, max: number): number {
 	if (v === undefined) return fallback;
 	const n = Number(v);
@@ -173,28 +185,26 @@ export const adminRoutes = new Hono<AppEnv>()
 			...scopeColumns(input),
 			name: input.name,
 		});
-		const ledger = ledgerFor(c.env, id);
-		if (input.balance_usd > 0) {
-			await ledger.credit({
-				keyId: id,
-				amountNanos: usdToNanos(input.balance_usd),
-				idempotencyKey: "initial",
-				note: "initial balance",
-			});
-		}
+		if (input.balance_usd > 0) await applyCredit(c.env, id, input.balance_usd, "initial", "initial balance");
 		const key = await mustFind(c.env, id);
 		return c.json({ ...keyView(key), key: secret, ...(await balanceView(c.env, id)) }, 201);
 	})
 	.get("/keys", async (c) => {
 		const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
-		const cursor = c.req.query("cursor");
-		const rows = await keyStore(c.env.DB).list(limit + 1, cursor ? { createdAt: Number(cursor) } : undefined);
+		const raw = c.req.query("cursor");
+		const cursor = raw ? decodeKeyCursor(raw) : undefined;
+		if (cursor === null) {
+			throw new GatewayError("invalid_request", "Invalid 'cursor': pass the next_cursor of the previous page unchanged.", {
+				param: "cursor",
+			});
+		}
+		const rows = await keyStore(c.env.DB).list(limit + 1, cursor);
 		const page = rows.slice(0, limit);
 		const last = page[page.length - 1];
 		return c.json({
 			object: "list",
 			data: page.map(keyView),
-			next_cursor: rows.length > limit && last ? String(last.createdAt) : null,
+			next_cursor: rows.length > limit && last ? encodeKeyCursor(last) : null,
 		});
 	})
 	.get("/keys/:id", async (c) => {
@@ -218,14 +228,17 @@ export const adminRoutes = new Hono<AppEnv>()
 	})
 	.post("/keys/:id/credits", async (c) => {
 		const key = await mustFind(c.env, c.req.param("id"));
+		if (key.parentKeyId) {
+			// Nothing draws on a token's own ledger: credit there would be money nobody can spend.
+			throw new GatewayError(
+				"invalid_request",
+				`'${key.id}' is a temporary token: tokens draw on their parent key's balance. Add credits to its parent key '${key.parentKeyId}' instead.`,
+				{ param: "id" },
+			);
+		}
 		const input = await parseBody(c.req.raw, Credit);
 		const idem = c.req.header("idempotency-key") ?? randomId("credit_");
-		const result = await ledgerFor(c.env, key.id).credit({
-			keyId: key.id,
-			amountNanos: usdToNanos(input.amount_usd),
-			idempotencyKey: `api:${idem}`,
-			note: input.note,
-		});
+		const result = await applyCredit(c.env, key.id, input.amount_usd, `api:${idem}`, input.note);
 		return c.json({ id: key.id, balance_usd: nanosToUsd(result.balanceNanos), applied: result.applied });
 	})
 	.get("/usage", async (c) => {

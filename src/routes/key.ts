@@ -2,11 +2,12 @@ import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
 import { balanceView, keyView } from "./admin";
 
-/** GET /v1/key: the caller's own key, its balance and limits. Never the secret. */
+/** GET /v1/key: the caller's own key, its balance and limits. Never the secret, nor the operator's metadata. */
 export async function ownKey(c: Context<AppEnv>): Promise<Response> {
 	const { key, parent } = c.get("principal");
 	// A vk-tmp- token draws on its parent's balance, so that is the balance it shows.
-	const view = keyView(key);
+	// Metadata is the operator's note about the key holder, not the holder's to read.
+	const { metadata: _operatorOnly, ...view } = keyView(key);
 	return c.json({
 		...view,
 		...(await balanceView(c.env, parent?.id ?? key.id)),

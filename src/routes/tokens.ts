@@ -2,13 +2,14 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { generateSecret, hashSecret, randomId } from "../auth/key-secret";
-import { AllowedModels, AllowedOrigins, assertCatalogModels } from "../auth/scope-fields";
+import { AllowedModels, AllowedOrigins, assertCatalogModels, TokenCap } from "../auth/scope-fields";
 import { zodToGatewayError } from "../chat/validate";
 import { loadConfig } from "../config";
 import { keyStore } from "../db/keys";
 import type { ApiKeyRow } from "../db/schema";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
+import { SpendLimitUsd } from "../ledger/money";
 import { nanosToUsd, usdToNanos } from "../ledger/pricing";
 
 export const MAX_TOKEN_TTL_S = 3600;
@@ -17,10 +18,10 @@ const MintToken = z.strictObject({
 	ttl_seconds: z.number().int().min(1).max(MAX_TOKEN_TTL_S).default(600),
 	allowed_origins: AllowedOrigins,
 	allowed_models: AllowedModels.optional(),
-	spend_limit_usd: z.number().positive().optional(),
-	rpm: z.number().int().positive().optional(),
-	tpm: z.number().int().positive().optional(),
-	max_tokens: z.number().int().positive().optional(),
+	spend_limit_usd: SpendLimitUsd.optional(),
+	rpm: TokenCap.optional(),
+	tpm: TokenCap.optional(),
+	max_tokens: TokenCap.optional(),
 	name: z.string().min(1).max(200).optional(),
 });
 

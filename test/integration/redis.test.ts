@@ -5,9 +5,11 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { ADMIN_FAIL_LIMIT } from "../../src/auth/fail-throttle";
 import { AUTH_FAIL_LIMIT, forgetMemoisedKeys } from "../../src/auth/key-cache";
 import { generateSecret, hashSecret } from "../../src/auth/key-secret";
 import { admin, chat, createKey, gw, waitFor } from "../support/gateway";
+import { TEST_ADMIN_TOKEN } from "../support/test-config";
 
 const CHAT = { model: "test/ok", messages: [{ role: "user", content: "hi" }], max_tokens: 5 };
 
@@ -148,6 +150,55 @@ describe.skipIf(!env.UPSTASH_REDIS_REST_URL)("Redis", () => {
 			for (let i = 0; i < AUTH_FAIL_LIMIT + 2; i++) {
 				expect((await gw("/v1/models", { headers: { authorization: `Bearer ${BAD_KEY}` } })).status).toBe(401);
 			}
+		});
+	});
+
+	describe("failed admin-token throttle", () => {
+		const adminFrom = (ip: string, token: string) =>
+			gw("/admin/keys?limit=1", { headers: { authorization: `Bearer ${token}`, "cf-connecting-ip": ip } });
+
+		it(`answers 429 with Retry-After after ${ADMIN_FAIL_LIMIT} wrong admin tokens from one IP, counted in its own namespace`, async () => {
+			const ip = freshIp();
+			for (let i = 0; i < ADMIN_FAIL_LIMIT; i++) {
+				const res = await adminFrom(ip, `wrong-${i}`);
+				expect(res.status, `attempt ${i + 1}`).toBe(401);
+			}
+			const throttled = await adminFrom(ip, "wrong-again");
+			expect(throttled.status).toBe(429);
+			const body = (await throttled.json()) as { error: { type: string; code: string; message: string } };
+			expect(body.error.type).toBe("rate_limit_error");
+			expect(body.error.code).toBe("rate_limit_exceeded");
+			expect(body.error.message).toMatch(/failed authentication/);
+			const retry = Number(throttled.headers.get("retry-after"));
+			expect(retry).toBeGreaterThanOrEqual(1);
+			expect(retry).toBeLessThanOrEqual(60);
+			expect(Number(await redis("GET", `venym:adminfail:${ip}`))).toBe(ADMIN_FAIL_LIMIT);
+			const ttl = Number(await redis("TTL", `venym:adminfail:${ip}`));
+			expect(ttl).toBeGreaterThan(0);
+			expect(ttl).toBeLessThanOrEqual(60);
+			// Admin failures are not key-authentication failures: a client key from the IP still works.
+			expect(await redis("GET", `venym:authfail:${ip}`)).toBeNull();
+			const { key } = await createKey();
+			expect((await fromIp(ip, key)).status).toBe(200);
+			// The right admin token is refused from the throttled IP, accepted from any other.
+			expect((await adminFrom(ip, TEST_ADMIN_TOKEN)).status).toBe(429);
+			expect((await adminFrom(freshIp(), TEST_ADMIN_TOKEN)).status).toBe(200);
+		});
+
+		it("is shared across isolates through Redis: a counter already at the limit throttles at once", async () => {
+			const ip = freshIp();
+			await redis("SET", `venym:adminfail:${ip}`, ADMIN_FAIL_LIMIT, "EX", 30);
+			const res = await adminFrom(ip, TEST_ADMIN_TOKEN);
+			expect(res.status).toBe(429);
+			expect(Number(res.headers.get("retry-after"))).toBeLessThanOrEqual(30);
+		});
+
+		it("does not let failed key authentications throttle the admin API", async () => {
+			const ip = freshIp();
+			for (let i = 0; i < AUTH_FAIL_LIMIT + 1; i++) await fromIp(ip, BAD_KEY);
+			expect((await fromIp(ip, BAD_KEY)).status).toBe(429);
+			expect(await redis("GET", `venym:adminfail:${ip}`)).toBeNull();
+			expect((await adminFrom(ip, TEST_ADMIN_TOKEN)).status).toBe(200);
 		});
 	});
 });
