@@ -5,7 +5,7 @@
  * estimated at 7 prompt tokens, the dev engine counts 3).
  */
 import { env, runDurableObjectAlarm } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { KeyLedger, LedgerInfo } from "../../src/ledger/key-ledger";
 import { groundingTokenBound } from "../../src/search/grounding";
 import { IMAGE_TOKENS } from "../../src/stream/estimate";
@@ -444,5 +444,21 @@ describe("one error mapping on every lane", () => {
 		expect(frameError).toMatchObject({ type: "server_error", code: "upstream_unavailable", param: null });
 		expect(frameError.code).toBe(httpError.code);
 		expect(frameError.type).toBe(httpError.type);
+	});
+
+	it("logs a mid-stream engine failure with its cause", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const warn = vi.spyOn(console, "warn");
+		try {
+			const res = await chat(k.key, { model: "test/midstream", stream: true, messages: [{ role: "user", content: ping() }] });
+			const requestId = res.headers.get("x-request-id") as string;
+			await res.text();
+			const line = await waitFor(async () =>
+				warn.mock.calls.map((c) => String(c[0])).find((m) => m.includes(requestId) && m.includes("mid-stream")),
+			);
+			expect(line).toContain("CUDA out of memory");
+		} finally {
+			warn.mockRestore();
+		}
 	});
 });
