@@ -1,6 +1,6 @@
 // Types for dev/engine.mjs, so TypeScript tests can start and inspect the development engine.
 
-/** Names accepted after `/s/` in a path; any other name answers 404. */
+/** Names accepted after `/s/` in a path (dev/engine-scenarios.mjs); any other name answers 404. */
 export type ScenarioName =
 	| "ok"
 	| "fail500"
@@ -13,12 +13,21 @@ export type ScenarioName =
 	| "midstream"
 	| "midflat"
 	| "cut"
+	| "error200"
 	| "nousage"
 	| "cumulative"
 	| "finishusage"
 	| "comments"
 	| "slow"
 	| "reasoning"
+	| "stall"
+	| "hugeusage"
+	| "bigprompt"
+	| "negusage"
+	| "noeol"
+	| "echoauth"
+	| "trickle"
+	| "slowheaders"
 	| "searchfail"
 	| "searchslow";
 
@@ -57,6 +66,12 @@ export interface StartEngineOptions {
 	quiet?: boolean;
 }
 
+/**
+ * The engine's own routes, under `/_engine/` (not recorded): `GET /_engine/requests` lists the
+ * recorded requests, oldest first; `?since=<id>` keeps those after an id, `?contains=<text>`
+ * those whose raw body contains the text, `?tail=<n>` the last n of what is left.
+ * `POST /_engine/reset` empties the list.
+ */
 export interface Engine {
 	/** e.g. "http://127.0.0.1:54321", no trailing slash; node base URLs are `${url}/v1` or `${url}/s/<scenario>/v1`. */
 	url: string;

@@ -11,6 +11,7 @@ export type ErrorKind =
 	| "model_not_found"
 	| "not_found"
 	| "request_too_large"
+	| "conflict"
 	| "rate_limited"
 	| "engine_refused"
 	| "upstream_unavailable"
@@ -69,6 +70,8 @@ function describe(err: GatewayError): Described {
 			return { status: 404, type: "invalid_request_error", code: "not_found" };
 		case "request_too_large":
 			return { status: 413, type: "invalid_request_error", code: "request_too_large" };
+		case "conflict":
+			return { status: 409, type: "invalid_request_error", code: o.code ?? "conflict" };
 		case "rate_limited":
 			return { status: 429, type: "rate_limit_error", code: "rate_limit_exceeded" };
 		case "engine_refused":

@@ -15,6 +15,20 @@ export const OriginSchema = z
 export const AllowedOrigins = z.array(OriginSchema).min(1);
 export const AllowedModels = z.array(z.string().min(1)).min(1);
 
+/**
+ * Control characters (C0, DEL, C1), line/paragraph separators, and lone UTF-16 surrogates: with the
+ * `u` flag a surrogate pair is one code point, so only an unpaired half matches `\p{Cs}`. D1 stores
+ * text as UTF-8, where a lone surrogate has no encoding and comes back as U+FFFD.
+ */
+const NOT_ONE_LINE = /[\p{Cc}\p{Cs}\u2028\u2029]/u;
+
+/** A key's or token's name: one line of well-formed text, 1–200 UTF-16 units. */
+export const KeyName = z
+	.string()
+	.min(1)
+	.max(200)
+	.refine((s) => !NOT_ONE_LINE.test(s), "must be one line of text: no control characters, line breaks or unpaired surrogates");
+
 /** The largest rpm, tpm or max_tokens a key or token may have: far above any real limit, far below 2^53. */
 export const MAX_TOKEN_CAP = 1_000_000_000;
 /** A request or token cap (rpm, tpm, max_tokens): a positive integer up to MAX_TOKEN_CAP. */

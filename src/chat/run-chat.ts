@@ -41,11 +41,6 @@ export function streamOutcome(end: StreamEnd, node: string, clientGone: boolean)
 	return { status: end.status, usage: end.usage, estimated: end.estimated, node };
 }
 
-/** Failures before any content are free, search included; everything else pays for the search that ran. */
-function searchCharge(outcome: Outcome, searchNanos: number): number {
-	return outcome.usage === NO_USAGE ? 0 : searchNanos;
-}
-
 export interface ChatRun {
 	env: Env;
 	config: GatewayConfig;
@@ -115,7 +110,9 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		req.tokenEstimate = heldPromptTokens + outputTokens;
 	}
 	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
-	const hold = holdNanos(resolved.model, heldPromptTokens, outputTokens, searchPrice);
+	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output, the search.
+	const promptLimit = promptBound(resolved.model, heldPromptTokens);
+	const hold = holdNanos(resolved.model, promptLimit, outputTokens, searchPrice);
 	// Beyond one choice, the extra choices' worst case must be covered before admission, so an
 	// n-choice request can overspend no more than a single-choice one.
 	const reserve = choices > 1 ? costNanos(resolved.model.pricing, 0, prepared.maxOutputTokens * (choices - 1)) : 0;
@@ -125,7 +122,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	});
 	req.balanceNanos = balanceNanos;
 	const bounds: UsageBounds = {
-		maxPromptTokens: promptBound(resolved.model, heldPromptTokens),
+		maxPromptTokens: promptLimit,
 		maxCompletionTokens: outputTokens,
 	};
 	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds };
@@ -150,6 +147,9 @@ export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResul
 /** `n`: how many choices; more than `max_n` is refused before anything is held. */
 function choiceCount(n: number | null | undefined, max: number): number {
 	if (n === undefined || n === null) return 1;
+	if (!Number.isInteger(n) || n < 1) {
+		throw new GatewayError("invalid_request", `Invalid 'n': expected a positive integer, got ${n}.`, { param: "n" });
+	}
 	if (n > max) {
 		throw new GatewayError("invalid_request", `Invalid 'n': ${n} is greater than the maximum of ${max}.`, {
 			param: "n",
@@ -225,7 +225,8 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			clientSignal,
 		);
 		headers["x-venym-web-search"] = search.status satisfies SearchStatus;
-		// Charged only when the backend was called and answered (no query: nothing was called).
+		// Charged whenever the backend was called and answered, whatever the engine does next (a
+		// refused or failed engine call must not make searches free); no query: nothing was called.
 		if (search.status === "ok" || search.status === "empty") {
 			req.searchCount = 1;
 			searchNanos = searchPrice;
@@ -256,7 +257,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 					estimated: false,
 					node: null,
 				};
-		void settle(outcome, searchCharge(outcome, searchNanos));
+		void settle(outcome, searchNanos);
 		throw err;
 	}
 
@@ -278,7 +279,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		void done.then((end) => {
 			logStreamEnd(requestId, answer.node, end);
 			const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
-			return settle(outcome, searchCharge(outcome, searchNanos));
+			return settle(outcome, searchNanos);
 		});
 		return { kind: "stream", stream, headers };
 	}
@@ -295,19 +296,19 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		if (!gone && err instanceof GatewayError) {
 			// Idle or oversized: nothing is charged, the hold is released now.
 			console.warn(`engine ${answer.node} failed request ${requestId}: ${err.message}`);
-			void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, 0);
+			void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, searchNanos);
 			throw err;
 		}
 		const outcome: Outcome = gone
 			? { status: "client_disconnected", usage: promptOnly(promptTokens), estimated: true, node: answer.node }
 			: { status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node };
-		void settle(outcome, searchCharge(outcome, searchNanos));
+		void settle(outcome, searchNanos);
 		if (gone) throw new GatewayError("client_closed", "The client closed the request", { cause: err });
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502, cause: err });
 	}
 	// Some servers answer 200 with an error body instead of an error status.
 	if (!isCompletion(engineJson)) {
-		void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, 0);
+		void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, searchNanos);
 		const info = engineErrorOf(engineJson);
 		console.warn(`engine ${answer.node} answered 200 without a completion: ${info}`);
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 });

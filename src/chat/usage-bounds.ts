@@ -7,7 +7,7 @@ import type { ModelConfig } from "../config";
 import type { Usage } from "../types";
 
 export interface UsageBounds {
-	/** Most prompt tokens the engine may report: the context length, or a generous multiple of the estimate. */
+	/** Most prompt tokens the engine may report (see promptBound); the hold covers this many. */
 	maxPromptTokens: number;
 	/** Most completion tokens: the output cap the engine was given, times the number of choices. */
 	maxCompletionTokens: number;
@@ -18,8 +18,15 @@ const PROMPT_ESTIMATE_MULTIPLE = 4;
 /** Chat templates, tool prompts and images the estimate does not see. */
 const PROMPT_SLACK_TOKENS = 1024;
 
+/**
+ * The most prompt tokens an engine may bill for a prompt estimated at `promptEstimate`: a real
+ * tokenizer finds at most about one token per character (four times our estimate), plus the chat
+ * template; never more than the context. The hold is placed at this bound, so settlement cannot
+ * charge more than was held however the engine counts.
+ */
 export function promptBound(model: ModelConfig, promptEstimate: number): number {
-	return model.context_length ?? promptEstimate * PROMPT_ESTIMATE_MULTIPLE + PROMPT_SLACK_TOKENS;
+	const bound = promptEstimate * PROMPT_ESTIMATE_MULTIPLE + PROMPT_SLACK_TOKENS;
+	return model.context_length === undefined ? bound : Math.min(model.context_length, bound);
 }
 
 /** A non-negative safe integer, or undefined for anything else (NaN, 1e300, -5, 1.5, "7"). */
@@ -49,8 +56,7 @@ export function boundedUsage(
 	const completion = tokenCount(u.completion_tokens);
 	const promptOk = prompt !== undefined && prompt <= bounds.maxPromptTokens;
 	const completionOk = completion !== undefined && completion <= bounds.maxCompletionTokens;
-	const outOfBounds =
-		(u.prompt_tokens !== undefined && !promptOk) || (u.completion_tokens !== undefined && !completionOk);
+	const outOfBounds = (u.prompt_tokens !== undefined && !promptOk) || (u.completion_tokens !== undefined && !completionOk);
 	const p = promptOk ? prompt : Math.min(estimates.promptTokens, bounds.maxPromptTokens);
 	const c = completionOk ? completion : Math.min(estimates.completionTokens, bounds.maxCompletionTokens);
 	const estimated = !promptOk || !completionOk;

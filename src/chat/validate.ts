@@ -34,7 +34,8 @@ export const ChatRequestSchema = z.looseObject({
 	stream_options: z.looseObject({}).nullable().optional(),
 	max_tokens: MaxTokens,
 	max_completion_tokens: MaxTokens,
-	n: z.number().int().positive().nullable().optional(),
+	// Range and integrality are checked with max_n (run-chat), so 1e20 and 2.5 get the same clear message.
+	n: z.number().nullable().optional(),
 	venym: VenymOptions.optional(),
 });
 
@@ -67,6 +68,20 @@ export function zodToGatewayError(error: z.ZodError, prefix: ReadonlyArray<Prope
 	return new GatewayError("invalid_request", message, { param: param || null });
 }
 
+/**
+ * Engine-specific fields that would escape the gateway's caps or the operator's setup: output
+ * lengths that override `max_tokens` (llama.cpp's `n_predict`, Ollama's `num_predict`), work
+ * multipliers the hold does not cover (`best_of`, beam search), and a client-supplied chat
+ * template (rendered by the engine, unseen by the estimate).
+ */
+const REFUSED_FIELDS: Record<string, string> = {
+	n_predict: "use 'max_tokens'",
+	num_predict: "use 'max_tokens'",
+	best_of: "use 'n'",
+	use_beam_search: "beam search is not offered",
+	chat_template: "the model's own template is used",
+};
+
 /** Validates a chat completions body. The same object is returned so nothing is copied on the hot path. */
 export function validateChatRequest(body: unknown): ChatRequest {
 	if (body === null || typeof body !== "object" || Array.isArray(body)) {
@@ -74,5 +89,13 @@ export function validateChatRequest(body: unknown): ChatRequest {
 	}
 	const result = ChatRequestSchema.safeParse(body, { reportInput: true });
 	if (!result.success) throw zodToGatewayError(result.error);
+	for (const field in REFUSED_FIELDS) {
+		if (Object.hasOwn(body, field)) {
+			throw new GatewayError("invalid_request", `'${field}' is not supported by this gateway: ${REFUSED_FIELDS[field]}.`, {
+				param: field,
+				code: "unsupported_parameter",
+			});
+		}
+	}
 	return body as ChatRequest;
 }

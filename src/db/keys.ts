@@ -5,19 +5,26 @@ import { type ApiKeyRow, apiKeys } from "./schema";
 export type NewApiKey = typeof apiKeys.$inferInsert;
 export type ApiKeyPatch = Partial<Omit<NewApiKey, "id" | "hash" | "prefix" | "createdAt">>;
 
-/** Where a page of the key listing ends: the last row's created_at (ms) and id, the listing's sort order. */
-export interface KeyCursor {
+/**
+ * Where a page of a listing ends: the last row's created_at (ms) and id, the listing's sort order.
+ * The key listing (`id`) and the usage listing (`request_id`) page the same way.
+ */
+export interface PageCursor {
 	createdAt: number;
 	id: string;
 }
 
 /** The opaque `next_cursor` of a page: `<created_at ms>:<id>` of its last row. */
-export function encodeKeyCursor(key: Pick<ApiKeyRow, "createdAt" | "id">): string {
-	return `${key.createdAt}:${key.id}`;
+export function encodePageCursor(createdAt: number, id: string): string {
+	return `${createdAt}:${id}`;
 }
 
-/** Parses a cursor made by `encodeKeyCursor`; null when it is not one. */
-export function decodeKeyCursor(cursor: string): KeyCursor | null {
+/**
+ * Parses a cursor made by `encodePageCursor`; null when it is not one: the time must be a
+ * non-negative safe integer written in plain digits (no sign, exponent, fraction, `Infinity`)
+ * and the id non-empty, so nothing but a real position reaches the query.
+ */
+export function decodePageCursor(cursor: string): PageCursor | null {
 	const m = /^(\d{1,16}):(.+)$/.exec(cursor);
 	if (!m) return null;
 	const createdAt = Number(m[1]);
@@ -40,7 +47,7 @@ export function keyStore(d1: D1Database) {
 		 * Newest first, ties on created_at broken by id; `before` is the cursor of the last row of the
 		 * previous page, so keys created in the same millisecond are neither skipped nor repeated.
 		 */
-		async list(limit: number, before?: KeyCursor): Promise<ApiKeyRow[]> {
+		async list(limit: number, before?: PageCursor): Promise<ApiKeyRow[]> {
 			return db
 				.select()
 				.from(apiKeys)

@@ -92,6 +92,10 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 		});
 	}
 	for (const f of failures) console.warn(`engine node ${f.node} failed: ${f.reason}`);
+	// Every node timed out before answering: the same 504 an engine going quiet later gets.
+	if (failures.length > 0 && failures.every((f) => f.reason === "timeout")) {
+		throw new GatewayError("upstream_timeout", "No inference node answered in time. Please retry shortly.");
+	}
 	// 503 when every node said it was busy (overloaded, rate limited); 502 when they were broken or unreachable.
 	const allBusy = failures.length > 0 && failures.every((f) => f.status === 429 || f.status === 503);
 	throw new GatewayError("upstream_unavailable", "No inference node could serve this request. Please retry shortly.", {

@@ -23,30 +23,61 @@ function str(v: unknown): string | null {
 	return null;
 }
 
+function isRecord(v: unknown): v is Record<string, unknown> {
+	return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+const FALLBACK = "The engine rejected the request";
+
+function fields(e: Record<string, unknown>, fallback: string): EngineErrorInfo {
+	return { message: str(e.message) ?? fallback, type: str(e.type), param: str(e.param), code: str(e.code) };
+}
+
 /**
- * Reads an engine error body in any of the shapes engines use: OpenAI's nested
- * `{"error": {...}}`, vLLM/FastAPI's flat `{"object": "error", "message": ...}`,
- * `{"error": "text"}`, `{"detail": ...}` or plain text.
+ * The error an engine payload carries, or null when it carries none: OpenAI's nested
+ * `{"error": {...}}`, `{"error": "text"}`, vLLM/FastAPI's flat `{"object": "error", ...}` (or any
+ * payload of an SSE `event: error`), and FastAPI's `{"detail": ...}`. The one classifier of
+ * engine errors, for error bodies and stream events alike.
  */
-export function parseEngineError(text: string, fallback = "The engine rejected the request"): EngineErrorInfo {
+export function engineErrorIn(body: unknown, event?: string, fallback = FALLBACK): EngineErrorInfo | null {
+	if (!isRecord(body)) return null;
+	const inner = body.error;
+	if (isRecord(inner)) return fields(inner, fallback);
+	if (typeof inner === "string") return { message: inner, type: str(body.type), param: str(body.param), code: str(body.code) };
+	if (inner || body.object === "error" || event === "error") return fields(body, fallback);
+	if (typeof body.detail === "string") return { message: body.detail, type: null, param: null, code: null };
+	if (Array.isArray(body.detail))
+		return { message: JSON.stringify(body.detail).slice(0, 500), type: null, param: null, code: null };
+	return null;
+}
+
+/**
+ * Reads an engine error body (a refusal's status came with it, so some message is always
+ * returned): any shape `engineErrorIn` knows, a bare `{"message": ...}`, or plain text.
+ */
+export function parseEngineError(text: string, fallback = FALLBACK): EngineErrorInfo {
 	let body: unknown;
 	try {
 		body = JSON.parse(text);
 	} catch {
-		const trimmed = text.trim().slice(0, 500);
-		return { message: trimmed || fallback, type: null, param: null, code: null };
-	}
-	if (body && typeof body === "object") {
-		const o = body as Record<string, unknown>;
-		const inner = o.error;
-		if (inner && typeof inner === "object") {
-			const e = inner as Record<string, unknown>;
-			return { message: str(e.message) ?? fallback, type: str(e.type), param: str(e.param), code: str(e.code) };
+		const trimmed = text.trim();
+		// A JSON error body cut short (we read at most 64 KiB of it): its message is still there.
+		if (trimmed.startsWith("{")) {
+			const m = /"message"\s*:\s*"((?:[^"\\]|\\.){0,2000})/.exec(trimmed);
+			if (m) return { message: unescapeJson(m[1] as string), type: null, param: null, code: null };
 		}
-		if (typeof inner === "string") return { message: inner, type: str(o.type), param: str(o.param), code: str(o.code) };
-		if (typeof o.message === "string") return { message: o.message, type: str(o.type), param: str(o.param), code: str(o.code) };
-		if (typeof o.detail === "string") return { message: o.detail, type: null, param: null, code: null };
-		if (Array.isArray(o.detail)) return { message: JSON.stringify(o.detail).slice(0, 500), type: null, param: null, code: null };
+		return { message: trimmed.slice(0, 500) || fallback, type: null, param: null, code: null };
 	}
+	const found = engineErrorIn(body, undefined, fallback);
+	if (found) return found;
+	if (isRecord(body) && typeof body.message === "string") return fields(body, fallback);
 	return { message: fallback, type: null, param: null, code: null };
+}
+
+function unescapeJson(s: string): string {
+	try {
+		return JSON.parse(`"${s.replace(/\\$/, "")}"`) as string;
+	} catch {
+		return s;
+	}
 }

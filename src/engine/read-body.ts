@@ -1,7 +1,10 @@
 import { GatewayError } from "../errors";
 
-/** The largest non-stream engine answer we read (a whole completion, `n` choices included). */
-export const MAX_ENGINE_BODY_BYTES = 32 * 1024 * 1024;
+/**
+ * The largest non-stream engine answer we read (a whole completion, `n` choices included): it is
+ * parsed and re-serialised, within a Worker's 128 MB. Answers with large logprobs should stream.
+ */
+export const MAX_ENGINE_BODY_BYTES = 8 * 1024 * 1024;
 
 export interface ReadBodyOptions {
 	/** Ends the read when no byte arrives for this long. */
@@ -24,16 +27,21 @@ export async function readEngineBody(response: Response, opts: ReadBodyOptions):
 	let size = 0;
 	let timer: ReturnType<typeof setTimeout> | undefined;
 	let idle = false;
+	// Whitespace is what keep-alives send: only other bytes count as the engine making progress.
+	let lastDataAt = Date.now();
 	const stop = (reason: Error) => {
 		opts.abort(reason);
 		reader.cancel(reason).catch(() => {});
 	};
 	try {
 		for (;;) {
-			timer = setTimeout(() => {
-				idle = true;
-				stop(new Error("engine idle timeout"));
-			}, opts.idleTimeoutMs);
+			timer = setTimeout(
+				() => {
+					idle = true;
+					stop(new Error("engine idle timeout"));
+				},
+				Math.max(0, opts.idleTimeoutMs - (Date.now() - lastDataAt)),
+			);
 			let result: ReadableStreamReadResult<Uint8Array>;
 			try {
 				result = await reader.read();
@@ -51,6 +59,7 @@ export async function readEngineBody(response: Response, opts: ReadBodyOptions):
 					status: 502,
 				});
 			}
+			if (hasData(result.value)) lastDataAt = Date.now();
 			chunks.push(result.value);
 		}
 	} finally {
@@ -61,6 +70,15 @@ export async function readEngineBody(response: Response, opts: ReadBodyOptions):
 	let text = "";
 	for (const c of chunks) text += decoder.decode(c, { stream: true });
 	return text + decoder.decode();
+}
+
+/** Any byte other than JSON whitespace. */
+function hasData(bytes: Uint8Array): boolean {
+	for (let i = 0; i < bytes.length; i++) {
+		const b = bytes[i] as number;
+		if (b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) return true;
+	}
+	return false;
 }
 
 function idleError(ms: number): GatewayError {

@@ -11,12 +11,30 @@ export const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 const REDACTED = "[redacted]";
 
+function escapeRegExp(s: string): string {
+	return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** The forms an echoing engine may give a secret in: as is (any case), URL-encoded, base64 (alone or as `Bearer …`). */
+function secretForms(secret: string): string[] {
+	const forms = [secret, encodeURIComponent(secret)];
+	try {
+		forms.push(btoa(secret), btoa(`Bearer ${secret}`), btoa(`:${secret}`));
+	} catch {
+		// Not Latin-1: no base64 form to look for.
+	}
+	return forms;
+}
+
 /** `text` with every secret (and a Bearer token of any value) replaced, cut to `max` characters. */
 export function relayText(text: string, secrets: readonly string[], max = MAX_RELAYED_CHARS): string {
 	let out = text;
 	for (const secret of secrets) {
 		// Very short secrets would redact ordinary words; nobody configures a key that short.
-		if (secret.length >= 8 && out.includes(secret)) out = out.split(secret).join(REDACTED);
+		if (secret.length < 8) continue;
+		for (const form of secretForms(secret)) {
+			out = out.replace(new RegExp(escapeRegExp(form), "gi"), REDACTED);
+		}
 	}
 	out = out.replace(/\b(Bearer\s+)[^\s"',;]+/gi, `$1${REDACTED}`);
 	return out.length > max ? `${out.slice(0, max)}…` : out;

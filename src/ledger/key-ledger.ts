@@ -269,15 +269,22 @@ export class KeyLedger extends DurableObject<Env> {
 		balanceNanos: number;
 		applied: boolean;
 		/** Set when nothing was applied because the balance would leave its range (below zero, or past 2^53 nanos). */
-		refused?: "below_zero" | "too_large";
+		refused?: "below_zero" | "too_large" | "idempotency_mismatch";
 	} {
 		const st = this.load();
 		this.rememberKey(input.keyId);
-		const prior = this.sql
-			.exec<{ balance_after: number }>("SELECT balance_after FROM credits WHERE idempotency_key = ?", input.idempotencyKey)
-			.toArray()[0];
-		if (prior) return { balanceNanos: prior.balance_after, applied: false };
 		const amount = Math.round(input.amountNanos);
+		const prior = this.sql
+			.exec<{ amount: number; balance_after: number }>(
+				"SELECT amount, balance_after FROM credits WHERE idempotency_key = ?",
+				input.idempotencyKey,
+			)
+			.toArray()[0];
+		if (prior) {
+			// The same key with another amount is a different request, not a replay.
+			if (prior.amount !== amount) return { balanceNanos: st.balance, applied: false, refused: "idempotency_mismatch" };
+			return { balanceNanos: prior.balance_after, applied: false };
+		}
 		const after = st.balance + amount;
 		// A debit may take back credit, never more than there is: the balance stays at or above zero.
 		if (!Number.isSafeInteger(after) || (amount < 0 && after < 0)) {

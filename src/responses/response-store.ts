@@ -1,143 +1,334 @@
 import { DurableObject } from "cloudflare:workers";
+import type { RequestContext } from "../ledger/ledger-client";
+import { JOB_SEQ } from "./stored-docs";
+import { type ConversationRefusal, type Item, RESPONSE_TTL_MS, TURNS_SCHEMA, Turns } from "./turns";
 
-/** Stored responses live this long (OpenAI keeps them for 30 days). */
-export const RESPONSE_TTL_MS = 30 * 24 * 60 * 60 * 1000;
+export { RESPONSE_TTL_MS } from "./turns";
 
-export interface StoredResponse {
-	id: string;
-	/** The Response object as last seen by the client (status, output, usage…). */
-	response: Record<string, unknown>;
-	/** This turn's input, in item form with ids (GET …/input_items). */
-	inputItems: Record<string, unknown>[];
-	/** The whole conversation up to and including this turn's output, for previous_response_id. */
-	contextItems: Record<string, unknown>[];
-	createdAt: number;
-}
+/** How many background responses of one key run at once; the others wait in the queue. */
+export const BACKGROUND_CONCURRENCY = 4;
+/** A queue slot reserved and never filled (the request that reserved it died) is freed after this long. */
+const RESERVATION_TTL_MS = 5 * 60 * 1000;
+/**
+ * 1: one `responses` row per response, holding its input twice and every earlier turn again
+ * (large ones failed to store), jobs in `jobs`. 2: turns.ts and stored-docs.ts, jobs in `queue`.
+ */
+const SCHEMA_VERSION = 2;
+
+/** The hold a queued background response runs on: enough to release it if it never runs. */
+export type HeldRequest = Pick<RequestContext, "keyId" | "requestId" | "model" | "requestedModel">;
 
 /** A background run waiting for (or under) the alarm. */
 export interface BackgroundJob {
 	id: string;
 	requestId: string;
 	keyId: string;
-	/** What the runner needs to redo the request (the validated Responses request and history). */
+	/** What the runner needs to redo the request (the validated request without its input, which is stored as items). */
 	payload: Record<string, unknown>;
+	/** Placed when the job was queued; absent only while the slot is reserved. */
+	hold?: HeldRequest;
 }
 
+export interface BeginInput {
+	id: string;
+	previousId: string | null;
+	/** Unix milliseconds. */
+	createdAt: number;
+	/** The response object so far (queued or in_progress, no output yet). */
+	response: Item;
+	/** This turn's input items. */
+	input: Item[];
+	/** The largest conversation (earlier turns and this input, as JSON characters) accepted. */
+	maxChars: number;
+	/** A background response: reserves a queue slot, when fewer than `cap` are reserved, queued or running. */
+	job?: { cap: number; job: BackgroundJob };
+}
+
+export type BeginResult = { ok: true; history: Item[] } | ConversationRefusal | { ok: false; reason: "queue_full" };
+
+/** What a background run sees of the store: direct calls, it runs inside the object. */
 export interface ResponseStoreApi {
-	put(record: StoredResponse): void;
-	get(id: string): StoredResponse | null;
+	/** The earlier turns and this response's own input; null when it is gone. */
+	conversation(id: string): { history: Item[]; input: Item[] } | null;
+	/** Marks a queued response in progress; false when it was cancelled or deleted meanwhile. */
+	start(id: string): boolean;
+	finish(id: string, response: Item): void;
 }
 
-export type BackgroundRunner = (env: Env, job: BackgroundJob, signal: AbortSignal, store: ResponseStoreApi) => Promise<void>;
+export interface BackgroundHooks {
+	run(env: Env, job: BackgroundJob, signal: AbortSignal, store: ResponseStoreApi): Promise<void>;
+	/** Gives back the hold of a job that will never run (cancelled or deleted while queued, interrupted). */
+	release(env: Env, hold: HeldRequest): Promise<unknown>;
+}
 
-let runner: BackgroundRunner | undefined;
+let hooks: BackgroundHooks | undefined;
 
 /** The worker registers how a background job runs (the chat pipeline), keeping this class free of route code. */
-export function registerBackgroundRunner(fn: BackgroundRunner): void {
-	runner = fn;
+export function registerBackgroundHooks(h: BackgroundHooks): void {
+	hooks = h;
+}
+
+type QueueRow = { id: string; state: "reserved" | "queued" | "running"; hold: string | null };
+
+function holdOf(row: { hold: string | null }): HeldRequest | null {
+	return row.hold ? (JSON.parse(row.hold) as HeldRequest) : null;
 }
 
 /**
- * The stored responses of one API key: only that key's requests reach this object, which is
- * what keeps tenants apart. Background runs execute here, from the alarm, so they outlive the
- * request that started them; cancel aborts a running job or drops a queued one.
+ * The stored responses of one API key (turns.ts): only that key's requests reach this object,
+ * which is what keeps tenants apart. Background runs execute here, from the alarm, at most
+ * BACKGROUND_CONCURRENCY at a time, so they outlive the request that queued them; the queue
+ * holds at most the key's `max_queued_responses` (reserved, queued or running).
  */
 export class ResponseStore extends DurableObject<Env> {
 	private readonly sql: SqlStorage;
+	private readonly turns: Turns;
 	private readonly running = new Map<string, AbortController>();
+	/** Set while the alarm runs jobs: resolved when none run and none are queued. */
+	private pool: { done: Promise<void>; resolve: () => void } | undefined;
+	private planned = 0;
 
 	constructor(ctx: DurableObjectState, env: Env) {
 		super(ctx, env);
 		this.sql = ctx.storage.sql;
+		this.turns = new Turns(this.sql, (fn) => ctx.storage.transactionSync(fn));
 		this.sql.exec(`
-			CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, record TEXT NOT NULL, created_at INTEGER NOT NULL);
-			CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, job TEXT NOT NULL, state TEXT NOT NULL);
+			CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
+			CREATE TABLE IF NOT EXISTS queue (id TEXT PRIMARY KEY, state TEXT NOT NULL, since INTEGER NOT NULL, hold TEXT);
+			${TURNS_SCHEMA}
 		`);
+		const version = this.sql.exec<{ v: number }>("SELECT v FROM meta WHERE k = 'schema_version'").toArray()[0]?.v ?? 1;
+		if (version < SCHEMA_VERSION) this.upgrade();
 	}
 
-	put(record: StoredResponse): void {
-		this.write(record);
-		this.scheduleAlarm(record.createdAt + RESPONSE_TTL_MS);
+	/** Jobs of layout 1 never ran on a hold placed for them: they fail, to be retried by the client. */
+	private upgrade(): void {
+		if (this.turns.hasTable("jobs")) {
+			for (const { id } of this.sql.exec<{ id: string }>("SELECT id FROM jobs").toArray()) {
+				this.turns.markFailed(id, {
+					code: "server_error",
+					message: "The background run was interrupted by an upgrade. Please retry.",
+				});
+			}
+			this.sql.exec("DROP TABLE jobs");
+		}
+		this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('schema_version', ?)", SCHEMA_VERSION);
 	}
 
-	get(id: string, now: number = Date.now()): StoredResponse | null {
-		const row = this.sql
-			.exec<{ record: string; created_at: number }>("SELECT record, created_at FROM responses WHERE id = ?", id)
-			.toArray()[0];
-		if (!row || row.created_at + RESPONSE_TTL_MS < now) return null;
-		return JSON.parse(row.record) as StoredResponse;
+	/**
+	 * Stores a new response with its input (before anything is run or billed) and returns the
+	 * conversation it continues. Refuses an unknown previous response, a conversation too large
+	 * to store, and a background response over the key's queue cap.
+	 */
+	begin(input: BeginInput): BeginResult {
+		const texts = input.input.map((i) => JSON.stringify(i));
+		const checked = this.turns.check(
+			input.previousId,
+			texts.reduce((n, t) => n + t.length, 0),
+			input.maxChars,
+		);
+		if (!checked.ok) return checked;
+		const { job } = input;
+		if (job && this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue").one().n >= job.cap) {
+			return { ok: false, reason: "queue_full" };
+		}
+		const history = input.previousId ? this.turns.chain(input.previousId) : [];
+		const now = Date.now();
+		this.turns.create(input.id, input.previousId, input.createdAt, input.response, texts, () => {
+			if (!job) return;
+			this.turns.docs.put(input.id, JOB_SEQ, "job", job.job);
+			this.sql.exec("INSERT INTO queue (id, state, since) VALUES (?, 'reserved', ?)", input.id, now);
+		});
+		if (job) this.scheduleAlarm(now + RESERVATION_TTL_MS);
+		this.scheduleAlarm(input.createdAt + RESPONSE_TTL_MS);
+		return { ok: true, history };
 	}
 
-	delete(id: string): boolean {
+	/** The conversation a `store: false` response continues, with the same checks as `begin`, storing nothing. */
+	history(previousId: string, inputChars: number, maxChars: number): BeginResult {
+		const checked = this.turns.check(previousId, inputChars, maxChars);
+		return checked.ok ? { ok: true, history: this.turns.chain(previousId) } : checked;
+	}
+
+	/** Fills a reserved queue slot once the hold is placed; false when the slot is gone. */
+	commit(id: string, hold: HeldRequest): boolean {
+		const filled = this.sql.exec(
+			"UPDATE queue SET state = 'queued', hold = ? WHERE id = ? AND state = 'reserved'",
+			JSON.stringify(hold),
+			id,
+		).rowsWritten;
+		if (filled === 0) return false;
+		if (this.pool) this.pump();
+		else this.scheduleAlarm(Date.now());
+		return true;
+	}
+
+	/** Forgets a response whose request was refused (or failed) before it produced anything. */
+	abandon(id: string): void {
+		this.sql.exec("DELETE FROM queue WHERE id = ? AND state = 'reserved'", id);
+		this.turns.remove(id);
+	}
+
+	/** The final response: its output and status. A cancelled or deleted response stays as it is. */
+	finish(id: string, response: Item): void {
+		this.turns.finish(id, response);
+	}
+
+	/** Marks a response failed (its output could not be stored). */
+	markFailed(id: string, error: { code: string; message: string }): void {
+		this.turns.markFailed(id, error);
+	}
+
+	get(id: string, now: number = Date.now()): Item | null {
+		return this.turns.get(id, now);
+	}
+
+	/** This response's input items (GET …/input_items), oldest first. */
+	inputItems(id: string, now: number = Date.now()): Item[] | null {
+		return this.turns.inputItems(id, now);
+	}
+
+	async delete(id: string): Promise<boolean> {
+		if (!this.turns.visible(id, Date.now())) return false;
+		const dropped = this.dropQueued(id);
 		this.running.get(id)?.abort(new Error("deleted"));
-		this.sql.exec("DELETE FROM jobs WHERE id = ?", id);
-		return this.sql.exec("DELETE FROM responses WHERE id = ?", id).rowsWritten > 0;
+		this.turns.remove(id);
+		if (dropped) await this.release(dropped);
+		return true;
 	}
 
-	/** Stores the queued response and runs the job from the alarm, right away. */
-	enqueue(record: StoredResponse, job: BackgroundJob): void {
-		this.write(record);
-		this.sql.exec("INSERT OR REPLACE INTO jobs (id, job, state) VALUES (?, ?, 'queued')", job.id, JSON.stringify(job));
-		this.scheduleAlarm(Date.now());
-	}
-
-	/** Cancels a background response: a queued job never starts, a running one is aborted. Null when unknown. */
-	cancel(id: string): StoredResponse | null {
-		const record = this.get(id);
-		if (!record) return null;
-		const status = record.response.status;
-		if (status !== "queued" && status !== "in_progress") return record;
-		this.sql.exec("DELETE FROM jobs WHERE id = ? AND state = 'queued'", id);
+	/** Cancels a background response: a queued job never starts (its hold is released), a running one is aborted. Null when unknown. */
+	async cancel(id: string): Promise<Item | null> {
+		const turn = this.turns.visible(id, Date.now());
+		if (!turn) return null;
+		if (turn.status !== "queued" && turn.status !== "in_progress") return this.get(id);
+		const dropped = this.dropQueued(id);
 		this.running.get(id)?.abort(new Error("cancelled"));
-		record.response = { ...record.response, status: "cancelled" };
-		this.write(record);
-		return record;
+		this.turns.setStatus(id, "cancelled");
+		const response = this.get(id);
+		if (dropped) await this.release(dropped);
+		return response;
 	}
 
 	override async alarm(): Promise<void> {
-		const now = Date.now();
-		this.sql.exec("DELETE FROM responses WHERE created_at + ? < ?", RESPONSE_TTL_MS, now);
-		const jobs = this.sql.exec<{ job: string }>("SELECT job FROM jobs WHERE state = 'queued'").toArray();
-		const api: ResponseStoreApi = {
-			// A cancelled response stays cancelled whatever the run reports afterwards.
-			put: (r) => {
-				if (this.get(r.id)?.response.status !== "cancelled") this.write(r);
-			},
-			get: (id) => this.get(id),
-		};
-		const runs = jobs.map((row) => {
-			const job = JSON.parse(row.job) as BackgroundJob;
-			this.sql.exec("UPDATE jobs SET state = 'running' WHERE id = ?", job.id);
-			const controller = new AbortController();
-			this.running.set(job.id, controller);
-			const run = runner
-				? runner(this.env, job, controller.signal, api)
-				: Promise.reject(new Error("no background runner registered"));
-			return run
-				.catch((err) => console.error(`background response ${job.id} failed`, err))
-				.finally(() => {
-					this.running.delete(job.id);
-					this.sql.exec("DELETE FROM jobs WHERE id = ?", job.id);
-				});
-		});
-		// The alarm awaits every run, which keeps the object alive until they end.
-		await Promise.all(runs);
 		this.planned = 0;
-		const queued = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state = 'queued'").one().n;
-		if (queued > 0) this.scheduleAlarm(Date.now());
-		const oldest = this.sql.exec<{ t: number | null }>("SELECT MIN(created_at) AS t FROM responses").one().t;
-		if (oldest !== null) this.scheduleAlarm(oldest + RESPONSE_TTL_MS);
+		const now = Date.now();
+		this.turns.collect(now);
+		for (const hold of this.orphans(now)) await this.release(hold);
+		// The alarm awaits every run, which keeps the object alive until they end.
+		if (this.sql.exec("SELECT 1 FROM queue WHERE state = 'queued' LIMIT 1").toArray().length) await this.drain();
+		if (this.sql.exec("SELECT 1 FROM queue WHERE state = 'queued' LIMIT 1").toArray().length) this.scheduleAlarm(Date.now());
+		const reserved = this.sql.exec<{ t: number | null }>("SELECT MIN(since) AS t FROM queue WHERE state = 'reserved'").one().t;
+		if (reserved !== null) this.scheduleAlarm(reserved + RESERVATION_TTL_MS);
+		const expiry = this.turns.nextExpiry();
+		if (expiry !== null) this.scheduleAlarm(expiry);
 	}
 
-	private planned = 0;
+	// ---- the pool of background runs ----
 
-	private write(record: StoredResponse): void {
-		this.sql.exec(
-			"INSERT INTO responses (id, record, created_at) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET record = excluded.record",
-			record.id,
-			JSON.stringify(record),
-			record.createdAt,
-		);
+	private drain(): Promise<void> {
+		if (!this.pool) {
+			let resolve!: () => void;
+			const done = new Promise<void>((r) => {
+				resolve = r;
+			});
+			this.pool = { done, resolve };
+		}
+		const { done } = this.pool;
+		this.pump();
+		return done;
+	}
+
+	/** Starts queued jobs, oldest first, while fewer than BACKGROUND_CONCURRENCY run; ends the pool when none are left. */
+	private pump(): void {
+		while (this.running.size < BACKGROUND_CONCURRENCY) {
+			const next = this.sql
+				.exec<QueueRow>("SELECT id, state, hold FROM queue WHERE state = 'queued' ORDER BY since, id LIMIT 1")
+				.toArray()[0];
+			if (!next) break;
+			this.start(next);
+		}
+		if (this.running.size === 0 && this.pool) {
+			const { resolve } = this.pool;
+			this.pool = undefined;
+			resolve();
+		}
+	}
+
+	private start(row: QueueRow): void {
+		const { id } = row;
+		this.sql.exec("UPDATE queue SET state = 'running' WHERE id = ?", id);
+		const job = this.turns.docs.one<BackgroundJob>(id, JOB_SEQ);
+		const hold = holdOf(row);
+		const controller = new AbortController();
+		this.running.set(id, controller);
+		const run =
+			job && hooks
+				? hooks.run(this.env, { ...job, hold: hold ?? undefined }, controller.signal, this.api)
+				: Promise.reject(new Error(job ? "no background runner registered" : "the job is missing"));
+		void run
+			.catch(async (err) => {
+				console.error(`background response ${id} failed`, err);
+				this.turns.markFailed(id, { code: "internal_error", message: "Internal error" });
+				// Settling twice is a no-op, so this only frees a hold the run never reached.
+				if (hold) await this.release(hold);
+			})
+			.finally(() => {
+				this.running.delete(id);
+				this.sql.exec("DELETE FROM queue WHERE id = ?", id);
+				this.turns.docs.remove(id, ["job"]);
+				this.pump();
+			});
+	}
+
+	private readonly api: ResponseStoreApi = {
+		conversation: (id) => this.turns.conversation(id),
+		start: (id) => this.turns.setStatus(id, "in_progress", "queued"),
+		finish: (id, response) => this.finish(id, response),
+	};
+
+	/** Takes a job that has not started out of the queue; its hold (if placed) is for the caller to release. */
+	private dropQueued(id: string): HeldRequest | null {
+		const row = this.sql.exec<QueueRow>("SELECT id, state, hold FROM queue WHERE id = ?", id).toArray()[0];
+		if (!row || row.state === "running") return null;
+		this.sql.exec("DELETE FROM queue WHERE id = ?", id);
+		this.turns.docs.remove(id, ["job"]);
+		return holdOf(row);
+	}
+
+	private async release(hold: HeldRequest): Promise<void> {
+		try {
+			await hooks?.release(this.env, hold);
+		} catch (err) {
+			console.error(`releasing the hold of ${hold.requestId} failed`, err);
+		}
+	}
+
+	/**
+	 * Jobs marked running that no run of this instance owns (the instance that ran them is
+	 * gone: they fail, their holds to be released), and slots reserved by requests that died.
+	 */
+	private orphans(now: number): HeldRequest[] {
+		const held: HeldRequest[] = [];
+		const stale = this.sql
+			.exec<QueueRow>(
+				"SELECT id, state, hold FROM queue WHERE state = 'running' OR (state = 'reserved' AND since < ?)",
+				now - RESERVATION_TTL_MS,
+			)
+			.toArray();
+		for (const row of stale) {
+			if (this.running.has(row.id)) continue;
+			this.sql.exec("DELETE FROM queue WHERE id = ?", row.id);
+			this.turns.docs.remove(row.id, ["job"]);
+			if (row.state === "reserved") {
+				this.turns.remove(row.id, now);
+				continue;
+			}
+			this.turns.markFailed(row.id, { code: "server_error", message: "The background run was interrupted. Please retry." });
+			const hold = holdOf(row);
+			if (hold) held.push(hold);
+		}
+		return held;
 	}
 
 	/** Moves the alarm earlier when needed (the planned time is kept in memory; an evicted object re-plans on its next write). */

@@ -1,7 +1,9 @@
 import type { Principal } from "../app-env";
 import { randomId } from "../auth/key-secret";
-import { type ChatRun, runChat } from "../chat/run-chat";
-import { GatewayError } from "../errors";
+import { type AuthorizedChat, authorizeChat, type ChatResult, type ChatRun, runChat } from "../chat/run-chat";
+import type { GatewayConfig } from "../config";
+import { GatewayError, toErrorResponse } from "../errors";
+import { settleSafely } from "../ledger/ledger-client";
 import { createSseParser } from "../stream/sse-parser";
 import {
 	failedResponse,
@@ -12,7 +14,7 @@ import {
 	responseFromCompletion,
 } from "./from-chat";
 import type { ResponseInputItem, ResponsesRequest } from "./request-schema";
-import type { BackgroundJob, ResponseStore, ResponseStoreApi, StoredResponse } from "./response-store";
+import type { BackgroundJob, HeldRequest, ResponseStore, ResponseStoreApi } from "./response-store";
 import { encodeEvent, type ResponseStreamEvent, ResponsesEventBuilder } from "./stream-events";
 import { inputItems, responsesToChat } from "./to-chat";
 
@@ -21,44 +23,100 @@ export function responseStore(env: Env, keyId: string): DurableObjectStub<Respon
 	return ns.get(ns.idFromName(keyId));
 }
 
+/**
+ * The largest conversation a response may continue or store: earlier turns and this input, as
+ * stored JSON characters. Rebuilding it crosses an RPC and is held in memory (twice, as items
+ * and as the engine body), which bounds it well below the Worker's 128 MB. Larger is a 413,
+ * before anything is held.
+ */
+export const MAX_CONVERSATION_CHARS = 8 * 1024 * 1024;
+/**
+ * A queued background response's hold lives this long (the ledger's default is 15 minutes):
+ * it must last through the wait in the queue. When the run starts, the hold is extended by
+ * another 15 minutes from then.
+ */
+export const QUEUED_HOLD_TTL_MS = 60 * 60 * 1000;
+/** A full queue says when to try again. */
+const QUEUE_RETRY_AFTER_S = 5;
+
+const NO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+const STORAGE_FAILED = { code: "storage_failed", message: "The response was generated but could not be stored." };
+
 function itemIds(): string {
 	return randomId("", 12);
 }
 
-/** The conversation a `previous_response_id` continues; another key's id is as unknown as a made-up one. */
-async function history(env: Env, keyId: string, previousId: string | null | undefined): Promise<ResponseInputItem[]> {
-	if (!previousId) return [];
-	const prior = (await responseStore(env, keyId).get(previousId)) as StoredResponse | null;
-	if (!prior) {
-		throw new GatewayError("not_found", `Previous response with id '${previousId}' not found.`, {
-			param: "previous_response_id",
-		});
-	}
-	return prior.contextItems as unknown as ResponseInputItem[];
+/** A failure as a response's `error`: the code and message the HTTP path gives the same cause. */
+export function failureOf(err: unknown): { code: string; message: string } {
+	const { error } = toErrorResponse(err).body;
+	return { code: error.code ?? error.type, message: error.message };
 }
 
-function record(
-	meta: ResponseMeta,
-	response: ResponseObject,
-	items: ResponseInputItem[],
-	prior: ResponseInputItem[],
-): StoredResponse {
-	return {
-		id: meta.id,
-		response: response as unknown as Record<string, unknown>,
-		inputItems: items as unknown as Record<string, unknown>[],
-		contextItems: [...prior, ...items, ...response.output] as unknown as Record<string, unknown>[],
-		createdAt: meta.createdAt * 1000,
-	};
+type Conversation = Awaited<ReturnType<ResponseStore["begin"]>>;
+
+/** The refusals of the store, as the errors the client gets. */
+function conversationOf(result: Conversation, req: ResponsesRequest, config: GatewayConfig): ResponseInputItem[] {
+	if (result.ok) return result.history as unknown as ResponseInputItem[];
+	switch (result.reason) {
+		case "not_found":
+			throw new GatewayError("not_found", `Previous response with id '${req.previous_response_id}' not found.`, {
+				param: "previous_response_id",
+			});
+		case "too_large":
+			throw new GatewayError(
+				"request_too_large",
+				`This conversation is too large to store: about ${result.chars} characters with this input, over the limit of ${MAX_CONVERSATION_CHARS}. Start a new conversation, or send less.`,
+				{ param: req.previous_response_id ? "previous_response_id" : "input" },
+			);
+		case "queue_full":
+			throw new GatewayError(
+				"rate_limited",
+				`This key already has ${config.max_queued_responses} background responses queued or running. Please try again when one has finished.`,
+				{ headers: { "retry-after": String(QUEUE_RETRY_AFTER_S) } },
+			);
+	}
+}
+
+function charsOf(items: ResponseInputItem[]): number {
+	let n = 0;
+	for (const item of items) n += JSON.stringify(item).length;
+	return n;
+}
+
+/** Gives back a hold that will never be used: settled once, at no cost, like a client that left before anything ran. */
+export function releaseHold(env: Env, hold: HeldRequest): Promise<unknown> {
+	return settleSafely(
+		env,
+		{ ...hold, searchCount: 0 },
+		{ status: "client_disconnected", usage: NO_USAGE, estimated: false, node: null },
+	);
+}
+
+/** Stores the final response; a failure is logged and shows on the stored response, which is marked failed. */
+async function finish(env: Env, keyId: string, response: ResponseObject): Promise<void> {
+	try {
+		await responseStore(env, keyId).finish(response.id, response as unknown as Record<string, unknown>);
+	} catch (err) {
+		console.error(`response ${response.id}: storing its output failed`, err);
+		try {
+			// A fresh stub: after an exception a stub may be broken.
+			await responseStore(env, keyId).markFailed(response.id, STORAGE_FAILED);
+		} catch (again) {
+			console.error(`response ${response.id}: marking it failed failed too`, again);
+		}
+	}
 }
 
 export type ResponseResult =
 	| { kind: "json"; body: ResponseObject; headers: Record<string, string> }
 	| { kind: "stream"; stream: ReadableStream<Uint8Array>; headers: Record<string, string> };
 
-/** POST /v1/responses: translated to a chat completion and run through the same pipeline (billing included). */
+/**
+ * POST /v1/responses: translated to a chat completion and run through the same pipeline
+ * (billing included). A stored response is written with its input before the engine runs, so
+ * whatever is answered with a 200 can be read back.
+ */
 export async function createResponse(run: ChatRun, req: ResponsesRequest): Promise<ResponseResult> {
-	const prior = await history(run.env, run.keyId, req.previous_response_id);
 	const meta: ResponseMeta = {
 		id: randomId("resp_", 16),
 		createdAt: Math.floor(Date.now() / 1000),
@@ -67,37 +125,103 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		ids: itemIds,
 	};
 	const items = inputItems(req, itemIds);
-	const store = req.store !== false;
 	const headers = { "x-venym-lane": "compat", "x-request-id": run.requestId };
+	if (req.background) return enqueue(run, req, meta, items, headers);
 
-	if (req.background) {
-		const queued = queuedResponse(meta);
-		const job: BackgroundJob = {
+	const store = req.store !== false;
+	const stub = responseStore(run.env, run.keyId);
+	const begin = (shell: ResponseObject) =>
+		stub.begin({
 			id: meta.id,
-			requestId: run.requestId,
-			keyId: run.keyId,
-			payload: { request: req, prior, items, createdAt: meta.createdAt, principal: run.principal ?? null },
-		};
-		await responseStore(run.env, run.keyId).enqueue(record(meta, queued, items, prior), job);
-		return { kind: "json", body: queued, headers };
+			previousId: req.previous_response_id ?? null,
+			createdAt: meta.createdAt * 1000,
+			response: shell as unknown as Record<string, unknown>,
+			input: items as unknown as Record<string, unknown>[],
+			maxChars: MAX_CONVERSATION_CHARS,
+		});
+	let prior: ResponseInputItem[] = [];
+	if (store) prior = conversationOf(await begin(inProgressResponse(meta)), req, run.config);
+	else if (req.previous_response_id) {
+		const found = await stub.history(req.previous_response_id, charsOf(items), MAX_CONVERSATION_CHARS);
+		prior = conversationOf(found, req, run.config);
 	}
 
-	const chatBody = responsesToChat(req, prior);
-	const result = await runChat(run, chatBody);
+	let result: ChatResult;
+	try {
+		result = await runChat(run, responsesToChat(req, prior));
+	} catch (err) {
+		if (store) run.waitUntil(stub.abandon(meta.id));
+		throw err;
+	}
 	if (result.kind === "completion") {
 		const response = responseFromCompletion(result.body, meta);
-		if (store) run.waitUntil(responseStore(run.env, run.keyId).put(record(meta, response, items, prior)));
+		// Awaited, so the response can be read back (or continued) as soon as it is answered.
+		if (store) await finish(run.env, run.keyId, response);
 		return { kind: "json", body: response, headers: { ...result.headers, ...headers } };
 	}
 	const stream = chatSseToResponseEvents(
 		result.stream,
 		new ResponsesEventBuilder(meta),
 		(response) => {
-			if (store) run.waitUntil(responseStore(run.env, run.keyId).put(record(meta, response, items, prior)));
+			if (store) run.waitUntil(finish(run.env, run.keyId, response));
 		},
 		run.clientSignal,
 	);
 	return { kind: "stream", stream, headers: { ...result.headers, ...headers } };
+}
+
+/**
+ * A background response is checked like any other when it is queued: a slot in the key's queue
+ * is reserved first, then the hold is placed (402/403/429 here, the slot freed), then the slot
+ * is filled. The run later finds its hold by request id.
+ */
+async function enqueue(
+	run: ChatRun,
+	req: ResponsesRequest,
+	meta: ResponseMeta,
+	items: ResponseInputItem[],
+	headers: Record<string, string>,
+): Promise<ResponseResult> {
+	const stub = responseStore(run.env, run.keyId);
+	const queued = queuedResponse(meta);
+	const job: BackgroundJob = {
+		id: meta.id,
+		requestId: run.requestId,
+		keyId: run.keyId,
+		// The input is stored once, as the response's input items.
+		payload: { request: { ...req, input: [] }, createdAt: meta.createdAt, principal: run.principal ?? null },
+	};
+	const begun = await stub.begin({
+		id: meta.id,
+		previousId: req.previous_response_id ?? null,
+		createdAt: meta.createdAt * 1000,
+		response: queued as unknown as Record<string, unknown>,
+		input: items as unknown as Record<string, unknown>[],
+		maxChars: MAX_CONVERSATION_CHARS,
+		job: { cap: run.config.max_queued_responses, job },
+	});
+	const prior = conversationOf(begun, req, run.config);
+	let authorized: AuthorizedChat;
+	try {
+		authorized = await authorizeChat(run, responsesToChat({ ...req, stream: false }, prior), { holdTtlMs: QUEUED_HOLD_TTL_MS });
+	} catch (err) {
+		run.waitUntil(stub.abandon(meta.id));
+		throw err;
+	}
+	const { keyId, requestId, model, requestedModel } = authorized.req;
+	const hold: HeldRequest = { keyId, requestId, model, requestedModel };
+	let committed = false;
+	try {
+		committed = await stub.commit(meta.id, hold);
+	} catch (err) {
+		console.error(`background response ${meta.id}: queueing failed`, err);
+	}
+	if (!committed) {
+		run.waitUntil(releaseHold(run.env, hold));
+		run.waitUntil(responseStore(run.env, run.keyId).abandon(meta.id));
+		throw new GatewayError("internal", "The background response could not be queued. Please retry.");
+	}
+	return { kind: "json", body: queued, headers: { ...authorized.rateHeaders, ...headers } };
 }
 
 /**
@@ -135,8 +259,15 @@ export function chatSseToResponseEvents(
 			return;
 		}
 		if (json.error) {
-			const err = json.error as { message?: string; code?: string };
-			return end(builder.fail({ code: "server_error", message: err.message ?? "The model engine failed." }));
+			// The gateway's own error frame already carries the code the HTTP path gives the same cause.
+			const err = json.error as { message?: unknown; code?: unknown; type?: unknown };
+			const fallback = failureOf(new GatewayError("upstream_unavailable", "The model engine failed."));
+			return end(
+				builder.fail({
+					code: nonEmpty(err.code) ?? nonEmpty(err.type) ?? fallback.code,
+					message: nonEmpty(err.message) ?? fallback.message,
+				}),
+			);
 		}
 		pending.push(...builder.chunk(json));
 	});
@@ -146,7 +277,7 @@ export function chatSseToResponseEvents(
 				const { done, value } = await reader.read();
 				if (done) {
 					parser.end();
-					if (!ended) end(builder.fail({ code: "server_error", message: "The response stream ended early." }));
+					if (!ended) end(builder.fail(failureOf(new GatewayError("upstream_unavailable", "The response stream ended early."))));
 					break;
 				}
 				parser.feed(decoder.decode(value, { stream: true }));
@@ -168,7 +299,11 @@ export function chatSseToResponseEvents(
 	});
 }
 
-/** Runs a background response inside the ResponseStore Durable Object (registered from index.ts). */
+function nonEmpty(v: unknown): string | undefined {
+	return typeof v === "string" && v.length > 0 ? v : undefined;
+}
+
+/** Runs a background response inside the ResponseStore Durable Object (registered from background.ts), on the hold placed when it was queued. */
 export async function runBackground(
 	env: Env,
 	job: BackgroundJob,
@@ -177,15 +312,16 @@ export async function runBackground(
 	run: Omit<ChatRun, "clientSignal" | "waitUntil" | "env" | "keyId" | "requestId">,
 ): Promise<void> {
 	const p = job.payload as {
+		/** The validated request, its input left out (stored as the response's input items). */
 		request: ResponsesRequest;
-		prior: ResponseInputItem[];
-		items: ResponseInputItem[];
 		createdAt: number;
 		/** The caller's scopes, so a background run is held to them like any other. */
 		principal: Principal | null;
 	};
+	const conversation = store.conversation(job.id);
+	if (!conversation) throw new Error("the queued response is gone");
+	if (!store.start(job.id)) return;
 	const meta: ResponseMeta = { id: job.id, createdAt: p.createdAt, model: p.request.model, request: p.request, ids: itemIds };
-	store.put(record(meta, inProgressResponse(meta), p.items, p.prior));
 	const settlements: Promise<unknown>[] = [];
 	let response: ResponseObject;
 	try {
@@ -199,14 +335,17 @@ export async function runBackground(
 				clientSignal: signal,
 				waitUntil: (q) => settlements.push(q),
 			},
-			responsesToChat({ ...p.request, stream: false }, p.prior),
+			responsesToChat({ ...p.request, input: [], stream: false }, [
+				...(conversation.history as unknown as ResponseInputItem[]),
+				...(conversation.input as unknown as ResponseInputItem[]),
+			]),
 		);
 		if (result.kind !== "completion") throw new Error("background run streamed");
 		response = responseFromCompletion(result.body, meta);
 	} catch (err) {
-		const message = err instanceof GatewayError ? err.message : "The response failed.";
-		response = failedResponse(meta, { code: err instanceof GatewayError ? err.kind : "server_error", message });
+		if (!(err instanceof GatewayError)) console.error(`background response ${job.id} failed`, err);
+		response = failedResponse(meta, failureOf(err));
 	}
 	await Promise.all(settlements);
-	store.put(record(meta, response, p.items, p.prior));
+	store.finish(job.id, response as unknown as Record<string, unknown>);
 }

@@ -6,10 +6,10 @@ import type { AppEnv } from "../app-env";
 import { keyCache } from "../auth/key-cache";
 import { generateSecret, hashSecret, randomId } from "../auth/key-secret";
 import { requireAdmin } from "../auth/require-admin";
-import { AllowedModels, AllowedOrigins, assertCatalogModels, TokenCap } from "../auth/scope-fields";
+import { AllowedModels, AllowedOrigins, assertCatalogModels, KeyName, TokenCap } from "../auth/scope-fields";
 import { zodToGatewayError } from "../chat/validate";
 import { loadConfig } from "../config";
-import { decodeKeyCursor, encodeKeyCursor, keyStore } from "../db/keys";
+import { decodePageCursor, encodePageCursor, keyStore, type PageCursor } from "../db/keys";
 import { type ApiKeyRow, apiKeys, usageRecords } from "../db/schema";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
@@ -24,7 +24,7 @@ const Timestamp = z.union([
 ]);
 
 const ScopeFields = {
-	name: z.string().min(1).max(200),
+	name: KeyName,
 	allowed_origins: AllowedOrigins.nullable().optional(),
 	allowed_models: AllowedModels.nullable().optional(),
 	rpm: TokenCap.nullable().optional(),
@@ -43,10 +43,16 @@ const Credit = z.strictObject({
 	note: z.string().max(500).optional(),
 });
 
-async function parseBody<T extends z.ZodType>(req: Request, schema: T): Promise<z.infer<T>> {
-	const result = schema.safeParse(await readJsonBody(req, 64 * 1024), { reportInput: true });
+type PatchInput = z.infer<typeof PatchKey>;
+
+function parseValue<T extends z.ZodType>(schema: T, value: unknown): z.infer<T> {
+	const result = schema.safeParse(value, { reportInput: true });
 	if (!result.success) throw zodToGatewayError(result.error);
 	return result.data;
+}
+
+async function parseBody<T extends z.ZodType>(req: Request, schema: T): Promise<z.infer<T>> {
+	return parseValue(schema, await readJsonBody(req, 64 * 1024));
 }
 
 /** Scope fields that need the catalog: every allowed model must exist. */
@@ -86,7 +92,7 @@ async function invalidateKey(env: Env, key: ApiKeyRow, waitUntil: (p: Promise<un
 	);
 }
 
-function scopeColumns(input: z.infer<typeof PatchKey>) {
+function scopeColumns(input: PatchInput) {
 	const cols: Partial<ApiKeyRow> = {};
 	if (input.name !== undefined) cols.name = input.name;
 	if (input.allowed_origins !== undefined) cols.allowedOrigins = input.allowed_origins;
@@ -100,6 +106,39 @@ function scopeColumns(input: z.infer<typeof PatchKey>) {
 	if (input.expires_at !== undefined) cols.expiresAt = input.expires_at;
 	if (input.metadata !== undefined) cols.metadata = input.metadata;
 	return cols;
+}
+
+/** The column each PATCH field writes (spend_limit_usd as nano-dollars). */
+const COLUMN_OF: { [P in keyof PatchInput]-?: keyof ApiKeyRow } = {
+	name: "name",
+	allowed_origins: "allowedOrigins",
+	allowed_models: "allowedModels",
+	rpm: "rpm",
+	tpm: "tpm",
+	spend_limit_usd: "spendLimitNanos",
+	spend_limit_period: "spendLimitPeriod",
+	max_tokens: "maxTokens",
+	expires_at: "expiresAt",
+	metadata: "metadata",
+};
+
+/**
+ * A token's scopes are checked against its parent's, and its lifetime capped at an hour, only
+ * when it is minted: a PATCH could lift its spend limit, drop its origins (making it a
+ * server-side key) or push its expiry out. So PATCH may rename a token and nothing else; a
+ * field that restates the current value is not a change. `fields` are the body's keys, in order.
+ */
+function assertTokenPatch(token: ApiKeyRow, fields: readonly string[], cols: Partial<ApiKeyRow>): void {
+	for (const param of fields) {
+		if (param === "name" || !Object.hasOwn(COLUMN_OF, param)) continue;
+		const col = COLUMN_OF[param as keyof PatchInput];
+		if (JSON.stringify(cols[col]) === JSON.stringify(token[col])) continue;
+		throw new GatewayError(
+			"invalid_request",
+			`Invalid value for '${param}': '${token.id}' is a temporary token and its scopes are fixed when it is minted. Only its 'name' can be changed: mint a new token (POST /v1/tokens) for other scopes, or revoke this one.`,
+			{ param },
+		);
+	}
 }
 
 /** The public view of a key (never the secret or its hash). */
@@ -151,6 +190,13 @@ async function applyCredit(env: Env, keyId: string, amountUsd: number, idempoten
 			{ param: "amount_usd", code: "balance_below_zero" },
 		);
 	}
+	if (result.refused === "idempotency_mismatch") {
+		throw new GatewayError(
+			"conflict",
+			"This Idempotency-Key header was already used for a credit of another amount: send a new key for a new credit, or the same amount to replay it.",
+			{ param: null, code: "idempotency_key_reused" },
+		);
+	}
 	if (result.refused === "too_large") {
 		throw new GatewayError(
 			"invalid_request",
@@ -159,6 +205,18 @@ async function applyCredit(env: Env, keyId: string, amountUsd: number, idempoten
 		);
 	}
 	return result;
+}
+
+/** A listing's `cursor` query parameter: absent, or exactly a `next_cursor` this API made. */
+function cursorParam(raw: string | undefined): PageCursor | undefined {
+	if (raw === undefined || raw === "") return undefined;
+	const cursor = decodePageCursor(raw);
+	if (!cursor) {
+		throw new GatewayError("invalid_request", "Invalid 'cursor': pass the next_cursor of the previous page unchanged.", {
+			param: "cursor",
+		});
+	}
+	return cursor;
 }
 
 function intParam(v: string | undefined, name: string, fallback: number, max: number): number {
@@ -191,20 +249,14 @@ export const adminRoutes = new Hono<AppEnv>()
 	})
 	.get("/keys", async (c) => {
 		const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
-		const raw = c.req.query("cursor");
-		const cursor = raw ? decodeKeyCursor(raw) : undefined;
-		if (cursor === null) {
-			throw new GatewayError("invalid_request", "Invalid 'cursor': pass the next_cursor of the previous page unchanged.", {
-				param: "cursor",
-			});
-		}
+		const cursor = cursorParam(c.req.query("cursor"));
 		const rows = await keyStore(c.env.DB).list(limit + 1, cursor);
 		const page = rows.slice(0, limit);
 		const last = page[page.length - 1];
 		return c.json({
 			object: "list",
 			data: page.map(keyView),
-			next_cursor: rows.length > limit && last ? encodeKeyCursor(last) : null,
+			next_cursor: rows.length > limit && last ? encodePageCursor(last.createdAt, last.id) : null,
 		});
 	})
 	.get("/keys/:id", async (c) => {
@@ -213,10 +265,13 @@ export const adminRoutes = new Hono<AppEnv>()
 	})
 	.patch("/keys/:id", async (c) => {
 		const id = c.req.param("id");
-		await mustFind(c.env, id);
-		const input = await parseBody(c.req.raw, PatchKey);
+		const current = await mustFind(c.env, id);
+		const body = await readJsonBody(c.req.raw, 64 * 1024);
+		const input = parseValue(PatchKey, body);
+		const cols = scopeColumns(input);
+		if (current.parentKeyId) assertTokenPatch(current, Object.keys(body as object), cols);
 		checkScopes(c.env, input);
-		const key = (await keyStore(c.env.DB).update(id, scopeColumns(input))) ?? (await mustFind(c.env, id));
+		const key = (await keyStore(c.env.DB).update(id, cols)) ?? (await mustFind(c.env, id));
 		await invalidateKey(c.env, key, (p) => c.executionCtx.waitUntil(p));
 		return c.json({ ...keyView(key), ...(await balanceView(c.env, id)) });
 	})
@@ -248,19 +303,17 @@ export const adminRoutes = new Hono<AppEnv>()
 		let since: number | undefined;
 		if (sinceRaw !== undefined) {
 			since = /^\d+$/.test(sinceRaw) ? Number(sinceRaw) * 1000 : Date.parse(sinceRaw);
-			if (Number.isNaN(since))
+			if (!Number.isSafeInteger(since))
 				throw new GatewayError("invalid_request", "'since' must be unix seconds or an ISO 8601 date.", { param: "since" });
 		}
 		// Cursor: "<created_at>:<request_id>" of the last row, newest first.
-		const cursor = c.req.query("cursor");
-		let cursorCond: ReturnType<typeof or> | undefined;
-		if (cursor) {
-			const i = cursor.indexOf(":");
-			const t = Number(cursor.slice(0, i));
-			if (i < 0 || Number.isNaN(t)) throw new GatewayError("invalid_request", "Invalid 'cursor'.", { param: "cursor" });
-			const rid = cursor.slice(i + 1);
-			cursorCond = or(lt(usageRecords.createdAt, t), and(eq(usageRecords.createdAt, t), lt(usageRecords.requestId, rid)));
-		}
+		const cursor = cursorParam(c.req.query("cursor"));
+		const cursorCond = cursor
+			? or(
+					lt(usageRecords.createdAt, cursor.createdAt),
+					and(eq(usageRecords.createdAt, cursor.createdAt), lt(usageRecords.requestId, cursor.id)),
+				)
+			: undefined;
 		const rows = await drizzle(c.env.DB)
 			.select()
 			.from(usageRecords)
@@ -293,6 +346,6 @@ export const adminRoutes = new Hono<AppEnv>()
 				search_count: r.searchCount,
 				created_at: Math.floor(r.createdAt / 1000),
 			})),
-			next_cursor: rows.length > limit && last ? `${last.createdAt}:${last.requestId}` : null,
+			next_cursor: rows.length > limit && last ? encodePageCursor(last.createdAt, last.requestId) : null,
 		});
 	});

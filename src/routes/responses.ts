@@ -5,7 +5,6 @@ import { loadConfig } from "../config";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
 import { validateResponsesRequest } from "../responses/request-schema";
-import type { StoredResponse } from "../responses/response-store";
 import { createResponse, responseStore } from "../responses/run-response";
 
 function chatRun(c: Context<AppEnv>): ChatRun {
@@ -24,10 +23,16 @@ function notFound(id: string): GatewayError {
 	return new GatewayError("not_found", `Response with id '${id}' not found.`, { param: "response_id" });
 }
 
-async function stored(c: Context<AppEnv>, id: string): Promise<StoredResponse> {
-	const record = (await responseStore(c.env, c.get("principal").keyId).get(id)) as StoredResponse | null;
-	if (!record) throw notFound(id);
-	return record;
+type Stored = Record<string, unknown>;
+
+function store(c: Context<AppEnv>) {
+	return responseStore(c.env, c.get("principal").keyId);
+}
+
+async function stored(c: Context<AppEnv>, id: string): Promise<Stored> {
+	const response = (await store(c).get(id)) as Stored | null;
+	if (!response) throw notFound(id);
+	return response;
 }
 
 export const responsesRoutes = new Hono<AppEnv>()
@@ -43,17 +48,16 @@ export const responsesRoutes = new Hono<AppEnv>()
 		return c.json(result.body, 200, result.headers);
 	})
 	.get("/:id", async (c) => {
-		const record = await stored(c, c.req.param("id"));
-		return c.json(record.response);
+		return c.json(await stored(c, c.req.param("id")));
 	})
 	.delete("/:id", async (c) => {
 		const id = c.req.param("id");
-		const deleted = await responseStore(c.env, c.get("principal").keyId).delete(id);
+		const deleted = await store(c).delete(id);
 		if (!deleted) throw notFound(id);
 		return c.json({ id, object: "response", deleted: true });
 	})
 	.get("/:id/input_items", async (c) => {
-		const record = await stored(c, c.req.param("id"));
+		const id = c.req.param("id");
 		const order = c.req.query("order") ?? "desc";
 		if (order !== "asc" && order !== "desc")
 			throw new GatewayError("invalid_request", "'order' must be 'asc' or 'desc'.", { param: "order" });
@@ -62,7 +66,9 @@ export const responsesRoutes = new Hono<AppEnv>()
 		if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
 			throw new GatewayError("invalid_request", "'limit' must be an integer between 1 and 100.", { param: "limit" });
 		}
-		let items = order === "desc" ? [...record.inputItems].reverse() : record.inputItems;
+		const all = (await store(c).inputItems(id)) as Stored[] | null;
+		if (!all) throw notFound(id);
+		let items = order === "desc" ? all.reverse() : all;
 		const after = c.req.query("after");
 		if (after) {
 			const i = items.findIndex((it) => it.id === after);
@@ -80,15 +86,13 @@ export const responsesRoutes = new Hono<AppEnv>()
 	})
 	.post("/:id/cancel", async (c) => {
 		const id = c.req.param("id");
-		const store = responseStore(c.env, c.get("principal").keyId);
-		const current = (await store.get(id)) as StoredResponse | null;
-		if (!current) throw notFound(id);
-		if (current.response.background !== true) {
+		const current = await stored(c, id);
+		if (current.background !== true) {
 			throw new GatewayError("invalid_request", "Only responses created with background: true can be cancelled.", {
 				param: "response_id",
 			});
 		}
-		const record = (await store.cancel(id)) as StoredResponse | null;
-		if (!record) throw notFound(id);
-		return c.json(record.response);
+		const cancelled = (await store(c).cancel(id)) as Stored | null;
+		if (!cancelled) throw notFound(id);
+		return c.json(cancelled);
 	});

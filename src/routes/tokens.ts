@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
 import { generateSecret, hashSecret, randomId } from "../auth/key-secret";
-import { AllowedModels, AllowedOrigins, assertCatalogModels, TokenCap } from "../auth/scope-fields";
+import { AllowedModels, AllowedOrigins, assertCatalogModels, KeyName, TokenCap } from "../auth/scope-fields";
 import { zodToGatewayError } from "../chat/validate";
 import { loadConfig } from "../config";
 import { keyStore } from "../db/keys";
@@ -22,18 +22,29 @@ const MintToken = z.strictObject({
 	rpm: TokenCap.optional(),
 	tpm: TokenCap.optional(),
 	max_tokens: TokenCap.optional(),
-	name: z.string().min(1).max(200).optional(),
+	name: KeyName.optional(),
 });
 
 function widening(param: string, message: string): GatewayError {
 	return new GatewayError("forbidden", `A token cannot widen its key's scopes: ${message}`, { param });
 }
 
-/** A numeric limit of the token: at most the parent's, when the parent has one. */
-function narrowed(param: string, asked: number | undefined, parentLimit: number | null): number | null {
+/** A nano-dollar amount as the API writes money: USD. */
+const usd = (nanos: number): string => `$${nanosToUsd(nanos)}`;
+
+/**
+ * A numeric limit of the token: at most the parent's, when the parent has one. `show` writes a
+ * limit as the caller sent it (money is compared in nano-dollars but named in USD).
+ */
+function narrowed(
+	param: string,
+	asked: number | undefined,
+	parentLimit: number | null,
+	show: (n: number) => string = String,
+): number | null {
 	if (asked === undefined) return null;
 	if (parentLimit !== null && asked > parentLimit) {
-		throw widening(param, `'${param}' ${asked} is above the key's ${parentLimit}.`);
+		throw widening(param, `'${param}' ${show(asked)} is above the key's ${show(parentLimit)}.`);
 	}
 	return asked;
 }
@@ -50,7 +61,8 @@ export async function mintToken(c: Context<AppEnv>): Promise<Response> {
 	if (parent.allowedOrigins) {
 		throw new GatewayError("forbidden", "Only server-side keys (without allowed_origins) can mint tokens.");
 	}
-	const parsed = MintToken.safeParse(await readJsonBody(c.req.raw, 64 * 1024));
+	// reportInput lets the error tell a field of the wrong type from a missing one.
+	const parsed = MintToken.safeParse(await readJsonBody(c.req.raw, 64 * 1024), { reportInput: true });
 	if (!parsed.success) throw zodToGatewayError(parsed.error);
 	const input = parsed.data;
 
@@ -63,6 +75,7 @@ export async function mintToken(c: Context<AppEnv>): Promise<Response> {
 		"spend_limit_usd",
 		input.spend_limit_usd === undefined ? undefined : usdToNanos(input.spend_limit_usd),
 		parent.spendLimitNanos,
+		usd,
 	);
 	const now = Date.now();
 	const nowS = Math.floor(now / 1000);

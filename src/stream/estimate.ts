@@ -72,5 +72,7 @@ export function estimatePromptTokens(body: unknown): number {
 	}
 	// Tool definitions are rendered into the prompt too; their JSON length is close enough.
 	if (Array.isArray(body.tools)) chars += JSON.stringify(body.tools).length;
+	// vLLM renders `documents` (RAG) into the chat template: prompt text like any other.
+	if (Array.isArray(body.documents)) chars += JSON.stringify(body.documents).length;
 	return estimateTokens(chars) + images * IMAGE_TOKENS + TOKENS_PER_MESSAGE * body.messages.length;
 }

@@ -55,14 +55,10 @@ export async function usageFor(keyId: string): Promise<UsageRecord[]> {
 	return page.data;
 }
 
-export async function engineRequests(): Promise<RecordedRequest[]> {
-	const res = await fetch(`${engineUrl()}/_engine/requests`);
-	return (await res.json()) as RecordedRequest[];
-}
-
-/** Engine requests whose last message text contains `marker` (each test uses its own). */
+/** Engine requests whose messages contain `marker` (each test uses its own); the engine narrows the list to bodies containing it. */
 export async function engineRequestsWith(marker: string): Promise<RecordedRequest[]> {
-	return (await engineRequests()).filter((r) => JSON.stringify(r.body?.messages ?? null).includes(marker));
+	const res = await fetch(`${engineUrl()}/_engine/requests?contains=${encodeURIComponent(marker)}`);
+	return ((await res.json()) as RecordedRequest[]).filter((r) => JSON.stringify(r.body?.messages ?? null).includes(marker));
 }
 
 /** Polls `fn` until it returns something truthy; settlement and aborts happen after the response. */

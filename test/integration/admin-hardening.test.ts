@@ -1,8 +1,10 @@
 /**
  * Money and input hardening of the admin API and POST /v1/tokens: money fields stay finite,
  * in range and at least a nano-dollar; tokens cannot be topped up and a debit cannot take a
- * balance below zero; GET /v1/key hides the operator's metadata; key listing pages by
- * (created_at, id); failed admin-token attempts are throttled per client IP.
+ * balance below zero; a reused Idempotency-Key with another amount is a 409; GET /v1/key hides
+ * the operator's metadata; key and usage listings page by (created_at, id) and refuse malformed
+ * cursors; key names are one line of well-formed text; PATCH cannot change a token's scopes;
+ * failed admin-token attempts are throttled per client IP.
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
@@ -218,6 +220,20 @@ describe("credits", () => {
 		expect(again.status).toBe(200);
 		expect(await again.json()).toMatchObject({ balance_usd: 3, applied: false });
 	});
+
+	it("refuses an Idempotency-Key reused with another amount with 409 and changes nothing", async () => {
+		const { id } = await createKey({ balance_usd: 1 });
+		const headers = { "idempotency-key": "topup-reused" };
+		expect((await credit(id, { amount_usd: 2 }, headers)).status).toBe(200);
+		const res = await credit(id, { amount_usd: 5 }, headers);
+		const json = (await res.json()) as ErrorBody;
+		expect(res.status, JSON.stringify(json)).toBe(409);
+		expect(json.error).toMatchObject({ type: "invalid_request_error", code: "idempotency_key_reused", param: null });
+		expect(json.error.message).toMatch(/Idempotency-Key/);
+		expect(await balanceOf(id)).toBe(3);
+		// The same amount is still a replay.
+		expect(await (await credit(id, { amount_usd: 2 }, headers)).json()).toMatchObject({ balance_usd: 3, applied: false });
+	});
 });
 
 describe("GET /v1/key", () => {
@@ -269,6 +285,116 @@ describe("GET /admin/keys paging", () => {
 			await expect400(await admin(`/keys?cursor=${encodeURIComponent(cursor)}`), "cursor");
 		},
 	);
+});
+
+describe("GET /admin/usage paging", () => {
+	it.each([
+		"Infinity:x",
+		"1e400:x",
+		"-1:x",
+		"1.5:x",
+		"1e3:x",
+		"NaN:x",
+		"0x10:x",
+		" 5:x",
+		"99999999999999999999:x",
+		"5:",
+		"5",
+		":x",
+		"garbage",
+	])("refuses the malformed cursor %s with 400", async (cursor) => {
+		await expect400(await admin(`/usage?cursor=${encodeURIComponent(cursor)}`), "cursor");
+	});
+
+	it("accepts a well-formed cursor", async () => {
+		const res = await admin(`/usage?cursor=${encodeURIComponent(`${Date.now()}:req_x`)}`);
+		expect(res.status).toBe(200);
+	});
+
+	it.each(["99999999999999999999", "1e400"])("refuses since=%s with 400", async (since) => {
+		await expect400(await admin(`/usage?since=${since}`), "since");
+	});
+});
+
+describe("key names", () => {
+	const BAD = [
+		["a NUL", "a\u0000b"],
+		["a newline", "a\nb"],
+		["a tab", "a\tb"],
+		["DEL", "a\u007fb"],
+		["a C1 control", "a\u0085b"],
+		["a line separator", "a\u2028b"],
+		["a lone high surrogate", "a\ud800b"],
+		["a lone low surrogate", "\udfff"],
+	];
+
+	it.each(BAD)("POST refuses a name with %s", async (_label, name) => {
+		await expect400(await admin("/keys", { method: "POST", body: JSON.stringify({ name }) }), "name");
+	});
+
+	it.each(BAD)("PATCH refuses a name with %s and keeps the old one", async (_label, name) => {
+		const { id } = await createKey({ name: "before" });
+		await expect400(await admin(`/keys/${id}`, { method: "PATCH", body: JSON.stringify({ name }) }), "name");
+		expect(((await (await admin(`/keys/${id}`)).json()) as Json).name).toBe("before");
+	});
+
+	it("keeps names with accents, CJK and emoji (surrogate pairs) intact", async () => {
+		const name = "Café 東京 🚀 — prod";
+		const { id } = await createKey({ name });
+		expect(((await (await admin(`/keys/${id}`)).json()) as Json).name).toBe(name);
+	});
+});
+
+describe("PATCH /admin/keys/{id} on a temporary token", () => {
+	async function tokenOf(parentFields: Json = {}): Promise<{ parentId: string; id: string; expires_at: number }> {
+		const parent = await createKey({ spend_limit_usd: 50, rpm: 10, ...parentFields });
+		const res = await mint(parent.key, { ttl_seconds: 600, spend_limit_usd: 1 });
+		const t = (await res.json()) as { id: string; expires_at: number };
+		expect(res.status).toBe(201);
+		return { parentId: parent.id, ...t };
+	}
+
+	it.each<[string, Json, string]>([
+		["widens the spend limit and drops the origins", { spend_limit_usd: 1000, allowed_origins: null }, "spend_limit_usd"],
+		["drops the origins", { allowed_origins: null }, "allowed_origins"],
+		["changes the origins", { allowed_origins: ["https://evil.example"] }, "allowed_origins"],
+		["drops the spend limit", { spend_limit_usd: null }, "spend_limit_usd"],
+		["narrows the spend limit", { spend_limit_usd: 0.5 }, "spend_limit_usd"],
+		["sets a spend period", { spend_limit_period: "daily" }, "spend_limit_period"],
+		["widens rpm", { rpm: 1000 }, "rpm"],
+		["sets tpm", { tpm: 5 }, "tpm"],
+		["sets max_tokens", { max_tokens: 5 }, "max_tokens"],
+		["widens the models", { allowed_models: ["test/ok", "test/slow"] }, "allowed_models"],
+		["moves expires_at past an hour", { expires_at: Math.floor(Date.now() / 1000) + 86_400 }, "expires_at"],
+		["removes expires_at", { expires_at: null }, "expires_at"],
+		["sets metadata", { metadata: { a: "b" } }, "metadata"],
+		["renames it and changes a scope", { name: "ok", rpm: 1 }, "rpm"],
+	])("refuses a PATCH that %s with 400 and changes nothing", async (_label, body, param) => {
+		const t = await tokenOf();
+		const before = await (await admin(`/keys/${t.id}`)).json();
+		const json = await expect400(await admin(`/keys/${t.id}`, { method: "PATCH", body: JSON.stringify(body) }), param);
+		expect(json.error.message).toMatch(/temporary token/);
+		expect(await (await admin(`/keys/${t.id}`)).json()).toEqual(before);
+	});
+
+	it("still allows renaming it, restating its own scopes, and revoking it", async () => {
+		const t = await tokenOf();
+		const renamed = await admin(`/keys/${t.id}`, {
+			method: "PATCH",
+			body: JSON.stringify({ name: "renamed", allowed_origins: [APP], spend_limit_usd: 1, expires_at: t.expires_at }),
+		});
+		expect(renamed.status).toBe(200);
+		expect(await renamed.json()).toMatchObject({ name: "renamed", allowed_origins: [APP], spend_limit_usd: 1 });
+		const revoked = await admin(`/keys/${t.id}`, { method: "DELETE" });
+		expect(revoked.status).toBe(200);
+		expect(await revoked.json()).toMatchObject({ revoked: true });
+	});
+
+	it("still lets the parent key be changed", async () => {
+		const t = await tokenOf();
+		const res = await admin(`/keys/${t.parentId}`, { method: "PATCH", body: JSON.stringify({ spend_limit_usd: 100, rpm: 20 }) });
+		expect(res.status).toBe(200);
+	});
 });
 
 describe("admin token throttle without Redis", () => {

@@ -8,7 +8,8 @@
  *  - a message `ping XXXXXX` (11 characters) is estimated by the gateway at ceil(11/4) + 4 = 7
  *    prompt tokens; the dev engine counts ceil(11/4) = 3 and answers "Echo: ping XXXXXX"
  *    (3 words = 3 completion tokens, 17 characters ≈ ceil(17/4) = 5 estimated tokens);
- *  - hold = 7 × 1_000 + 1000 × 2_000 = 2_007_000;
+ *  - hold = the prompt at its billing bound (4 × 7 + 1_024 = 1_052 tokens) × 1_000 + 1000 × 2_000
+ *    = 3_052_000: the most settlement can charge, however the engine counts;
  *  - completed: 3 × 1_000 + 3 × 2_000 = 9_000;
  *  - estimated (no engine usage): 7 × 1_000 + 5 × 2_000 = 17_000.
  */
@@ -31,7 +32,9 @@ import {
 
 const IN = 1_000;
 const OUT = 2_000;
-const HOLD = 7 * IN + 1000 * OUT; // 2_007_000
+/** The prompt's billing bound for the 7-token estimate: 4 × 7 + 1_024. */
+const PROMPT_BOUND = 4 * 7 + 1024;
+const HOLD = PROMPT_BOUND * IN + 1000 * OUT; // 3_052_000
 const COMPLETED = 3 * IN + 3 * OUT; // 9_000
 const ESTIMATED = 7 * IN + 5 * OUT; // 17_000
 
@@ -127,15 +130,15 @@ function textDeltas(frames: string[]): string {
 describe("balance checks under concurrency", () => {
 	it("50 concurrent requests on a balance worth three: the rest get 402, the books balance", async () => {
 		// test/slow streams 40 words, one every 50 ms, so the first requests hold their money
-		// while the others arrive. max_tokens 40: hold = 7×1_000 + 40×2_000 = 87_000; the engine
-		// reports 3 prompt + 40 completion tokens: cost = 83_000.
-		const hold = 7 * IN + 40 * OUT;
+		// while the others arrive. max_tokens 40: hold = 1_052×1_000 + 40×2_000 = 1_132_000; the
+		// engine reports 3 prompt + 40 completion tokens: cost = 83_000.
+		const hold = PROMPT_BOUND * IN + 40 * OUT;
 		const cost = 3 * IN + 40 * OUT;
-		expect(hold).toBe(87_000);
+		expect(hold).toBe(1_132_000);
 		expect(cost).toBe(83_000);
-		const initial = 3 * hold; // 261_000 nano$ = $0.000261
+		const initial = 3 * hold; // 3_396_000 nano$ = $0.003396
 		const k = await createKey({ balance_usd: usd(initial) });
-		expect(k.balance_usd).toBe(0.000261);
+		expect(k.balance_usd).toBe(0.003396);
 
 		const body = { model: "test/slow", stream: true, max_tokens: 40, messages: [{ role: "user", content: "ping conc01" }] };
 		const responses = await Promise.all(
@@ -159,7 +162,7 @@ describe("balance checks under concurrency", () => {
 			expect(typeof e?.available_usd).toBe("number");
 			expect(e?.available_usd as number).toBeLessThanOrEqual(0);
 			expect(e?.required_usd).toBe(usd(hold));
-			expect(e?.message).toContain("0.000087");
+			expect(e?.message).toContain("0.001132");
 		}
 		for (const r of ok) expect(r.frames.at(-1)).toBe("[DONE]");
 
@@ -544,8 +547,7 @@ describe("each outcome is billed as stated", () => {
 			else expect(res.headers.get("x-venym-cost-usd")).toBe("0.000009");
 			const end = await settledInfo(k.id, 1);
 			expect(end).toMatchObject({ spentNanos: COMPLETED, balanceNanos: 10_000_000_000 - COMPLETED, openHolds: 0 });
-			// Give any stray second settlement a chance to show up.
-			await new Promise((r) => setTimeout(r, 300));
+			// Settled, no hold left: flush the outbox, so a second settlement would show as a second row.
 			await runDurableObjectAlarm(ledger(k.id));
 			const rows = await usageOf(k.id, 1);
 			expect(rows).toHaveLength(1);
@@ -577,7 +579,7 @@ describe("credits", () => {
 		const err = ((await refused.json()) as ErrorBody).error;
 		expect(err).toMatchObject({ code: "insufficient_balance", available_usd: 0, required_usd: usd(HOLD) });
 		expect(err.message).toContain("$0.000000");
-		expect(err.message).toContain("$0.002007");
+		expect(err.message).toContain("$0.003052");
 
 		const topUp = () =>
 			admin(`/keys/${k.id}/credits`, {
@@ -742,13 +744,10 @@ describe("GET /admin/usage", () => {
 	it("filters by since (unix seconds or ISO 8601)", async () => {
 		const k = await createKey({ balance_usd: 10 });
 		const early = await fill(k, 2);
-		// Records carry created_at in seconds; step past a second boundary.
-		const boundary = await waitFor(async () => {
-			const t = Date.now();
-			await new Promise((r) => setTimeout(r, 50));
-			return Math.floor(Date.now() / 1000) > Math.floor(t / 1000) ? Math.floor(Date.now() / 1000) : null;
-		}, 3_000);
-		await new Promise((r) => setTimeout(r, 20));
+		// Records carry created_at in whole seconds. Date the early ones an hour back instead of
+		// waiting for the clock to cross a second: the boundary falls between them and the rest.
+		await env.DB.prepare("UPDATE usage_records SET created_at = created_at - 3600000 WHERE key_id = ?").bind(k.id).run();
+		const boundary = Math.floor(Date.now() / 1000) - 60;
 		const late = await fill(k, 3);
 
 		const bySeconds = await usagePage(`?key_id=${k.id}&since=${boundary}`);

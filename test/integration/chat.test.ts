@@ -20,7 +20,9 @@ function marker(): string {
 }
 
 async function engineCallsWith(m: string): Promise<EngineRequest[]> {
-	return (await engineRequests()).filter((r) => r.path.endsWith("/chat/completions") && JSON.stringify(r.body).includes(m));
+	return (await engineRequests({ contains: m })).filter(
+		(r) => r.path.endsWith("/chat/completions") && JSON.stringify(r.body).includes(m),
+	);
 }
 
 /** The single engine call carrying `m`. */

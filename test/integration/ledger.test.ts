@@ -6,6 +6,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import { HOLD_TTL_MS, type KeyLedger, type SettleInput } from "../../src/ledger/key-ledger";
 import type { UsageRecordInput } from "../../src/ledger/outbox";
+import { flushUsage } from "../support/ledger";
 
 let seq = 0;
 function freshKeyId(label: string): string {
@@ -181,7 +182,7 @@ describe("KeyLedger: settlement happens once per request id", () => {
 		expect(info.spentNanos).toBe(9_000);
 		expect(info.openHolds).toBe(0);
 
-		await runDurableObjectAlarm(stub);
+		await flushUsage(stub);
 		const rows = await usageRow("r");
 		expect(rows.results).toHaveLength(1);
 		expect(rows.results[0]).toMatchObject({ request_id: "r", key_id: keyId, cost_nanos: 9_000 });
@@ -218,7 +219,7 @@ describe("KeyLedger: settlement happens once per request id", () => {
 		const info = await stub.info();
 		expect(info).toMatchObject({ balanceNanos: 9_790_000, spentNanos: 210_000, heldNanos: 0, openHolds: 0 });
 
-		await runDurableObjectAlarm(stub);
+		await flushUsage(stub);
 		const d1 = await env.DB.prepare("SELECT COUNT(*) AS n, SUM(cost_nanos) AS total FROM usage_records WHERE key_id = ?")
 			.bind(keyId)
 			.first<{ n: number; total: number }>();
@@ -347,7 +348,7 @@ describe("KeyLedger: usage outbox", () => {
 			}),
 		});
 		expect((await stub.info()).outboxSize).toBe(1);
-		await runDurableObjectAlarm(stub);
+		await flushUsage(stub);
 		const rows = (await usageRow("u1")).results;
 		expect(rows).toEqual([
 			{

@@ -15,6 +15,8 @@ import { TEST_NODE_KEY } from "../support/test-config";
 const IN = 1_000;
 const OUT = 2_000;
 const SEARCH = 5_000_000;
+/** The prompt's billing bound for an estimate (4 × estimate + 1_024, within the context): what a hold covers. */
+const bound = (estimate: number) => Math.min(8192, 4 * estimate + 1024);
 
 interface ErrorBody {
 	error: { message: string; type: string; param: string | null; code: string | null; [k: string]: unknown };
@@ -112,7 +114,7 @@ describe("n choices", () => {
 			max_tokens: 40,
 			messages: [{ role: "user", content: ping() }],
 		});
-		expect(held).toBe(7 * IN + 3 * 40 * OUT);
+		expect(held).toBe(bound(7) * IN + 3 * 40 * OUT);
 	});
 
 	it("admits n > 1 only when the balance covers the extra choices' worst case; one choice as before", async () => {
@@ -162,7 +164,7 @@ describe("the hold covers what settlement can charge", () => {
 			],
 		});
 		expect(IMAGE_TOKENS).toBe(1536);
-		expect(held).toBe((7 + IMAGE_TOKENS) * IN + 40 * OUT);
+		expect(held).toBe(bound(7 + IMAGE_TOKENS) * IN + 40 * OUT);
 	});
 
 	it("holds the largest grounding message a search can add, and the charge stays within the hold", async () => {
@@ -174,7 +176,7 @@ describe("the hold covers what settlement can charge", () => {
 			messages: [{ role: "user", content: ping() }],
 		};
 		const held = await heldWhileStreaming(k.id, k.key, body);
-		const hold = (7 + groundingTokenBound(3)) * IN + 40 * OUT + SEARCH;
+		const hold = bound(7 + groundingTokenBound(3)) * IN + 40 * OUT + SEARCH;
 		expect(held).toBe(hold);
 		// Non-stream on a fast node (test/slow would pass the first-byte timeout without streaming).
 		const res = await chat(k.key, { ...body, model: "test/ok:online", stream: false });
@@ -198,6 +200,63 @@ describe("the hold covers what settlement can charge", () => {
 		const { rows } = await settled(k.id, 1);
 		expect(rows[0]?.search_count).toBe(0);
 		expect(rows[0]?.cost_nanos).toBeLessThan(SEARCH);
+	});
+});
+
+describe("settlement never charges more than the hold", () => {
+	it("40 parallel requests whose engine bills big prompts overspend the balance by at most one hold", async () => {
+		// Estimate 7, bound 1_052: the engine's 1_040 prompt tokens are accepted and billed in full.
+		const hold = bound(7) * IN + 1 * OUT;
+		const cost = 1040 * IN + 1 * OUT;
+		expect(cost).toBeLessThanOrEqual(hold);
+		const k = await createKey({ balance_usd: usd(5 * hold) });
+		const statuses = await Promise.all(
+			Array.from({ length: 40 }, async () => {
+				const res = await chat(k.key, { model: "test/bigprompt", max_tokens: 1, messages: [{ role: "user", content: ping() }] });
+				await res.text();
+				return res.status;
+			}),
+		);
+		const ok = statuses.filter((s) => s === 200).length;
+		expect(ok + statuses.filter((s) => s === 402).length).toBe(40);
+		const { info: i, rows } = await settled(k.id, ok);
+		expect(rows.every((r) => r.cost_nanos === cost && !r.estimated)).toBe(true);
+		expect(i.balanceNanos).toBeGreaterThanOrEqual(-hold);
+	});
+});
+
+describe("engine fields that escape the caps", () => {
+	it.each(["n_predict", "num_predict", "best_of", "use_beam_search", "chat_template"])(
+		"refuses %s with 400 naming it",
+		async (field) => {
+			const k = await createKey({ balance_usd: 1 });
+			const res = await chat(k.key, {
+				model: "test/ok",
+				[field]: field === "chat_template" ? "{{x}}" : 5,
+				messages: [{ role: "user", content: "hi" }],
+			});
+			expect(res.status).toBe(400);
+			expect(((await res.json()) as ErrorBody).error).toMatchObject({ param: field, code: "unsupported_parameter" });
+		},
+	);
+
+	it.each([1e20, 2.5, 0, -1])("answers n = %s with the n message", async (n) => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, { model: "test/ok", n, messages: [{ role: "user", content: "hi" }] });
+		expect(res.status).toBe(400);
+		const e = ((await res.json()) as ErrorBody).error;
+		expect(e.param).toBe("n");
+		expect(e.message).toMatch(/^Invalid 'n'/);
+	});
+});
+
+describe("a search that ran is charged", () => {
+	it("even when the engine then refuses the request", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, { model: "test/flat400:online", messages: [{ role: "user", content: ping() }] });
+		expect(res.status).toBe(400);
+		const { rows } = await settled(k.id, 1);
+		expect(rows[0]).toMatchObject({ search_count: 1, cost_nanos: SEARCH });
 	});
 });
 
@@ -377,6 +436,33 @@ describe("an engine that stalls after its headers", () => {
 		expect(rows[0]).toMatchObject({ status: "engine_error", cost_nanos: 0 });
 		expect(i.balanceNanos).toBe(1e9);
 		await waitFor(async () => (await engineRequestsSince(since)).some((c) => c.scenario === "stall" && c.aborted));
+	});
+});
+
+describe("an engine that only sends keep-alives", () => {
+	it("ends a stream of `: ping` comments at the idle timeout", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, { model: "test/trickle", stream: true, messages: [{ role: "user", content: ping() }] });
+		const frames = await readSse(res);
+		expect((JSON.parse(frames.at(-1) as string) as ErrorBody).error.code).toBe("upstream_timeout");
+		const { rows } = await settled(k.id, 1);
+		expect(rows[0]?.status).toBe("engine_error");
+	});
+
+	it("answers 504 when a non-stream body is only whitespace keep-alives", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, { model: "test/trickle", messages: [{ role: "user", content: ping() }] });
+		expect(res.status).toBe(504);
+		expect(((await res.json()) as ErrorBody).error.code).toBe("upstream_timeout");
+		const { rows } = await settled(k.id, 1);
+		expect(rows[0]).toMatchObject({ status: "engine_error", cost_nanos: 0 });
+	});
+
+	it("answers 504 upstream_timeout when every node timed out before its headers", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, { model: "test/all-hang", messages: [{ role: "user", content: ping() }] });
+		expect(res.status).toBe(504);
+		expect(((await res.json()) as ErrorBody).error).toMatchObject({ type: "server_error", code: "upstream_timeout" });
 	});
 });
 

@@ -117,8 +117,10 @@ describe("Responses API through the official SDK", () => {
 		const c = client(key);
 		const since = await lastEngineId();
 		const queued = await c.responses.create({ model: "test/slow", input: "slow one", background: true });
-		// Wait until the run has reached the engine, then cancel it.
-		await waitFor(async () => (await engineRequestsSince(since)).find((r) => JSON.stringify(r.body).includes("slow one")));
+		// Cancel once the run is at the engine, well within the 1 s first-byte timeout (the slow engine
+		// answers after 2 s): polling the store is quick, where listing the engine's requests may not be.
+		await waitFor(async () => (await c.responses.retrieve(queued.id)).status === "in_progress");
+		await new Promise((r) => setTimeout(r, 150));
 		const cancelled = await c.responses.cancel(queued.id);
 		expect(cancelled.status).toBe("cancelled");
 		const seen = await waitFor(async () =>

@@ -101,7 +101,7 @@ describe("max_tokens ceiling", () => {
 		const c = marker();
 		expect((await chat(key, body(c, { max_completion_tokens: 3 }))).status).toBe(200);
 		const sent = async (m: string) =>
-			waitFor(async () => (await engineRequests()).find((r) => JSON.stringify(r.body).includes(m))?.body ?? null);
+			waitFor(async () => (await engineRequests({ contains: m })).find((r) => JSON.stringify(r.body).includes(m))?.body ?? null);
 		expect((await sent(a)).max_tokens).toBe(7);
 		expect((await sent(b)).max_tokens).toBe(7);
 		expect((await sent(c)).max_completion_tokens).toBe(3);

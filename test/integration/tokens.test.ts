@@ -3,6 +3,7 @@
  * bound to origins, expire within an hour and never after their key, cannot widen its scopes
  * or mint tokens themselves, and draw on the key's balance.
  */
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { admin, chat, createKey, gw, waitFor } from "../support/gateway";
 
@@ -64,6 +65,41 @@ describe("minting", () => {
 		await expectError(await mint(parent.key, fields), 400, param);
 	});
 
+	it.each([
+		["ttl_seconds", 1.5],
+		["ttl_seconds", "600"],
+		["ttl_seconds", null],
+		["allowed_origins", "https://a.com"],
+		["allowed_models", "test/ok"],
+		["spend_limit_usd", "1"],
+		["rpm", 2.5],
+		["tpm", true],
+		["max_tokens", [5]],
+		["name", 5],
+	])("refuses %s of the wrong type (%j) as an invalid value, not a missing one", async (param, value) => {
+		const parent = await createKey();
+		const json = await expectError(await mint(parent.key, { allowed_origins: ["https://a.com"], [param]: value }), 400, param);
+		expect(json.error.message).toMatch(new RegExp(`^Invalid value for '${param}'`));
+		expect(json.error.message).not.toMatch(/Missing/);
+	});
+
+	it.each([
+		["a NUL", "tok\u0000en"],
+		["a newline", "tok\nen"],
+		["a C1 control", "tok\u0085en"],
+		["a lone high surrogate", "tok\ud800en"],
+		["a lone low surrogate", "tok\udc00"],
+	])("refuses a token name with %s", async (_label, name) => {
+		const parent = await createKey();
+		await expectError(await mint(parent.key, { allowed_origins: [APP], name }), 400, "name");
+	});
+
+	it("keeps a token name with emoji and accents", async () => {
+		const parent = await createKey();
+		const t = await minted(parent.key, { name: "café 🚀" });
+		expect(((await (await admin(`/keys/${t.id}`)).json()) as Json).name).toBe("café 🚀");
+	});
+
 	it("accepts a ttl of exactly an hour", async () => {
 		const parent = await createKey();
 		const t = await minted(parent.key, { ttl_seconds: 3600 });
@@ -91,6 +127,18 @@ describe("no widening", () => {
 		await expectError(await mint(parent.key, { allowed_origins: [APP], max_tokens: 101 }), 403, "max_tokens");
 		const narrower = await minted(parent.key, { allowed_models: ["test/ok"], rpm: 5, spend_limit_usd: 0.5, max_tokens: 50 });
 		expect(narrower).toMatchObject({ allowed_models: ["test/ok"], rpm: 5, spend_limit_usd: 0.5, max_tokens: 50 });
+	});
+
+	it("names limits in USD, not nano-dollars, when refusing a wider spend limit", async () => {
+		const parent = await createKey({ spend_limit_usd: 0.05 });
+		const json = await expectError(
+			await mint(parent.key, { allowed_origins: [APP], spend_limit_usd: 0.06 }),
+			403,
+			"spend_limit_usd",
+		);
+		expect(json.error.message).toContain("$0.06");
+		expect(json.error.message).toContain("$0.05");
+		expect(json.error.message).not.toMatch(/\d{5}/);
 	});
 
 	it("inherits the key's models, and the key's later narrowing applies to its tokens", async () => {
@@ -131,8 +179,11 @@ describe("lifetime", () => {
 	it("expires after its ttl with 401", async () => {
 		const parent = await createKey();
 		const t = await minted(parent.key, { ttl_seconds: 1 });
-		// Expiry is in whole seconds: wait until the second after expires_at.
-		await waitFor(async () => Date.now() >= (t.expires_at + 0.05) * 1000, 3000);
+		expect(t.expires_at).toBe((t.created_at as number) + 1);
+		// Let the second pass in the record instead of on the clock: expires_at one second ago.
+		// The token has not been used, so no cache holds the old expiry.
+		const past = Math.floor(Date.now() / 1000) - 1;
+		await env.DB.prepare("UPDATE api_keys SET expires_at = ? WHERE id = ?").bind(past, t.id).run();
 		const json = await expectError(await chat(t.token, CHAT, fromApp), 401);
 		expect(json.error.message).toMatch(/expired/);
 	});

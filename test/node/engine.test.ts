@@ -1,7 +1,7 @@
 // The development engine in plain Node: the wire shapes the gateway's integration and e2e
 // tests rely on. Uses only web-standard APIs so it type-checks with the Workers types.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type Engine, type RecordedRequest, startEngine } from "../../dev/engine.mjs";
+import { type Engine, type RecordedRequest, type ScenarioName, scenarioNames, startEngine } from "../../dev/engine.mjs";
 
 let engine: Engine;
 
@@ -130,6 +130,55 @@ describe("dev engine", () => {
 
 		await fetch(`${engine.url}/_engine/reset`, { method: "POST" });
 		expect(engine.requests).toEqual([]);
+	});
+
+	it("lists only the requests a test asks for: since an id, containing a text, the last n", async () => {
+		for (const word of ["alpha", "beta", "alpha beta", "gamma"]) await chat({ messages: [{ role: "user", content: word }] });
+		const list = async (query: string) =>
+			((await (await fetch(`${engine.url}/_engine/requests${query}`)).json()) as RecordedRequest[]).map((r) => r.id);
+		const ids = engine.requests.map((r) => r.id);
+		expect(await list("")).toEqual(ids);
+		expect(await list(`?since=${ids[1]}`)).toEqual(ids.slice(2));
+		expect(await list("?contains=alpha")).toEqual([ids[0], ids[2]]);
+		expect(await list(`?since=${ids[0]}&contains=alpha`)).toEqual([ids[2]]);
+		expect(await list("?tail=1")).toEqual([ids[3]]);
+		expect(await list("?contains=alpha&tail=1")).toEqual([ids[2]]);
+		expect(await list("?contains=nowhere")).toEqual([]);
+	});
+
+	it("declares every scenario it serves in its types", () => {
+		// A Record over the union: a scenario missing here, or one the types lack, fails the typecheck or this test.
+		const declared: Record<ScenarioName, true> = {
+			ok: true,
+			fail500: true,
+			fail503: true,
+			fail429: true,
+			bad400: true,
+			flat400: true,
+			hang: true,
+			drop: true,
+			midstream: true,
+			midflat: true,
+			cut: true,
+			error200: true,
+			nousage: true,
+			cumulative: true,
+			finishusage: true,
+			comments: true,
+			slow: true,
+			reasoning: true,
+			stall: true,
+			hugeusage: true,
+			bigprompt: true,
+			negusage: true,
+			noeol: true,
+			echoauth: true,
+			trickle: true,
+			slowheaders: true,
+			searchfail: true,
+			searchslow: true,
+		};
+		expect([...scenarioNames].sort()).toEqual(Object.keys(declared).sort());
 	});
 
 	it("marks a request aborted when the client goes away mid-stream", async () => {

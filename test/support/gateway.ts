@@ -49,18 +49,28 @@ export interface EngineRequest {
 	finished: boolean;
 }
 
-export async function engineRequests(): Promise<EngineRequest[]> {
-	return (await (await fetch(`${env.ENGINE_URL}/_engine/requests`)).json()) as EngineRequest[];
+/**
+ * What the engine received, oldest first. The engine keeps every request of the run (bodies
+ * included, some of them megabytes), so ask it for what a test needs: `since` an id from an
+ * earlier listing, `contains` a marker in the raw body.
+ */
+export async function engineRequests(filter: { since?: number; contains?: string } = {}): Promise<EngineRequest[]> {
+	const query = new URLSearchParams();
+	if (filter.since !== undefined) query.set("since", String(filter.since));
+	if (filter.contains !== undefined) query.set("contains", filter.contains);
+	const qs = query.toString();
+	return (await (await fetch(`${env.ENGINE_URL}/_engine/requests${qs ? `?${qs}` : ""}`)).json()) as EngineRequest[];
 }
 
 /** Engine requests made after `since` (an id from a previous listing). */
-export async function engineRequestsSince(since: number): Promise<EngineRequest[]> {
-	return (await engineRequests()).filter((r) => r.id > since);
+export function engineRequestsSince(since: number): Promise<EngineRequest[]> {
+	return engineRequests({ since });
 }
 
+/** The id of the engine's latest request (0 when there is none), to list only later ones. */
 export async function lastEngineId(): Promise<number> {
-	const all = await engineRequests();
-	return all.length ? (all[all.length - 1] as EngineRequest).id : 0;
+	const [last] = (await (await fetch(`${env.ENGINE_URL}/_engine/requests?tail=1`)).json()) as EngineRequest[];
+	return last?.id ?? 0;
 }
 
 /** Polls until `fn` returns a truthy value (settlement runs in waitUntil, after the response). */

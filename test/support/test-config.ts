@@ -36,6 +36,9 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/noeol", [node("noeol")]),
 			model("test/echoauth", [{ url: node("echoauth"), api_key_env: "NODE_KEY" }]),
 			model("test/slowheaders", [node("slowheaders")]),
+			model("test/trickle", [node("trickle")]),
+			model("test/bigprompt", [node("bigprompt")]),
+			model("test/all-hang", [node("hang")]),
 			// Megabyte-sized Responses inputs and long previous_response_id chains.
 			model("test/big", [node()], { context_length: 10_000_000 }),
 		],

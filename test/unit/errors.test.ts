@@ -10,6 +10,7 @@ describe("toErrorResponse", () => {
 		["model_not_found", 404, "invalid_request_error"],
 		["not_found", 404, "invalid_request_error"],
 		["request_too_large", 413, "invalid_request_error"],
+		["conflict", 409, "invalid_request_error"],
 		["rate_limited", 429, "rate_limit_error"],
 		["upstream_unavailable", 502, "server_error"],
 		["config_invalid", 500, "server_error"],
@@ -28,11 +29,18 @@ describe("toErrorResponse", () => {
 		["model_not_found", "model_not_found"],
 		["not_found", "not_found"],
 		["request_too_large", "request_too_large"],
+		["conflict", "conflict"],
 		["rate_limited", "rate_limit_exceeded"],
 		["upstream_unavailable", "upstream_unavailable"],
 		["config_invalid", "config_invalid"],
 	])("gives %s the code %s", (kind, code) => {
 		expect(toErrorResponse(new GatewayError(kind, "x")).body.error.code).toBe(code);
+	});
+
+	it("lets a conflict carry its own code", () => {
+		const { status, body } = toErrorResponse(new GatewayError("conflict", "reused", { code: "idempotency_key_reused" }));
+		expect(status).toBe(409);
+		expect(body.error.code).toBe("idempotency_key_reused");
 	});
 
 	it("always has exactly message, type, param and code (param null unless given)", () => {

@@ -55,7 +55,8 @@ describe("boundedUsage", () => {
 
 	it("bounds the prompt by the context length, else by a generous multiple of the estimate", () => {
 		const model = { context_length: 8192 } as Parameters<typeof promptBound>[0];
-		expect(promptBound(model, 100)).toBe(8192);
+		expect(promptBound(model, 100)).toBe(100 * 4 + 1024);
+		expect(promptBound(model, 5000)).toBe(8192);
 		expect(promptBound({} as Parameters<typeof promptBound>[0], 100)).toBe(100 * 4 + 1024);
 		expect(tokenCount(2 ** 53)).toBeUndefined();
 	});

@@ -1,0 +1,204 @@
+// What the development engine answers, decided before a byte is written: the reply plan
+// (words, reasoning, tool call, usage), the stream as a list of payloads, the non-stream body
+// and the search results. Pure functions of the request body and the scenario; dev/engine.mjs
+// writes them to the socket.
+
+export const MODEL_IDS = ["venym-dev/echo", "venym-dev/reasoner"];
+const REASONING_TEXT = "Thinking about it.";
+const FILLER = "and then some more words follow to pad the answer out".split(" ");
+const FRAGMENT_CHARS = 8;
+
+function textOf(content) {
+	if (typeof content === "string") return content;
+	if (!Array.isArray(content)) return "";
+	return content
+		.filter((part) => part?.type === "text" && typeof part.text === "string")
+		.map((part) => part.text)
+		.join(" ");
+}
+
+const words = (text) => text.split(/\s+/).filter(Boolean);
+
+function promptTokens(messages) {
+	const chars = messages.reduce((sum, message) => sum + textOf(message?.content).length, 0);
+	return Math.ceil(chars / 4);
+}
+
+// Web-search grounding arrives as numbered sources in system text; cite the first two
+// so the gateway's source handling has something real to carry.
+function citedSources(messages) {
+	const system = messages.filter((m) => m?.role === "system" || m?.role === "developer");
+	const found = system.flatMap((m) => textOf(m.content).match(/\[\d+\]/g) ?? []);
+	return [...new Set(found)].slice(0, 2);
+}
+
+function replyText(messages, last, userText) {
+	if (last.role === "tool") return `Tool said: ${textOf(last.content)}`;
+	const [first, second] = citedSources(messages);
+	if (first) return `According to ${first}, ${userText} is covered in the results${second ? ` ${second}` : ""}.`;
+	return `Echo: ${userText}`;
+}
+
+function chooseTool(body, last, userText, n) {
+	const tools = Array.isArray(body.tools) ? body.tools : [];
+	if (tools.length === 0 || last.role === "tool" || body.tool_choice === "none") return null;
+	const name = body.tool_choice?.function?.name ?? tools[0]?.function?.name ?? "tool";
+	const args = JSON.stringify({ query: userText });
+	return { id: `call_${n}`, type: "function", function: { name, arguments: args } };
+}
+
+function shapeWords(list, behaviour) {
+	const out = behaviour.suffix ? [...list, ...words(behaviour.suffix)] : [...list];
+	const target = behaviour.exactWords ?? Math.max(out.length, behaviour.minWords ?? 0);
+	for (let i = 0; out.length < target; i++) out.push(FILLER[i % FILLER.length]);
+	return out.slice(0, target);
+}
+
+// Split on code points, never inside a surrogate pair.
+function fragments(text) {
+	const chars = Array.from(text);
+	const out = [];
+	for (let i = 0; i < chars.length; i += FRAGMENT_CHARS) out.push(chars.slice(i, i + FRAGMENT_CHARS).join(""));
+	return out;
+}
+
+// Everything the answer will contain, decided once so stream and non-stream agree.
+// Tokens are whitespace-separated words; a tool call costs one token per argument fragment.
+export function planReply(body, behaviour, n) {
+	const messages = body.messages;
+	const last = messages.at(-1) ?? {};
+	const userText = textOf(messages.findLast((m) => m?.role === "user")?.content);
+	const toolCall = chooseTool(body, last, userText, n);
+	const wantsReasoning = body.reasoning_effort != null || /reason/i.test(String(body.model ?? ""));
+	const reasoningField = behaviour.reasoningField ?? (wantsReasoning ? "reasoning_content" : null);
+	const reasoningWords = reasoningField ? words(REASONING_TEXT) : [];
+	const fullWords = toolCall ? [] : shapeWords(words(replyText(messages, last, userText)), behaviour);
+	const cap = body.max_completion_tokens ?? body.max_tokens;
+	const capped = Number.isInteger(cap) && cap >= 0 && fullWords.length > cap;
+	const contentWords = capped ? fullWords.slice(0, cap) : fullWords;
+	const argFragments = toolCall ? fragments(toolCall.function.arguments) : [];
+	const prompt = promptTokens(messages);
+	const completion = reasoningWords.length + contentWords.length + argFragments.length;
+	return {
+		reasoningField,
+		reasoningWords,
+		contentWords,
+		toolCall,
+		argFragments,
+		finish: toolCall ? "tool_calls" : capped ? "length" : "stop",
+		usage: behaviour.usageOverride ?? usageOf(prompt, completion),
+	};
+}
+
+const usageOf = (prompt, completion) => ({
+	prompt_tokens: prompt,
+	completion_tokens: completion,
+	total_tokens: prompt + completion,
+});
+
+// llama.cpp reports speed figures beside usage; the values only need to look plausible.
+const timingsOf = (usage) => ({
+	prompt_n: usage.prompt_tokens,
+	prompt_ms: usage.prompt_tokens * 0.5,
+	predicted_n: usage.completion_tokens,
+	predicted_ms: usage.completion_tokens * 20,
+	predicted_per_second: 50,
+});
+
+function toolDeltas({ toolCall, argFragments }) {
+	if (!toolCall) return [];
+	const { id, type, function: fn } = toolCall;
+	const head = { index: 0, id, type, function: { name: fn.name, arguments: "" } };
+	const rest = argFragments.map((piece) => ({ index: 0, function: { arguments: piece } }));
+	return [head, ...rest].map((call) => ({ tool_calls: [call] }));
+}
+
+function streamDeltas(plan) {
+	const spaced = (w, i) => (i === 0 ? w : ` ${w}`);
+	const deltas = [
+		...plan.reasoningWords.map((w, i) => ({ [plan.reasoningField]: spaced(w, i) })),
+		...plan.contentWords.map((w, i) => ({ content: spaced(w, i) })),
+		...toolDeltas(plan),
+	];
+	if (deltas.length === 0) deltas.push({ content: "" });
+	deltas[0] = { role: "assistant", ...deltas[0] };
+	return deltas;
+}
+
+const carriesToken = (delta) =>
+	Boolean(delta.content || delta.reasoning_content || delta.reasoning || delta.tool_calls?.[0].function.arguments);
+
+// Key order as OpenAI sends it, which keeps recorded transcripts diffable against real ones.
+const header = ({ id, created, model }, object) => ({ id, object, created, model });
+
+// The whole stream as payloads (objects, "[DONE]" or a failure) before any byte is sent.
+export function streamPayloads(plan, meta, behaviour, includeUsage) {
+	const mode = behaviour.usage ?? "final";
+	const chunk = (choices, extra = {}) => ({ ...header(meta, "chat.completion.chunk"), choices, ...extra });
+	let emitted = 0;
+	const payloads = streamDeltas(plan).map((delta) => {
+		emitted += carriesToken(delta) ? 1 : 0;
+		const extra = mode === "cumulative" ? { usage: usageOf(plan.usage.prompt_tokens, emitted) } : {};
+		return chunk([{ index: 0, delta, finish_reason: null }], extra);
+	});
+	if (behaviour.failAfter !== undefined) {
+		const head = payloads.slice(0, behaviour.failAfter);
+		return behaviour.failure === "cut" ? head : [...head, behaviour.failure];
+	}
+	const finishExtra = { cumulative: { usage: plan.usage }, finish: { usage: plan.usage, timings: timingsOf(plan.usage) } };
+	payloads.push(chunk([{ index: 0, delta: {}, finish_reason: plan.finish }], finishExtra[mode]));
+	if (includeUsage && (mode === "final" || mode === "cumulative")) payloads.push(chunk([], { usage: plan.usage }));
+	payloads.push("[DONE]");
+	return payloads;
+}
+
+export function encodeFrame(payload, behaviour) {
+	const eol = behaviour.eol ?? "\n";
+	const data = typeof payload === "string" ? payload : JSON.stringify(payload);
+	return `${behaviour.prefix ?? "data: "}${data}${eol}${eol}`;
+}
+
+// Cut inside the JSON, one byte into the first multi-byte character and between the two
+// newlines that end the frame, so a parser that assumes whole frames per read breaks.
+export function awkwardPieces(bytes) {
+	const cuts = new Set([Math.floor(bytes.length / 2), bytes.length - 1]);
+	const multibyte = bytes.findIndex((b) => b >= 0x80);
+	if (multibyte >= 0) cuts.add(multibyte + 1);
+	const sorted = [...cuts].filter((c) => c > 0 && c < bytes.length).sort((a, b) => a - b);
+	return [0, ...sorted].map((start, i) => bytes.subarray(start, sorted[i] ?? bytes.length));
+}
+
+export function completion(plan, meta, behaviour) {
+	const { toolCall, reasoningField } = plan;
+	const message = { role: "assistant", content: toolCall ? null : plan.contentWords.join(" ") };
+	if (reasoningField) message[reasoningField] = plan.reasoningWords.join(" ");
+	if (toolCall) message.tool_calls = [toolCall];
+	const body = { ...header(meta, "chat.completion"), choices: [{ index: 0, message, finish_reason: plan.finish }] };
+	if (behaviour.usage !== "none") body.usage = plan.usage;
+	if (behaviour.usage === "finish") body.timings = timingsOf(plan.usage);
+	return body;
+}
+
+export function searchResults(query) {
+	const slug =
+		query
+			.toLowerCase()
+			.replace(/[^a-z0-9]+/g, "-")
+			.replace(/^-|-$/g, "") || "empty";
+	const results = Array.from({ length: 10 }, (_, i) => ({
+		url: `https://example.com/${slug}/${i + 1}`,
+		title: `${query} — result ${i + 1}`,
+		content: `Result ${i + 1} explains ${query} in a few plain sentences.`,
+		engine: "venym-dev",
+		score: Number((1 - i / 10).toFixed(2)),
+	}));
+	return {
+		query,
+		number_of_results: results.length,
+		results,
+		answers: [],
+		suggestions: [],
+		infoboxes: [],
+		unresponsive_engines: [],
+	};
+}

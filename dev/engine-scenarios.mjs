@@ -1,0 +1,132 @@
+// The development engine's scenarios. A `/s/<name>` path prefix picks one, so a gateway
+// config chooses an engine behaviour just by naming a node URL (http://127.0.0.1:PORT/s/cut/v1).
+// Each is one realistic quirk of a real engine; a new quirk is one entry here, and
+// dev/engine.mjs reads only the keys below, never a scenario's name.
+//
+//   early(ctx)                 answers instead of the endpoint (every endpoint, so a broken
+//                              node is broken for /v1/models too); ctx is
+//                              { req, res, url, body, record, behaviour, delayMs, gone, selfClosed }
+//   failAfter, failure,        the chat answer breaks after that many stream payloads with
+//   failureStatus              `failure` (an error body, or "cut": the connection closes)
+//   usage                      "final" (default), "none", "cumulative" or "finish"
+//   usageOverride              usage reported whatever was generated
+//   prefix, eol, comments,     SSE framing: "data:" without the space, CRLF, `: ping`
+//   split                      comments between frames, frames cut into awkward TCP pieces
+//   suffix, minWords,          the answer's words
+//   exactWords
+//   reasoningField             streams reasoning deltas under that field
+//   delayMs, headerDelayMs     pause between stream frames (non-stream: the whole answer),
+//                              and before the headers
+//   stallAfter                 headers (and that many frames), then silence
+//   searchFail, searchDelayMs  the search endpoint fails or is slow
+
+import { closeAbruptly, flatError, nestedError, sendJson, sendText, sleep } from "./engine-wire.mjs";
+
+const MULTIBYTE_TEXT = "héllo 👋 世界";
+
+export const SCENARIOS = {
+	ok: {},
+	fail500: {
+		early: (ctx) => sendJson(ctx.res, 500, { error: { message: "engine exploded", type: "server_error" } }),
+	},
+	fail503: { early: (ctx) => sendText(ctx.res, 503, "Service Unavailable") },
+	fail429: {
+		early: (ctx) =>
+			sendJson(ctx.res, 429, nestedError("Rate limit reached, slow down", "rate_limit_error", 429), {
+				"retry-after": "1",
+			}),
+	},
+	bad400: {
+		early: (ctx) =>
+			sendJson(ctx.res, 400, {
+				error: {
+					message: "This model's maximum context length is 4096 tokens",
+					type: "BadRequestError",
+					param: "messages",
+					code: 400,
+				},
+			}),
+	},
+	flat400: {
+		early: (ctx) => sendJson(ctx.res, 400, flatError("flat: bad temperature", "BadRequestError", 400)),
+	},
+	// Never sends headers: the gateway's time-to-first-byte timeout must fire. The close
+	// listener in watchClose() records the gateway walking away.
+	hang: { early: () => {} },
+	drop: { early: (ctx) => closeAbruptly(ctx) },
+	midstream: {
+		minWords: 6,
+		failAfter: 3,
+		failure: { error: { message: "CUDA out of memory", type: "server_error", code: 500 } },
+	},
+	midflat: { minWords: 6, failAfter: 3, failure: flatError("CUDA out of memory", "InternalServerError", 500) },
+	cut: { minWords: 6, failAfter: 3, failure: "cut" },
+	// Answers 200 with nothing but an error body (some servers do): no content ever arrives.
+	error200: {
+		failAfter: 0,
+		failureStatus: 200,
+		failure: { error: { message: "model is loading", type: "server_error", code: 503 } },
+	},
+	nousage: { usage: "none", prefix: "data:" },
+	cumulative: { usage: "cumulative" },
+	finishusage: { usage: "finish", eol: "\r\n" },
+	comments: { comments: true, split: true, suffix: MULTIBYTE_TEXT },
+	slow: { delayMs: 50, exactWords: 40 },
+	reasoning: { reasoningField: "reasoning" },
+	// Sends headers (and a few frames when streaming) and then nothing, holding the socket open.
+	stall: { stallAfter: 2 },
+	// Usage no engine could have produced: absurd and negative counts, on both lanes.
+	hugeusage: { usageOverride: { prompt_tokens: 1e300, completion_tokens: 7, total_tokens: 1e300 } },
+	// A big but honest prompt count: within the context, far over the gateway's estimate.
+	bigprompt: { usageOverride: { prompt_tokens: 1040, completion_tokens: 1, total_tokens: 1041 } },
+	negusage: { usageOverride: { prompt_tokens: -50, completion_tokens: 2.5, total_tokens: -47.5 } },
+	// A stream whose one event never ends: 2 MB without a newline.
+	noeol: {
+		early: async (ctx) => {
+			ctx.res.writeHead(200, { "content-type": "text/event-stream" });
+			ctx.res.write("data: ");
+			const piece = "x".repeat(64 * 1024);
+			for (let i = 0; i < 32 && !ctx.gone; i++) {
+				ctx.res.write(piece);
+				await sleep(1);
+			}
+			if (!ctx.gone) ctx.res.end();
+		},
+	},
+	// A refusal that echoes the request's Authorization header inside a 2 MB message.
+	echoauth: {
+		early: (ctx) =>
+			sendJson(ctx.res, 400, {
+				error: {
+					message: `bad request from authorization=${ctx.req.headers.authorization ?? "none"} ${"y".repeat(2_000_000)}`,
+					type: "BadRequestError",
+					param: `messages ${ctx.req.headers.authorization ?? ""}`,
+					code: 400,
+				},
+			}),
+	},
+	// Keep-alives forever and nothing else: one chunk then `: ping` comments (stream), or
+	// whitespace (non-stream), every 200 ms, until the gateway gives up.
+	trickle: {
+		early: async (ctx) => {
+			const stream = ctx.body?.stream === true;
+			ctx.res.writeHead(200, { "content-type": stream ? "text/event-stream" : "application/json" });
+			if (stream) {
+				const chunk = { id: "chatcmpl-trickle", object: "chat.completion.chunk", created: 1, model: "m" };
+				ctx.res.write(
+					`data: ${JSON.stringify({ ...chunk, choices: [{ index: 0, delta: { role: "assistant", content: "Hi" } }] })}\n\n`,
+				);
+			}
+			while (!ctx.gone) {
+				await sleep(200);
+				if (!ctx.gone) ctx.res.write(stream ? ": ping\n\n" : " ");
+			}
+		},
+	},
+	// Headers arrive late but within the first-byte timeout.
+	slowheaders: { headerDelayMs: 600 },
+	searchfail: { searchFail: true },
+	searchslow: { searchDelayMs: 5000 },
+};
+
+export const scenarioNames = Object.keys(SCENARIOS);

@@ -1,0 +1,154 @@
+/**
+ * The chat stream's rules over typed engine events, with no streams and no I/O: which chunks
+ * go to the client, the usage that is held back for the one final usage chunk, and how the
+ * stream ended (`StreamEnd`: status, usage, estimated flag, error). Unit-testable with arrays.
+ */
+import { boundedUsage, type UsageBounds } from "../chat/usage-bounds";
+import type { SettleStatus, Usage } from "../types";
+import type { EngineEvent, StreamError } from "./engine-events";
+import { estimateTokens } from "./estimate";
+
+type Json = Record<string, unknown>;
+
+export interface StreamEnd {
+	status: Extract<SettleStatus, "completed" | "engine_error" | "client_disconnected">;
+	usage: Usage;
+	estimated: boolean;
+	/** True once a chunk with content, reasoning or tool calls was sent to the client. */
+	contentForwarded: boolean;
+	/** The engine reported usage outside the bounds; the estimate was billed. */
+	usageOutOfBounds?: boolean;
+	/** The engine went quiet for longer than the idle timeout. */
+	idleTimedOut?: boolean;
+	error?: StreamError;
+}
+
+/** A chunk to forward. `data` is the engine's exact JSON text when the chunk was forwarded unchanged (but for its model). */
+export interface ForwardedChunk {
+	chunk: Json;
+	data: string | null;
+}
+
+/** How the engine's side of the stream ended, before the client's fate is known. */
+export type EngineOutcome = { status: "completed" } | { status: "engine_error"; error: StreamError; idle: boolean };
+
+export interface ChatReducerOptions {
+	/** Used when the engine sends no usage. */
+	promptTokensEstimate: number;
+	/** Engine usage outside these is replaced by the estimate (see usage-bounds.ts). */
+	bounds?: UsageBounds;
+}
+
+const UNBOUNDED: UsageBounds = { maxPromptTokens: Number.MAX_SAFE_INTEGER, maxCompletionTokens: Number.MAX_SAFE_INTEGER };
+
+function isRecord(v: unknown): v is Json {
+	return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function stringLength(v: unknown): number {
+	return typeof v === "string" ? v.length : 0;
+}
+
+/** Generated characters in a delta: the basis of the completion estimate. */
+function deltaChars(delta: Json): number {
+	let chars = stringLength(delta.content) + stringLength(delta.reasoning_content) + stringLength(delta.reasoning);
+	if (Array.isArray(delta.tool_calls)) {
+		for (const call of delta.tool_calls) {
+			if (isRecord(call) && isRecord(call.function)) {
+				chars += stringLength(call.function.name) + stringLength(call.function.arguments);
+			}
+		}
+	}
+	return chars;
+}
+
+export class ChatStreamReducer {
+	readonly #opts: ChatReducerOptions;
+	#outcome: EngineOutcome | undefined;
+	#lastUsage: Json | undefined;
+	#sawFinish = false;
+	#forwardedChars = 0;
+	#contentForwarded = false;
+	/** The stream's id and created time as the engine last gave them, for the usage chunk. */
+	id: string | undefined;
+	created: number | undefined;
+
+	constructor(opts: ChatReducerOptions) {
+		this.#opts = opts;
+	}
+
+	/** Set once the engine's side has ended (done, error, or closed). */
+	get outcome(): EngineOutcome | undefined {
+		return this.#outcome;
+	}
+
+	/** The chunks this event forwards (none after the engine's side has ended). */
+	push(e: EngineEvent): ForwardedChunk | null {
+		if (this.#outcome) return null;
+		switch (e.type) {
+			case "chunk":
+				return this.#chunk(e.chunk, e.data);
+			case "done":
+				this.#outcome = { status: "completed" };
+				return null;
+			case "error":
+				this.#outcome = { status: "engine_error", error: e.error, idle: e.idle === true };
+				return null;
+			case "closed":
+				// A finish_reason means the answer is whole even when [DONE] never came.
+				this.#outcome = this.#sawFinish
+					? { status: "completed" }
+					: {
+							status: "engine_error",
+							error: { message: "upstream closed the stream early", type: "server_error", code: null },
+							idle: false,
+						};
+				return null;
+		}
+	}
+
+	/** The engine's last usage within bounds, with whatever it lacked (or got wrong) estimated. */
+	usage(): { usage: Usage; estimated: boolean; outOfBounds: boolean } {
+		return boundedUsage(this.#lastUsage, this.#opts.bounds ?? UNBOUNDED, {
+			promptTokens: this.#opts.promptTokensEstimate,
+			completionTokens: estimateTokens(this.#forwardedChars),
+		});
+	}
+
+	/** The usage chunk's `usage`: the engine's extra fields (…_details) kept, the billed counts on top. */
+	usageField(): Json {
+		return { ...this.#lastUsage, ...this.usage().usage };
+	}
+
+	/** The end to settle: the engine's outcome, or the client's departure when it left first. */
+	end(status: StreamEnd["status"], error?: StreamError, idle = false): StreamEnd {
+		const { usage, estimated, outOfBounds } = this.usage();
+		const end: StreamEnd = { status, usage, estimated, contentForwarded: this.#contentForwarded };
+		if (outOfBounds) end.usageOutOfBounds = true;
+		if (idle) end.idleTimedOut = true;
+		if (error) end.error = error;
+		return end;
+	}
+
+	#chunk(chunk: Json, data: string): ForwardedChunk | null {
+		if (typeof chunk.id === "string") this.id = chunk.id;
+		if (typeof chunk.created === "number") this.created = chunk.created;
+		const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+		for (const choice of choices) {
+			if (!isRecord(choice)) continue;
+			if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.#sawFinish = true;
+			if (!isRecord(choice.delta)) continue;
+			const chars = deltaChars(choice.delta);
+			this.#forwardedChars += chars;
+			const tools = choice.delta.tool_calls;
+			if (chars > 0 || (Array.isArray(tools) && tools.length > 0)) this.#contentForwarded = true;
+		}
+		if (!isRecord(chunk.usage)) return { chunk, data };
+		// Engines may repeat cumulative usage on every chunk: the last one wins, never a sum.
+		this.#lastUsage = chunk.usage;
+		// The usage-only chunk is held: exactly one goes out, just before [DONE].
+		if (choices.length === 0) return null;
+		delete chunk.usage;
+		return { chunk, data: null };
+	}
+}

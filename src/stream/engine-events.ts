@@ -1,0 +1,167 @@
+/**
+ * Engine bytes → typed events: the first layer of every engine stream. It owns the byte
+ * decoding, the SSE grammar (with a bounded event buffer), the one engine-error classifier,
+ * and the idle watch; the layers above (the chat reducer, the encoders) never see bytes.
+ */
+import { engineErrorIn } from "../engine/classify";
+import { createSseParser, MAX_EVENT_BYTES, type SseEvent, SseOverflowError } from "./sse-parser";
+
+type Json = Record<string, unknown>;
+
+/** What went wrong with an engine stream, for logs; the client only sees a generic error frame. */
+export interface StreamError {
+	message: string;
+	type: string;
+	code: string | null;
+}
+
+export type EngineEvent =
+	/** A chat chunk: the parsed object and the exact JSON text it came from. */
+	| { type: "chunk"; chunk: Json; data: string }
+	/** `data: [DONE]`. */
+	| { type: "done" }
+	/** The engine failed: an error payload, malformed data, an oversized event, a broken or idle connection. */
+	| { type: "error"; error: StreamError; idle?: boolean }
+	/** The engine closed the stream without `[DONE]`. */
+	| { type: "closed" };
+
+function failure(message: string): EngineEvent {
+	return { type: "error", error: { message, type: "server_error", code: null } };
+}
+
+/** One SSE event as a typed engine event; blank data is nothing. */
+export function classifyEvent(e: SseEvent): EngineEvent | null {
+	const data = e.data.trim();
+	if (data === "") return null;
+	if (data === "[DONE]") return { type: "done" };
+	let payload: unknown;
+	try {
+		payload = JSON.parse(data);
+	} catch {
+		// Forwarding it would make the client's SDK throw a parse error instead of an API error.
+		return failure("upstream sent an event that is not JSON");
+	}
+	if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
+		return failure("upstream sent an event that is not a JSON object");
+	}
+	const error = engineErrorIn(payload, e.event, data.slice(0, 300));
+	if (error) {
+		return { type: "error", error: { message: error.message, type: error.type ?? "server_error", code: error.code } };
+	}
+	return { type: "chunk", chunk: payload as Json, data };
+}
+
+export interface EngineEventOptions {
+	/** Ends the stream with an idle error when the engine sends nothing for this long while we wait on it (0: never). */
+	idleTimeoutMs?: number;
+	/** Aborts the engine request (idle timeout). */
+	abortEngine?: (reason: unknown) => void;
+	/** Largest pending SSE event. */
+	maxEventSize?: number;
+}
+
+/**
+ * Pull-based: `next()` reads one piece of the engine body and returns the events it completed
+ * (often none, sometimes several). Once an ending event (done, error, closed) has been returned,
+ * `next()` returns nothing more. Idle is time spent waiting on the engine without a data event:
+ * comment lines and blank keep-alives do not reset it (an engine trickling `: ping` forever is
+ * still stalled), and a client reading slowly (backpressure) is not mistaken for a stalled engine.
+ * One timer per idle period, not one per chunk.
+ */
+export class EngineEventReader {
+	readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+	readonly #decoder = new TextDecoder();
+	readonly #parser;
+	readonly #opts: EngineEventOptions;
+	#events: EngineEvent[] = [];
+	#ended = false;
+	#idle: EngineEvent | null = null;
+	#timer: ReturnType<typeof setTimeout> | undefined;
+	#waitingSince = 0;
+	/** Time spent waiting on the engine since its last data event, over finished reads. */
+	#quietMs = 0;
+
+	constructor(body: ReadableStream<Uint8Array>, opts: EngineEventOptions = {}) {
+		this.#reader = body.getReader();
+		this.#opts = opts;
+		this.#parser = createSseParser(
+			(e) => {
+				const ev = classifyEvent(e);
+				if (ev) this.#events.push(ev);
+			},
+			undefined,
+			opts.maxEventSize ?? MAX_EVENT_BYTES,
+		);
+	}
+
+	/** The events completed by the next piece of the body; an ending event is always last. */
+	async next(): Promise<EngineEvent[]> {
+		if (this.#ended) return [];
+		const idleMs = this.#opts.idleTimeoutMs ?? 0;
+		if (idleMs > 0) {
+			this.#waitingSince = Date.now();
+			this.#timer ??= setTimeout(() => this.#checkIdle(idleMs), idleMs);
+		}
+		let result: ReadableStreamReadResult<Uint8Array>;
+		try {
+			result = await this.#reader.read();
+		} catch (err) {
+			return this.#end(this.#idle ?? failure(`upstream read failed: ${err instanceof Error ? err.message : String(err)}`));
+		} finally {
+			if (this.#waitingSince) this.#quietMs += Date.now() - this.#waitingSince;
+			this.#waitingSince = 0;
+		}
+		if (this.#idle) return this.#end(this.#idle);
+		try {
+			if (result.done) {
+				this.#parser.feed(this.#decoder.decode());
+				this.#parser.end();
+				this.#events.push({ type: "closed" });
+			} else {
+				this.#parser.feed(this.#decoder.decode(result.value, { stream: true }));
+			}
+		} catch (err) {
+			if (!(err instanceof SseOverflowError)) throw err;
+			this.#events.push(failure(`upstream sent an event over ${this.#opts.maxEventSize ?? MAX_EVENT_BYTES} characters`));
+		}
+		const events = this.#events;
+		this.#events = [];
+		if (events.length) this.#quietMs = 0;
+		// Whatever follows an ending in the same read is not an event of this stream.
+		const endAt = events.findIndex((e) => e.type !== "chunk");
+		if (endAt === -1) return events;
+		return this.#end(...events.slice(0, endAt + 1));
+	}
+
+	/** Stops reading and frees the engine connection (harmless once it has closed). */
+	cancel(reason?: unknown): Promise<void> {
+		this.#ended = true;
+		clearTimeout(this.#timer);
+		return this.#reader.cancel(reason).catch(() => {});
+	}
+
+	#end(...events: EngineEvent[]): EngineEvent[] {
+		this.#ended = true;
+		clearTimeout(this.#timer);
+		if ((events.at(-1) as EngineEvent).type !== "closed") void this.#reader.cancel().catch(() => {});
+		return events;
+	}
+
+	#checkIdle(idleMs: number): void {
+		this.#timer = undefined;
+		if (this.#ended) return;
+		const quiet = this.#quietMs + (this.#waitingSince === 0 ? 0 : Date.now() - this.#waitingSince);
+		if (quiet < idleMs) {
+			this.#timer = setTimeout(() => this.#checkIdle(idleMs), idleMs - quiet);
+			return;
+		}
+		this.#idle = {
+			type: "error",
+			error: { message: `engine sent nothing for ${idleMs} ms`, type: "server_error", code: null },
+			idle: true,
+		};
+		const reason = new Error("engine idle timeout");
+		this.#opts.abortEngine?.(reason);
+		void this.#reader.cancel(reason).catch(() => {});
+	}
+}

@@ -1,0 +1,103 @@
+/**
+ * The driver of every engine stream: typed engine events → the chat reducer → an encoder (chat
+ * SSE or Responses events) → the client, pulled one read at a time so backpressure reaches the
+ * engine. It ends exactly once — engine done, engine failure, or client gone — and that one end
+ * (`done`) is what settlement and logging hang off.
+ */
+import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
+import type { EngineEventReader } from "./engine-events";
+
+/** Turns the reducer's output into client bytes (as text); each lane has its own. */
+export interface StreamEncoder {
+	/** What goes out before any engine chunk (the sources frame, Responses' opening events). */
+	start(): string;
+	/** Forwarded chunks. */
+	chunks(chunks: ForwardedChunk[]): string;
+	/** The closing frames once the engine's side has ended (usage, then done or the error). */
+	finish(outcome: EngineOutcome, reducer: ChatStreamReducer): string;
+}
+
+export interface EngineStream {
+	stream: ReadableStream<Uint8Array>;
+	/** Resolves exactly once, never rejects. */
+	done: Promise<StreamEnd>;
+}
+
+export function pipeEngineStream(
+	events: EngineEventReader,
+	reducer: ChatStreamReducer,
+	encoder: StreamEncoder,
+	/** Aborts the engine request when the client leaves. */
+	abortEngine?: (reason: unknown) => void,
+): EngineStream {
+	const bytes = new TextEncoder();
+	let concluded = false;
+	let resolveDone: (end: StreamEnd) => void = () => {};
+	const done = new Promise<StreamEnd>((resolve) => {
+		resolveDone = resolve;
+	});
+	/** The stream's one ending: later calls change nothing. */
+	const conclude = (end: StreamEnd) => {
+		if (concluded) return;
+		concluded = true;
+		resolveDone(end);
+	};
+
+	const stream = new ReadableStream<Uint8Array>({
+		start(controller) {
+			const head = encoder.start();
+			if (head) controller.enqueue(bytes.encode(head));
+		},
+		async pull(controller) {
+			try {
+				// Keep reading until something can be sent: a pull that enqueues nothing leaves the
+				// client's read pending with nobody to call pull again.
+				while (!concluded) {
+					const batch = await events.next();
+					if (concluded) return;
+					const forwarded: ForwardedChunk[] = [];
+					for (const e of batch) {
+						const f = reducer.push(e);
+						if (f) forwarded.push(f);
+					}
+					// Frames that arrived together leave together: one enqueue per pull.
+					let out = forwarded.length ? encoder.chunks(forwarded) : "";
+					const outcome = reducer.outcome;
+					if (outcome) {
+						out += encoder.finish(outcome, reducer);
+						controller.enqueue(bytes.encode(out));
+						controller.close();
+						conclude(
+							outcome.status === "completed"
+								? reducer.end("completed")
+								: reducer.end("engine_error", outcome.error, outcome.idle),
+						);
+						return;
+					}
+					if (out) {
+						controller.enqueue(bytes.encode(out));
+						return;
+					}
+				}
+			} catch (err) {
+				// A bug here must still end the request's billing and the client's stream.
+				void events.cancel(err);
+				conclude(
+					reducer.end("engine_error", { message: `stream rewrite failed: ${String(err)}`, type: "server_error", code: null }),
+				);
+				controller.error(err);
+			}
+		},
+		cancel(reason) {
+			if (concluded) return;
+			const cancelled = events.cancel(reason);
+			try {
+				abortEngine?.(reason);
+			} finally {
+				conclude(reducer.end("client_disconnected"));
+			}
+			return cancelled;
+		},
+	});
+	return { stream, done };
+}
