@@ -1,11 +1,21 @@
 import type { ApiKeyRow } from "./db/schema";
 
-/** The authenticated caller. */
+/**
+ * The authenticated caller. Three ids, three names: the caller key id (`callerKeyId(p)`,
+ * `key.id`) owns the request, its stored responses and its scopes; the payer key id
+ * (`payerKeyId(p)`) is the key whose ledger pays: a `vk-tmp-` token's parent, else the caller.
+ * Both are in auth/scopes.ts.
+ */
 export interface Principal {
-	keyId: string;
+	/** The key that authenticated: for a `vk-tmp-` token, the token's own row. */
 	key: ApiKeyRow;
 	/** For a short-lived `vk-tmp-` token: the key that minted it, whose balance it draws on and whose scopes also apply. */
 	parent?: ApiKeyRow;
+	/**
+	 * @deprecated The caller key id again (= `key.id`): use `callerKeyId(principal)`. Kept while
+	 * src/routes/responses.ts reads it; principals stored with queued background responses carry it.
+	 */
+	keyId: string;
 }
 
 export interface AppEnv {

@@ -2,14 +2,15 @@ import { Hono } from "hono";
 import type { AppEnv } from "./app-env";
 import { requireKey } from "./auth/authenticate";
 import { applyCors, cors } from "./auth/cors";
-import { randomId } from "./auth/key-secret";
 import { GatewayError, toErrorResponse } from "./errors";
+import { fromHonoException } from "./http/hono-errors";
+import { randomId } from "./ids";
 import { adminRoutes } from "./routes/admin";
 import { chatCompletions } from "./routes/chat";
 import { ownKey } from "./routes/key";
 import { modelsRoutes } from "./routes/models";
 import { responsesRoutes } from "./routes/responses";
-import { mintToken } from "./routes/tokens";
+import { tokensRoutes } from "./routes/tokens";
 
 export const app = new Hono<AppEnv>();
 
@@ -30,7 +31,7 @@ app.route("/admin", adminRoutes);
 
 app.use("/v1/*", requireKey);
 app.route("/v1/models", modelsRoutes);
-app.post("/v1/tokens", mintToken);
+app.route("/v1/tokens", tokensRoutes);
 app.get("/v1/key", ownKey);
 app.post("/v1/chat/completions", chatCompletions);
 app.route("/v1/responses", responsesRoutes);
@@ -40,12 +41,13 @@ app.notFound(() => {
 });
 
 // The one place a thrown error becomes an HTTP response.
-app.onError((err, c) => {
+app.onError((thrown, c) => {
+	const err = fromHonoException(thrown);
 	const { status, body, headers } = toErrorResponse(err);
 	if (status >= 500 && !(err instanceof GatewayError && err.kind === "config_invalid")) console.error("request failed", err);
 	const res = c.json(body, status as 500, headers);
-	// Browsers hide an error body without CORS headers; the cors middleware adds them on the way
-	// out too, this covers an error raised before it ran.
+	// Browsers hide an error body without CORS headers: the cors middleware put them on this
+	// response already, unless it let the request pass (an OPTIONS that is no preflight).
 	if (c.req.path.startsWith("/v1/")) applyCors(c.req.header("origin"), res.headers);
 	return res;
 });

@@ -52,13 +52,6 @@ export async function hashSecret(secret: string): Promise<string> {
 	return hex;
 }
 
-export function randomId(prefix: string, bytes = 12): string {
-	const raw = crypto.getRandomValues(new Uint8Array(bytes));
-	let hex = "";
-	for (const b of raw) hex += b.toString(16).padStart(2, "0");
-	return `${prefix}${hex}`;
-}
-
 /** Constant-time string comparison (compares SHA-256 digests so lengths never leak). */
 export async function timingSafeEqualStrings(a: string, b: string): Promise<boolean> {
 	const enc = new TextEncoder();

@@ -15,10 +15,21 @@ function chain(p: Principal): ApiKeyRow[] {
 	return p.parent ? [p.parent, p.key] : [p.key];
 }
 
-/** The key whose ledger pays: a token's parent, otherwise the key itself. */
-export function ledgerKeyId(p: Principal): string {
-	return p.parent?.id ?? p.keyId;
+/** The key that called: a `vk-tmp-` token's own id. Its responses are stored under it. */
+export function callerKeyId(p: Principal): string {
+	return p.key.id;
 }
+
+/**
+ * The key whose ledger pays: a token's parent, otherwise the caller. Read from the key rows
+ * alone, so a principal stored with a queued background response resolves the same way.
+ */
+export function payerKeyId(p: Principal): string {
+	return p.parent?.id ?? p.key.id;
+}
+
+/** @deprecated Renamed `payerKeyId`; kept until src/chat/run-chat.ts switches. */
+export const ledgerKeyId = payerKeyId;
 
 /** True when `origin` (as a browser sends it) matches one of the patterns. */
 export function originMatches(patterns: readonly string[], origin: string): boolean {

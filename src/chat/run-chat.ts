@@ -18,6 +18,7 @@ import {
 import { runWebSearch, type SearchStatus } from "../search/run-search";
 import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
 import { estimatePromptTokens } from "../stream/estimate";
+import type { StreamEncoder } from "../stream/pipe-engine-stream";
 import type { Outcome, Usage } from "../types";
 import { rewriteCompletion } from "./completion-response";
 import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
@@ -56,10 +57,21 @@ export interface ChatRun {
 	clientSignal: AbortSignal;
 	/** Keeps settlement alive after the response is returned (ctx.waitUntil). */
 	waitUntil: (p: Promise<unknown>) => void;
+	/**
+	 * The stream's encoder when the lane is not chat SSE (Responses events); given the web-search
+	 * sources, which the encoder puts where its wire format wants them.
+	 */
+	streamEncoder?: (sources: Source[]) => StreamEncoder;
 }
 
 export type ChatResult =
-	| { kind: "stream"; stream: ReadableStream<Uint8Array>; headers: Record<string, string> }
+	| {
+			kind: "stream";
+			stream: ReadableStream<Uint8Array>;
+			headers: Record<string, string>;
+			/** The stream's one end (settlement is already attached to it). */
+			done: Promise<StreamEnd>;
+	  }
 	| { kind: "completion"; body: Record<string, unknown>; usage: Usage; headers: Record<string, string> };
 
 /** A chat request that passed every check and holds its worst-case cost in the ledger. */
@@ -264,12 +276,14 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	if (prepared.stream) {
 		const upstream = answer.response.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
 		const prelude = sources.length ? [JSON.stringify({ object: "venym.sources", sources })] : undefined;
+		const encoder = run.streamEncoder?.(sources);
 		const { stream, done } = rewriteChatStream(
 			upstream,
 			{
 				model: resolved.requestedId,
 				promptTokensEstimate: promptTokens,
 				prelude,
+				encoder,
 				bounds,
 				idleTimeoutMs: config.stream_idle_timeout_ms,
 			},
@@ -281,7 +295,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
 			return settle(outcome, searchNanos);
 		});
-		return { kind: "stream", stream, headers };
+		return { kind: "stream", stream, headers, done };
 	}
 
 	let engineJson: unknown;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { GatewayError } from "../errors";
+import { zodToGatewayError } from "../http/zod-error";
 
 const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
 
@@ -41,32 +42,6 @@ export const ChatRequestSchema = z.looseObject({
 
 export type ChatRequest = z.infer<typeof ChatRequestSchema>;
 export type VenymOptionsInput = z.infer<typeof VenymOptions>;
-
-/** `messages.0.role` → `messages[0].role`, as OpenAI names params. */
-export function formatParam(path: ReadonlyArray<PropertyKey>): string {
-	let out = "";
-	for (const seg of path) {
-		if (typeof seg === "number") out += `[${seg}]`;
-		else out += out ? `.${String(seg)}` : String(seg);
-	}
-	return out;
-}
-
-export function zodToGatewayError(error: z.ZodError, prefix: ReadonlyArray<PropertyKey> = []): GatewayError {
-	const issue = error.issues[0] as z.core.$ZodIssue;
-	const param = formatParam([...prefix, ...issue.path]);
-	let message: string;
-	if (issue.code === "invalid_type" && issue.input === undefined) message = `Missing required parameter: '${param}'.`;
-	else if (issue.code === "too_small" && issue.origin === "array")
-		message = `Invalid '${param}': empty array. Expected an array with minimum length ${issue.minimum}.`;
-	else if (issue.code === "unrecognized_keys") {
-		const key = issue.keys[0] as string;
-		return new GatewayError("invalid_request", `Unrecognized request argument supplied: ${param ? `${param}.` : ""}${key}`, {
-			param: formatParam([...prefix, ...issue.path, key]),
-		});
-	} else message = `Invalid value for '${param}': ${issue.message}`;
-	return new GatewayError("invalid_request", message, { param: param || null });
-}
 
 /**
  * Engine-specific fields that would escape the gateway's caps or the operator's setup: output

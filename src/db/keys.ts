@@ -1,35 +1,10 @@
 import { and, desc, eq, lt, or } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import type { PageCursor } from "./page-cursor";
 import { type ApiKeyRow, apiKeys } from "./schema";
 
 export type NewApiKey = typeof apiKeys.$inferInsert;
 export type ApiKeyPatch = Partial<Omit<NewApiKey, "id" | "hash" | "prefix" | "createdAt">>;
-
-/**
- * Where a page of a listing ends: the last row's created_at (ms) and id, the listing's sort order.
- * The key listing (`id`) and the usage listing (`request_id`) page the same way.
- */
-export interface PageCursor {
-	createdAt: number;
-	id: string;
-}
-
-/** The opaque `next_cursor` of a page: `<created_at ms>:<id>` of its last row. */
-export function encodePageCursor(createdAt: number, id: string): string {
-	return `${createdAt}:${id}`;
-}
-
-/**
- * Parses a cursor made by `encodePageCursor`; null when it is not one: the time must be a
- * non-negative safe integer written in plain digits (no sign, exponent, fraction, `Infinity`)
- * and the id non-empty, so nothing but a real position reaches the query.
- */
-export function decodePageCursor(cursor: string): PageCursor | null {
-	const m = /^(\d{1,16}):(.+)$/.exec(cursor);
-	if (!m) return null;
-	const createdAt = Number(m[1]);
-	return Number.isSafeInteger(createdAt) ? { createdAt, id: m[2] as string } : null;
-}
 
 export function keyStore(d1: D1Database) {
 	const db = drizzle(d1);
@@ -42,6 +17,11 @@ export function keyStore(d1: D1Database) {
 		},
 		async byId(id: string): Promise<ApiKeyRow | undefined> {
 			return db.select().from(apiKeys).where(eq(apiKeys.id, id)).get();
+		},
+		/** The secret digests of the `vk-tmp-` tokens a key minted. */
+		async childHashes(parentKeyId: string): Promise<string[]> {
+			const rows = await db.select({ hash: apiKeys.hash }).from(apiKeys).where(eq(apiKeys.parentKeyId, parentKeyId)).all();
+			return rows.map((r) => r.hash);
 		},
 		/**
 		 * Newest first, ties on created_at broken by id; `before` is the cursor of the last row of the

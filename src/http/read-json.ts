@@ -3,7 +3,7 @@ import { depthParam, MAX_JSON_DEPTH, tooDeep } from "./json-depth";
 
 /**
  * Reads a JSON request body, refusing anything over `maxBytes` without buffering it whole.
- * Malformed JSON is a 400, as OpenAI answers it.
+ * The body is JSON whatever its Content-Type (see parseJsonText).
  */
 export async function readJsonBody(req: Request, maxBytes: number): Promise<unknown> {
 	const declared = Number(req.headers.get("content-length") ?? "NaN");
@@ -11,15 +11,20 @@ export async function readJsonBody(req: Request, maxBytes: number): Promise<unkn
 	// With a declared length the body cannot run past it: one native read. A chunked body is
 	// counted as it arrives.
 	const text = declared >= 0 ? await req.text() : await readText(req, maxBytes);
+	return parseJsonText(text);
+}
+
+/**
+ * A request body's text as JSON: empty or malformed is a 400, as OpenAI answers it, and so is a
+ * field nested deeper than MAX_JSON_DEPTH (`code: "json_too_deep"`, naming the path).
+ */
+export function parseJsonText(text: string): unknown {
 	if (text.length === 0) throw new GatewayError("invalid_request", "The request body is empty; expected a JSON object.");
 	let value: unknown;
 	try {
 		value = JSON.parse(text);
 	} catch {
-		throw new GatewayError(
-			"invalid_request",
-			"We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)",
-		);
+		throw malformedJson();
 	}
 	const deep = tooDeep(value);
 	if (deep) {
@@ -33,7 +38,14 @@ export async function readJsonBody(req: Request, maxBytes: number): Promise<unkn
 	return value;
 }
 
-function tooLarge(maxBytes: number): GatewayError {
+export function malformedJson(): GatewayError {
+	return new GatewayError(
+		"invalid_request",
+		"We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload.)",
+	);
+}
+
+export function tooLarge(maxBytes: number): GatewayError {
 	return new GatewayError("request_too_large", `The request body is larger than the ${maxBytes} byte limit.`);
 }
 

@@ -4,8 +4,9 @@
  * is a client mistake reported by name rather than a setting silently dropped.
  */
 import { z } from "zod";
-import { VenymOptions, zodToGatewayError } from "../chat/validate";
+import { VenymOptions } from "../chat/validate";
 import { GatewayError } from "../errors";
+import { zodToGatewayError } from "../http/zod-error";
 
 function isRecord(v: unknown): v is Record<string, unknown> {
 	return typeof v === "object" && v !== null && !Array.isArray(v);

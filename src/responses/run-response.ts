@@ -1,10 +1,11 @@
 import type { Principal } from "../app-env";
-import { randomId } from "../auth/key-secret";
 import { type AuthorizedChat, authorizeChat, type ChatResult, type ChatRun, runChat } from "../chat/run-chat";
 import type { GatewayConfig } from "../config";
-import { GatewayError, toErrorResponse } from "../errors";
+import { GatewayError } from "../errors";
+import { randomId } from "../ids";
 import { settleSafely } from "../ledger/ledger-client";
-import { createSseParser } from "../stream/sse-parser";
+import type { Source } from "../search/grounding";
+import { failureOf } from "./failure";
 import {
 	failedResponse,
 	inProgressResponse,
@@ -15,7 +16,8 @@ import {
 } from "./from-chat";
 import type { ResponseInputItem, ResponsesRequest } from "./request-schema";
 import type { BackgroundJob, HeldRequest, ResponseStore, ResponseStoreApi } from "./response-store";
-import { encodeEvent, type ResponseStreamEvent, ResponsesEventBuilder } from "./stream-events";
+import { ResponsesStreamEncoder } from "./stream-encoder";
+import { ResponsesEventBuilder } from "./stream-events";
 import { inputItems, responsesToChat } from "./to-chat";
 
 export function responseStore(env: Env, keyId: string): DurableObjectStub<ResponseStore> {
@@ -44,12 +46,6 @@ const STORAGE_FAILED = { code: "storage_failed", message: "The response was gene
 
 function itemIds(): string {
 	return randomId("", 12);
-}
-
-/** A failure as a response's `error`: the code and message the HTTP path gives the same cause. */
-export function failureOf(err: unknown): { code: string; message: string } {
-	const { error } = toErrorResponse(err).body;
-	return { code: error.code ?? error.type, message: error.message };
 }
 
 type Conversation = Awaited<ReturnType<ResponseStore["begin"]>>;
@@ -146,9 +142,15 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		prior = conversationOf(found, req, run.config);
 	}
 
+	// Streams are encoded as Responses events straight from the engine's chunks.
+	let encoder: ResponsesStreamEncoder | undefined;
+	const streamEncoder = (sources: Source[]) => {
+		encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(meta), sources);
+		return encoder;
+	};
 	let result: ChatResult;
 	try {
-		result = await runChat(run, responsesToChat(req, prior));
+		result = await runChat({ ...run, streamEncoder }, responsesToChat(req, prior));
 	} catch (err) {
 		if (store) run.waitUntil(stub.abandon(meta.id));
 		throw err;
@@ -159,15 +161,9 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		if (store) await finish(run.env, run.keyId, response);
 		return { kind: "json", body: response, headers: { ...result.headers, ...headers } };
 	}
-	const stream = chatSseToResponseEvents(
-		result.stream,
-		new ResponsesEventBuilder(meta),
-		(response) => {
-			if (store) run.waitUntil(finish(run.env, run.keyId, response));
-		},
-		run.clientSignal,
-	);
-	return { kind: "stream", stream, headers: { ...result.headers, ...headers } };
+	const streamed = encoder as ResponsesStreamEncoder;
+	if (store) run.waitUntil(result.done.then((end) => finish(run.env, run.keyId, streamed.finalResponse(end, run.clientSignal.aborted))));
+	return { kind: "stream", stream: result.stream, headers: { ...result.headers, ...headers } };
 }
 
 /**
@@ -222,85 +218,6 @@ async function enqueue(
 		throw new GatewayError("internal", "The background response could not be queued. Please retry.");
 	}
 	return { kind: "json", body: queued, headers: { ...authorized.rateHeaders, ...headers } };
-}
-
-/**
- * The gateway's own chat SSE (rewritten model, one usage chunk, an error frame on failure) as
- * Responses events. `onEnd` receives the final response once, whether it completed or failed.
- */
-export function chatSseToResponseEvents(
-	chat: ReadableStream<Uint8Array>,
-	builder: ResponsesEventBuilder,
-	onEnd: (response: ResponseObject) => void,
-	/** When it has fired, an ending is the client leaving (the engine was aborted for it), not a failure. */
-	clientSignal?: AbortSignal,
-): ReadableStream<Uint8Array> {
-	const reader = chat.getReader();
-	const decoder = new TextDecoder();
-	const encoder = new TextEncoder();
-	let pending: ResponseStreamEvent[] = builder.start();
-	let ended = false;
-	const end = (events: ResponseStreamEvent[]) => {
-		ended = true;
-		if (clientSignal?.aborted) {
-			onEnd({ ...builder.response(), status: "cancelled" });
-			return;
-		}
-		pending.push(...events);
-		onEnd(builder.response());
-	};
-	const parser = createSseParser((e) => {
-		if (ended) return;
-		if (e.data === "[DONE]") return end(builder.finish());
-		let json: Record<string, unknown>;
-		try {
-			json = JSON.parse(e.data);
-		} catch {
-			return;
-		}
-		if (json.error) {
-			// The gateway's own error frame already carries the code the HTTP path gives the same cause.
-			const err = json.error as { message?: unknown; code?: unknown; type?: unknown };
-			const fallback = failureOf(new GatewayError("upstream_unavailable", "The model engine failed."));
-			return end(
-				builder.fail({
-					code: nonEmpty(err.code) ?? nonEmpty(err.type) ?? fallback.code,
-					message: nonEmpty(err.message) ?? fallback.message,
-				}),
-			);
-		}
-		pending.push(...builder.chunk(json));
-	});
-	return new ReadableStream<Uint8Array>({
-		async pull(controller) {
-			while (pending.length === 0 && !ended) {
-				const { done, value } = await reader.read();
-				if (done) {
-					parser.end();
-					if (!ended) end(builder.fail(failureOf(new GatewayError("upstream_unavailable", "The response stream ended early."))));
-					break;
-				}
-				parser.feed(decoder.decode(value, { stream: true }));
-			}
-			if (pending.length) {
-				controller.enqueue(encoder.encode(pending.map(encodeEvent).join("")));
-				pending = [];
-			}
-			if (ended && pending.length === 0) controller.close();
-		},
-		async cancel(reason) {
-			// The client left: what was produced so far is kept, marked cancelled.
-			if (!ended) {
-				ended = true;
-				onEnd({ ...builder.response(), status: "cancelled" });
-			}
-			await reader.cancel(reason);
-		},
-	});
-}
-
-function nonEmpty(v: unknown): string | undefined {
-	return typeof v === "string" && v.length > 0 ? v : undefined;
 }
 
 /** Runs a background response inside the ResponseStore Durable Object (registered from background.ts), on the hold placed when it was queued. */

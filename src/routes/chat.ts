@@ -1,17 +1,20 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
+import { callerKeyId } from "../auth/scopes";
 import { runChat } from "../chat/run-chat";
 import { loadConfig } from "../config";
 import { readJsonBody } from "../http/read-json";
 
 export async function chatCompletions(c: Context<AppEnv>): Promise<Response> {
 	const config = loadConfig(c.env.GATEWAY_CONFIG);
+	const principal = c.get("principal");
 	const result = await runChat(
 		{
 			env: c.env,
 			config,
-			keyId: c.get("principal").keyId,
-			principal: c.get("principal"),
+			// ChatRun.keyId is the caller's key id (the ledger that pays comes from the principal).
+			keyId: callerKeyId(principal),
+			principal,
 			requestId: c.get("requestId"),
 			clientSignal: c.req.raw.signal,
 			waitUntil: (p) => c.executionCtx.waitUntil(p),

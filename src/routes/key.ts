@@ -1,16 +1,18 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
-import { balanceView, keyView } from "./admin";
+import { payerKeyId } from "../auth/scopes";
+import { ledgerFor } from "../ledger/ledger-client";
+import { balanceView, keyView } from "./views";
 
 /** GET /v1/key: the caller's own key, its balance and limits. Never the secret, nor the operator's metadata. */
 export async function ownKey(c: Context<AppEnv>): Promise<Response> {
-	const { key, parent } = c.get("principal");
-	// A vk-tmp- token draws on its parent's balance, so that is the balance it shows.
+	const principal = c.get("principal");
 	// Metadata is the operator's note about the key holder, not the holder's to read.
-	const { metadata: _operatorOnly, ...view } = keyView(key);
+	const { metadata: _operatorOnly, ...view } = keyView(principal.key);
 	return c.json({
 		...view,
-		...(await balanceView(c.env, parent?.id ?? key.id)),
+		// A vk-tmp- token draws on its parent's balance, so that is the balance it shows.
+		...balanceView(await ledgerFor(c.env, payerKeyId(principal)).info()),
 		// The same limits, grouped, for clients that only want to know what they may do.
 		limits: {
 			rpm: view.rpm,

@@ -1,14 +1,15 @@
-import type { Context } from "hono";
+import { Hono } from "hono";
+import { createMiddleware } from "hono/factory";
 import { z } from "zod";
 import type { AppEnv } from "../app-env";
-import { generateSecret, hashSecret, randomId } from "../auth/key-secret";
+import { generateSecret, hashSecret } from "../auth/key-secret";
 import { AllowedModels, AllowedOrigins, assertCatalogModels, KeyName, TokenCap } from "../auth/scope-fields";
-import { zodToGatewayError } from "../chat/validate";
 import { loadConfig } from "../config";
 import { keyStore } from "../db/keys";
 import type { ApiKeyRow } from "../db/schema";
 import { GatewayError } from "../errors";
-import { readJsonBody } from "../http/read-json";
+import { jsonBody } from "../http/json-body";
+import { randomId } from "../ids";
 import { SpendLimitUsd } from "../ledger/money";
 import { nanosToUsd, usdToNanos } from "../ledger/pricing";
 
@@ -49,23 +50,24 @@ function narrowed(
 	return asked;
 }
 
+/** Only a server-side key mints tokens: checked before the body is read, so a refusal does not depend on it. */
+const mayMint = createMiddleware<AppEnv>(async (c, next) => {
+	const principal = c.get("principal");
+	if (principal.parent) throw new GatewayError("forbidden", "A temporary token cannot mint tokens.");
+	if (principal.key.allowedOrigins) {
+		throw new GatewayError("forbidden", "Only server-side keys (without allowed_origins) can mint tokens.");
+	}
+	await next();
+});
+
 /**
  * POST /v1/tokens: a server-side key mints a short-lived `vk-tmp-` browser token that draws on
  * its balance, is bound to origins, expires within an hour and never after the key, and has at
  * most the key's scopes. Tokens cannot mint tokens.
  */
-export async function mintToken(c: Context<AppEnv>): Promise<Response> {
-	const principal = c.get("principal");
-	if (principal.parent) throw new GatewayError("forbidden", "A temporary token cannot mint tokens.");
-	const parent = principal.key;
-	if (parent.allowedOrigins) {
-		throw new GatewayError("forbidden", "Only server-side keys (without allowed_origins) can mint tokens.");
-	}
-	// reportInput lets the error tell a field of the wrong type from a missing one.
-	const parsed = MintToken.safeParse(await readJsonBody(c.req.raw, 64 * 1024), { reportInput: true });
-	if (!parsed.success) throw zodToGatewayError(parsed.error);
-	const input = parsed.data;
-
+export const tokensRoutes = new Hono<AppEnv>().post("/", mayMint, jsonBody(MintToken), async (c) => {
+	const parent = c.get("principal").key;
+	const input = c.req.valid("json");
 	assertCatalogModels(loadConfig(c.env.GATEWAY_CONFIG), input.allowed_models, "allowed_models");
 	if (input.allowed_models && parent.allowedModels) {
 		const outside = input.allowed_models.find((m) => !parent.allowedModels?.includes(m));
@@ -118,4 +120,4 @@ export async function mintToken(c: Context<AppEnv>): Promise<Response> {
 		},
 		201,
 	);
-}
+});

@@ -276,7 +276,7 @@ describe("Responses API through the official SDK", () => {
 			const r = await gw(`/v1/responses/${id}`, { headers: { authorization: `Bearer ${key}` } });
 			return r.status === 200 ? ((await r.json()) as OpenAI.Responses.Response) : null;
 		});
-		expect(stored.status).toBe("cancelled");
+		expect(stored.status, JSON.stringify(stored)).toBe("cancelled");
 		expect(stored.output.length).toBeGreaterThan(0);
 	});
 });

@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { GatewayError } from "../../src/errors";
-import { chatSseToResponseEvents, failureOf } from "../../src/responses/run-response";
+import { failureOf } from "../../src/responses/failure";
 import { assemble, splitText } from "../../src/responses/stored-docs";
+import { ResponsesStreamEncoder } from "../../src/responses/stream-encoder";
 import { ResponsesEventBuilder } from "../../src/responses/stream-events";
+import { rewriteChatStream } from "../../src/stream/chat-stream";
 import { responseMeta } from "../support/response-meta";
 
 describe("splitText", () => {
@@ -64,23 +66,22 @@ describe("failureOf", () => {
 	});
 });
 
-function sse(...frames: string[]): ReadableStream<Uint8Array> {
+function sse(frames: string[], end: "close" | "hang" = "close"): ReadableStream<Uint8Array> {
 	const bytes = new TextEncoder().encode(frames.map((f) => `data: ${f}\n\n`).join(""));
 	return new ReadableStream({
 		start(c) {
 			c.enqueue(bytes);
-			c.close();
+			if (end === "close") c.close();
 		},
 	});
 }
 
-async function events(chat: ReadableStream<Uint8Array>) {
-	let final: { status?: string; error: unknown } | undefined;
-	const text = await new Response(
-		chatSseToResponseEvents(chat, new ResponsesEventBuilder(responseMeta()), (r) => {
-			final = r;
-		}),
-	).text();
+/** Engine SSE through the stream layers with the Responses encoder, as the Responses lane runs it. */
+async function events(engine: ReadableStream<Uint8Array>) {
+	const encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(responseMeta()));
+	const { stream, done } = rewriteChatStream(engine, { model: "m", promptTokensEstimate: 3, idleTimeoutMs: 30, encoder });
+	const text = await new Response(stream).text();
+	const final = encoder.finalResponse(await done) as { status?: string; error: unknown };
 	const parsed = text
 		.split("\n\n")
 		.filter((f) => f.trim())
@@ -94,25 +95,29 @@ const CHUNK = JSON.stringify({
 	choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: null }],
 });
 
-describe("chatSseToResponseEvents errors", () => {
-	it("passes the chat error frame's own code to the error event and the failed response", async () => {
-		const frame = JSON.stringify({
-			error: { message: "The engine stopped sending.", type: "server_error", param: null, code: "upstream_timeout" },
-		});
-		const { parsed, final } = await events(sse(CHUNK, frame));
-		expect(parsed.find((e) => e.type === "error")).toMatchObject({
-			code: "upstream_timeout",
-			message: "The engine stopped sending.",
-		});
-		expect(final).toMatchObject({
-			status: "failed",
-			error: { code: "upstream_timeout", message: "The engine stopped sending." },
-		});
+describe("Responses stream errors", () => {
+	it("gives an engine that goes quiet the HTTP path's upstream_timeout, in the error event and the failed response", async () => {
+		const { parsed, final } = await events(sse([CHUNK], "hang"));
+		const error = parsed.find((e) => e.type === "error");
+		expect(error?.code).toBe("upstream_timeout");
+		expect(final).toMatchObject({ status: "failed", error: { code: "upstream_timeout" } });
 	});
 
 	it("calls a stream that ends without [DONE] an upstream failure, as the HTTP path would", async () => {
-		const { parsed, final } = await events(sse(CHUNK));
+		const { parsed, final } = await events(sse([CHUNK]));
 		expect(parsed.find((e) => e.type === "error")?.code).toBe("upstream_unavailable");
 		expect(final?.status).toBe("failed");
+	});
+
+	it("completes with the billed usage when the engine finishes", async () => {
+		const usage = JSON.stringify({
+			id: "c",
+			object: "chat.completion.chunk",
+			choices: [],
+			usage: { prompt_tokens: 2, completion_tokens: 1 },
+		});
+		const { parsed, final } = await events(sse([CHUNK, usage, "[DONE]"]));
+		expect(parsed.at(-1)?.type).toBe("response.completed");
+		expect(final).toMatchObject({ status: "completed", usage: { input_tokens: 2, output_tokens: 1, total_tokens: 3 } });
 	});
 });

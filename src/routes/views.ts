@@ -1,0 +1,58 @@
+/**
+ * The JSON shapes the API shows for keys, balances and usage records: pure functions of a row,
+ * shared by the admin API and `GET /v1/key`. Never the secret or its hash.
+ */
+import type { ApiKeyRow, UsageRow } from "../db/schema";
+import type { LedgerInfo } from "../ledger/key-ledger";
+import { nanosToUsd } from "../ledger/pricing";
+
+/** The public view of a key (never the secret or its hash). */
+export function keyView(k: ApiKeyRow) {
+	return {
+		id: k.id,
+		object: "api_key" as const,
+		name: k.name,
+		prefix: k.prefix,
+		created_at: Math.floor(k.createdAt / 1000),
+		revoked: k.revokedAt !== null,
+		revoked_at: k.revokedAt === null ? null : Math.floor(k.revokedAt / 1000),
+		expires_at: k.expiresAt,
+		allowed_origins: k.allowedOrigins ?? null,
+		allowed_models: k.allowedModels ?? null,
+		rpm: k.rpm,
+		tpm: k.tpm,
+		spend_limit_usd: k.spendLimitNanos === null ? null : nanosToUsd(k.spendLimitNanos),
+		spend_limit_period: k.spendLimitPeriod,
+		max_tokens: k.maxTokens,
+		metadata: k.metadata ?? null,
+		parent_key_id: k.parentKeyId ?? null,
+	};
+}
+
+/** A ledger's money as the API shows it (USD). */
+export function balanceView(info: LedgerInfo) {
+	return {
+		balance_usd: nanosToUsd(info.balanceNanos),
+		spent_usd: nanosToUsd(info.spentNanos),
+		held_usd: nanosToUsd(info.heldNanos),
+		open_holds: info.openHolds,
+	};
+}
+
+export function usageView(r: UsageRow) {
+	return {
+		request_id: r.requestId,
+		key_id: r.keyId,
+		model: r.model,
+		node: r.node,
+		prompt_tokens: r.promptTokens,
+		completion_tokens: r.completionTokens,
+		total_tokens: r.promptTokens + r.completionTokens,
+		cost_usd: nanosToUsd(r.costNanos),
+		cost_nanos: r.costNanos,
+		status: r.status,
+		estimated: r.estimated,
+		search_count: r.searchCount,
+		created_at: Math.floor(r.createdAt / 1000),
+	};
+}
