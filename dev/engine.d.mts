@@ -71,6 +71,10 @@ export interface StartEngineOptions {
  * recorded requests, oldest first; `?since=<id>` keeps those after an id, `?contains=<text>`
  * those whose raw body contains the text, `?tail=<n>` the last n of what is left.
  * `POST /_engine/reset` empties the list.
+ *
+ * A `/t/<tenant>` prefix before any path (`${url}/t/a/s/cut/v1`, `${url}/t/a/_engine/requests`)
+ * is an engine of its own on the same port: its own record, which `requests` and `reset()`
+ * (the engine's own) do not include. Recorded paths leave the tenant prefix out.
  */
 export interface Engine {
 	/** e.g. "http://127.0.0.1:54321", no trailing slash; node base URLs are `${url}/v1` or `${url}/s/<scenario>/v1`. */

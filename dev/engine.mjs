@@ -3,6 +3,8 @@
 // at it over real HTTP. A `/s/<scenario>` path prefix picks a wire quirk
 // (dev/engine-scenarios.mjs); what to answer is planned in dev/engine-reply.mjs; this file is
 // the HTTP server: routing, the request record, and writing the planned answer.
+// A `/t/<tenant>` prefix before everything else gives a caller an engine of its own (its own
+// request record) on the same port: test files running side by side each use one.
 // Dependency-free on purpose: it must start on a bare Node 20 with no build step.
 
 import http from "node:http";
@@ -110,6 +112,11 @@ function readBody(req) {
 	});
 }
 
+function splitTenant(pathname) {
+	const match = /^\/t\/([^/]+)(\/.*)$/.exec(pathname);
+	return match ? { tenant: decodeURIComponent(match[1]), pathname: match[2] } : { tenant: null, pathname };
+}
+
 function splitScenario(pathname) {
 	const match = /^\/s\/([^/]+)(\/.*)$/.exec(pathname);
 	return match ? { scenario: decodeURIComponent(match[1]), route: match[2] } : { scenario: "ok", route: pathname };
@@ -148,9 +155,8 @@ function selectRequests(state, params) {
 	return out;
 }
 
-function control(req, res, url, state) {
-	const route = url.pathname;
-	if (req.method === "GET" && route === "/_engine/requests") return sendJson(res, 200, selectRequests(state, url.searchParams));
+function control(req, res, route, params, state) {
+	if (req.method === "GET" && route === "/_engine/requests") return sendJson(res, 200, selectRequests(state, params));
 	if (req.method === "POST" && route === "/_engine/reset") {
 		state.reset();
 		return sendJson(res, 200, { ok: true });
@@ -158,15 +164,17 @@ function control(req, res, url, state) {
 	sendJson(res, 404, nestedError(`no control route ${req.method} ${route}`, "not_found_error", 404));
 }
 
-async function handle(req, res, state, quiet) {
+async function handle(req, res, engine, quiet) {
 	const url = new URL(req.url ?? "/", "http://engine.local");
-	const { scenario, route } = splitScenario(url.pathname);
-	if (url.pathname.startsWith("/_engine/")) return control(req, res, url, state);
+	const { tenant, pathname } = splitTenant(url.pathname);
+	const state = engine.state(tenant);
+	const { scenario, route } = splitScenario(pathname);
+	if (pathname.startsWith("/_engine/")) return control(req, res, pathname, url.searchParams, state);
 	const { text, json: body } = await readBody(req);
 	const record = state.record(
 		{
 			method: req.method,
-			path: url.pathname,
+			path: pathname,
 			query: Object.fromEntries(url.searchParams),
 			scenario,
 			headers: req.headers,
@@ -215,10 +223,25 @@ function createState() {
 	};
 }
 
+/** The engine's own record, and one per tenant (made on first use, kept for the engine's lifetime). */
+function createEngineState() {
+	const root = createState();
+	const tenants = new Map();
+	return {
+		root,
+		state(tenant) {
+			if (tenant === null) return root;
+			if (!tenants.has(tenant)) tenants.set(tenant, createState());
+			return tenants.get(tenant);
+		},
+	};
+}
+
 export async function startEngine({ port = 0, host = "127.0.0.1", quiet = true } = {}) {
-	const state = createState();
+	const engine = createEngineState();
+	const state = engine.root;
 	const server = http.createServer((req, res) => {
-		handle(req, res, state, quiet).catch((err) => {
+		handle(req, res, engine, quiet).catch((err) => {
 			if (!quiet) console.error("engine error:", err);
 			if (res.headersSent) res.destroy();
 			else sendJson(res, 500, nestedError("engine internal error", "server_error", 500));

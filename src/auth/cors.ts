@@ -44,8 +44,14 @@ const base = honoCors({
 
 /** CORS middleware: preflights answered here, CORS headers on everything else (errors included). */
 export const cors: MiddlewareHandler = async (c, next) => {
-	// An OPTIONS without Access-Control-Request-Method is no preflight: it goes on to authentication like any request.
-	if (c.req.method === "OPTIONS" && !c.req.header("access-control-request-method")) return next();
+	const isPreflight = c.req.method === "OPTIONS" && c.req.header("access-control-request-method") !== undefined;
+	// A request without Origin is no browser's: it gets no CORS headers, only Vary. An OPTIONS that
+	// is no preflight goes on to authentication like any request (onError adds its CORS headers).
+	if (!isPreflight && (c.req.header("origin") === undefined || c.req.method === "OPTIONS")) {
+		await next();
+		c.res.headers.append("vary", "Origin");
+		return;
+	}
 	const preflight = await base(c, next);
 	if (preflight) {
 		// hono/cors allows a fixed list or echoes whatever is asked; the SDKs' headers are a family

@@ -5,7 +5,14 @@ import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import type { SettleResult } from "../ledger/key-ledger";
-import { authorizeRequest, holdNanos, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import {
+	authorizeRequest,
+	holdNanos,
+	ledgerFor,
+	outcomeCostNanos,
+	type RequestContext,
+	settleSafely,
+} from "../ledger/ledger-client";
 import { costNanos, nanosToUsd, usdToNanos } from "../ledger/pricing";
 import {
 	citationAnnotations,
@@ -62,6 +69,20 @@ export interface ChatRun {
 	 * sources, which the encoder puts where its wire format wants them.
 	 */
 	streamEncoder?: (sources: Source[]) => StreamEncoder;
+	/** How often a running request extends its hold (default HOLD_KEEPALIVE_MS). */
+	holdKeepAliveMs?: number;
+}
+
+/** A third of the ledger's 15-minute hold lifetime: two extensions may fail before a hold lapses. */
+export const HOLD_KEEPALIVE_MS = 5 * 60 * 1000;
+
+/** Extends a placed hold by another lifetime (the ledger's authorize replay); never throws. */
+async function keepHoldAlive(env: Env, req: RequestContext): Promise<void> {
+	try {
+		await ledgerFor(env, req.keyId).authorize({ keyId: req.keyId, requestId: req.requestId, holdNanos: 0 });
+	} catch (err) {
+		console.warn(`keeping the hold of ${req.requestId} alive failed`, err);
+	}
 }
 
 export type ChatResult =
@@ -145,7 +166,11 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
  * model, cap, hold, search, call the engine with failover, rewrite, and settle exactly once.
  */
 export async function runChat(run: ChatRun, rawBody: unknown): Promise<ChatResult> {
-	const authorized = await authorizeChat(run, rawBody);
+	return runAuthorized(run, await authorizeChat(run, rawBody));
+}
+
+/** Everything after `authorizeChat`: the request holds money, and every path settles it exactly once. */
+export async function runAuthorized(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResult> {
 	const { rateHeaders } = authorized;
 	if (!hasKeys(rateHeaders)) return runHeld(run, authorized);
 	// Once the request counted against the key's limits, every answer carries them, errors included.
@@ -218,7 +243,11 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		settleNow = resolve;
 	});
 	run.waitUntil(settlement);
+	// A request may run longer than a hold lives (a long generation on a slow node): the hold is
+	// kept alive until settlement, so the balance it covers is never handed out twice.
+	const keepAlive = setInterval(() => void keepHoldAlive(env, req), run.holdKeepAliveMs ?? HOLD_KEEPALIVE_MS);
 	const settle = (outcome: Outcome, extraNanos: number) => {
+		clearInterval(keepAlive);
 		settleNow(settleSafely(env, req, outcome, extraNanos));
 		return settlement;
 	};

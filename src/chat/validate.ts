@@ -55,7 +55,20 @@ const REFUSED_FIELDS: Record<string, string> = {
 	best_of: "use 'n'",
 	use_beam_search: "beam search is not offered",
 	chat_template: "the model's own template is used",
+	// Engine internals a client has no business setting: scheduling priority, the engine's own
+	// request ids, disaggregated-serving KV transfer targets, vLLM's extension arguments.
+	priority: "requests are scheduled by the gateway",
+	request_id: "the gateway names requests",
+	kv_transfer_params: "KV transfer is the operator's",
+	vllm_xargs: "engine extension arguments are the operator's",
 };
+
+function unsupported(param: string, instead: string): GatewayError {
+	return new GatewayError("invalid_request", `'${param}' is not supported by this gateway: ${instead}.`, {
+		param,
+		code: "unsupported_parameter",
+	});
+}
 
 /** Validates a chat completions body. The same object is returned so nothing is copied on the hot path. */
 export function validateChatRequest(body: unknown): ChatRequest {
@@ -65,11 +78,18 @@ export function validateChatRequest(body: unknown): ChatRequest {
 	const result = ChatRequestSchema.safeParse(body, { reportInput: true });
 	if (!result.success) throw zodToGatewayError(result.error);
 	for (const field in REFUSED_FIELDS) {
-		if (Object.hasOwn(body, field)) {
-			throw new GatewayError("invalid_request", `'${field}' is not supported by this gateway: ${REFUSED_FIELDS[field]}.`, {
-				param: field,
-				code: "unsupported_parameter",
+		if (Object.hasOwn(body, field)) throw unsupported(field, REFUSED_FIELDS[field] as string);
+	}
+	// vLLM passes chat_template_kwargs to the template; a `chat_template` inside it replaces the template.
+	const kwargs = (body as Record<string, unknown>).chat_template_kwargs;
+	if (kwargs !== undefined && kwargs !== null) {
+		if (typeof kwargs !== "object" || Array.isArray(kwargs)) {
+			throw new GatewayError("invalid_request", "Invalid value for 'chat_template_kwargs': expected an object.", {
+				param: "chat_template_kwargs",
 			});
+		}
+		if (Object.hasOwn(kwargs, "chat_template")) {
+			throw unsupported("chat_template_kwargs.chat_template", REFUSED_FIELDS.chat_template as string);
 		}
 	}
 	return body as ChatRequest;

@@ -31,7 +31,7 @@ export function parseJsonText(text: string): unknown {
 		const param = depthParam(deep);
 		throw new GatewayError(
 			"invalid_request",
-			`Invalid '${param}': JSON nested more than ${MAX_JSON_DEPTH} levels deep is not accepted.`,
+			`Invalid '${param}': the '${deep[0]}' field nests JSON more than ${MAX_JSON_DEPTH} levels deep (counted from the field's own value).`,
 			{ param, code: "json_too_deep" },
 		);
 	}

@@ -150,6 +150,11 @@ export class ResponseStore extends DurableObject<Env> {
 		return checked.ok ? { ok: true, history: this.turns.chain(previousId) } : checked;
 	}
 
+	/** Whether the queue already holds `cap` jobs (reserved, queued or running): a cheap check before a hold is placed. */
+	queueFull(cap: number): boolean {
+		return this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue").one().n >= cap;
+	}
+
 	/** Fills a reserved queue slot once the hold is placed; false when the slot is gone. */
 	commit(id: string, hold: HeldRequest): boolean {
 		const filled = this.sql.exec(

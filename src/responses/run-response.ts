@@ -1,6 +1,8 @@
 import type { Principal } from "../app-env";
-import { type AuthorizedChat, authorizeChat, type ChatResult, type ChatRun, runChat } from "../chat/run-chat";
+import { assertUsable } from "../auth/scopes";
+import { type AuthorizedChat, authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
 import type { GatewayConfig } from "../config";
+import { keyStore } from "../db/keys";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
 import { settleSafely } from "../ledger/ledger-client";
@@ -64,6 +66,12 @@ function conversationOf(result: Conversation, req: ResponsesRequest, config: Gat
 				`This conversation is too large to store: about ${result.chars} characters with this input, over the limit of ${MAX_CONVERSATION_CHARS}. Start a new conversation, or send less.`,
 				{ param: req.previous_response_id ? "previous_response_id" : "input" },
 			);
+		case "in_progress":
+			throw new GatewayError(
+				"invalid_request",
+				`Previous response with id '${req.previous_response_id}' is still ${result.status}: continue it once it has finished.`,
+				{ param: "previous_response_id", code: "previous_response_in_progress" },
+			);
 		case "queue_full":
 			throw new GatewayError(
 				"rate_limited",
@@ -109,7 +117,8 @@ export type ResponseResult =
 
 /**
  * POST /v1/responses: translated to a chat completion and run through the same pipeline
- * (billing included). A stored response is written with its input before the engine runs, so
+ * (billing included). Nothing is stored before the request is authorized (a refused request
+ * writes nothing); a stored response is written with its input before the engine runs, so
  * whatever is answered with a 200 can be read back.
  */
 export async function createResponse(run: ChatRun, req: ResponsesRequest): Promise<ResponseResult> {
@@ -122,35 +131,44 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 	};
 	const items = inputItems(req, itemIds);
 	const headers = { "x-venym-lane": "compat", "x-request-id": run.requestId };
-	if (req.background) return enqueue(run, req, meta, items, headers);
+	if (req.background && req.store === false) {
+		throw new GatewayError("invalid_request", "Background responses are stored: 'store' must not be false with 'background'.", {
+			param: "store",
+		});
+	}
+	const stub = responseStore(run.env, run.keyId);
+	// The conversation so far, read (not written) before anything is held.
+	const prior = await conversationBefore(stub, req, items, run.config);
+	if (req.background) return enqueue(run, req, meta, items, prior, headers);
 
 	const store = req.store !== false;
-	const stub = responseStore(run.env, run.keyId);
-	const begin = (shell: ResponseObject) =>
-		stub.begin({
-			id: meta.id,
-			previousId: req.previous_response_id ?? null,
-			createdAt: meta.createdAt * 1000,
-			response: shell as unknown as Record<string, unknown>,
-			input: items as unknown as Record<string, unknown>[],
-			maxChars: MAX_CONVERSATION_CHARS,
-		});
-	let prior: ResponseInputItem[] = [];
-	if (store) prior = conversationOf(await begin(inProgressResponse(meta)), req, run.config);
-	else if (req.previous_response_id) {
-		const found = await stub.history(req.previous_response_id, charsOf(items), MAX_CONVERSATION_CHARS);
-		prior = conversationOf(found, req, run.config);
-	}
-
 	// Streams are encoded as Responses events straight from the engine's chunks.
 	let encoder: ResponsesStreamEncoder | undefined;
-	const streamEncoder = (sources: Source[]) => {
-		encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(meta), sources);
-		return encoder;
+	const chatRun: ChatRun = {
+		...run,
+		streamEncoder: (sources: Source[]) => {
+			encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(meta), sources);
+			return encoder;
+		},
 	};
+	const authorized = await authorizeChat(chatRun, responsesToChat(req, prior));
+	if (store) {
+		let begun: Conversation;
+		try {
+			begun = await stub.begin(beginInput(meta, req, items, inProgressResponse(meta)));
+		} catch (err) {
+			run.waitUntil(releaseHold(run.env, heldRequest(authorized)));
+			throw err;
+		}
+		if (!begun.ok) {
+			run.waitUntil(releaseHold(run.env, heldRequest(authorized)));
+			conversationOf(begun, req, run.config);
+		}
+	}
+
 	let result: ChatResult;
 	try {
-		result = await runChat({ ...run, streamEncoder }, responsesToChat(req, prior));
+		result = await runAuthorized(chatRun, authorized);
 	} catch (err) {
 		if (store) run.waitUntil(stub.abandon(meta.id));
 		throw err;
@@ -162,23 +180,63 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		return { kind: "json", body: response, headers: { ...result.headers, ...headers } };
 	}
 	const streamed = encoder as ResponsesStreamEncoder;
-	if (store) run.waitUntil(result.done.then((end) => finish(run.env, run.keyId, streamed.finalResponse(end, run.clientSignal.aborted))));
+	if (store)
+		run.waitUntil(result.done.then((end) => finish(run.env, run.keyId, streamed.finalResponse(end, run.clientSignal.aborted))));
 	return { kind: "stream", stream: result.stream, headers: { ...result.headers, ...headers } };
 }
 
+/** The earlier turns a request continues, with the store's checks (unknown, unfinished, too large), storing nothing. */
+async function conversationBefore(
+	stub: DurableObjectStub<ResponseStore>,
+	req: ResponsesRequest,
+	items: ResponseInputItem[],
+	config: GatewayConfig,
+): Promise<ResponseInputItem[]> {
+	const chars = charsOf(items);
+	if (req.previous_response_id) {
+		return conversationOf(await stub.history(req.previous_response_id, chars, MAX_CONVERSATION_CHARS), req, config);
+	}
+	if (chars > MAX_CONVERSATION_CHARS) return conversationOf({ ok: false, reason: "too_large", chars }, req, config);
+	return [];
+}
+
+function beginInput(meta: ResponseMeta, req: ResponsesRequest, items: ResponseInputItem[], shell: ResponseObject) {
+	return {
+		id: meta.id,
+		previousId: req.previous_response_id ?? null,
+		createdAt: meta.createdAt * 1000,
+		response: shell as unknown as Record<string, unknown>,
+		input: items as unknown as Record<string, unknown>[],
+		maxChars: MAX_CONVERSATION_CHARS,
+	};
+}
+
+function heldRequest(authorized: AuthorizedChat): HeldRequest {
+	const { keyId, requestId, model, requestedModel } = authorized.req;
+	return { keyId, requestId, model, requestedModel };
+}
+
 /**
- * A background response is checked like any other when it is queued: a slot in the key's queue
- * is reserved first, then the hold is placed (402/403/429 here, the slot freed), then the slot
- * is filled. The run later finds its hold by request id.
+ * A background response is checked like any other when it is queued: the hold is placed
+ * (402/403/429 here, nothing stored), then a slot in the key's queue is taken with the input
+ * (a full queue gives the hold back), then filled. The run later finds its hold by request id.
  */
 async function enqueue(
 	run: ChatRun,
 	req: ResponsesRequest,
 	meta: ResponseMeta,
 	items: ResponseInputItem[],
+	prior: ResponseInputItem[],
 	headers: Record<string, string>,
 ): Promise<ResponseResult> {
 	const stub = responseStore(run.env, run.keyId);
+	const cap = run.config.max_queued_responses;
+	// Cheap first: a full queue is refused before a hold is placed (begin checks again, atomically).
+	if (await stub.queueFull(cap)) conversationOf({ ok: false, reason: "queue_full" }, req, run.config);
+	const authorized = await authorizeChat(run, responsesToChat({ ...req, stream: false }, prior), {
+		holdTtlMs: QUEUED_HOLD_TTL_MS,
+	});
+	const hold = heldRequest(authorized);
 	const queued = queuedResponse(meta);
 	const job: BackgroundJob = {
 		id: meta.id,
@@ -187,29 +245,16 @@ async function enqueue(
 		// The input is stored once, as the response's input items.
 		payload: { request: { ...req, input: [] }, createdAt: meta.createdAt, principal: run.principal ?? null },
 	};
-	const begun = await stub.begin({
-		id: meta.id,
-		previousId: req.previous_response_id ?? null,
-		createdAt: meta.createdAt * 1000,
-		response: queued as unknown as Record<string, unknown>,
-		input: items as unknown as Record<string, unknown>[],
-		maxChars: MAX_CONVERSATION_CHARS,
-		job: { cap: run.config.max_queued_responses, job },
-	});
-	const prior = conversationOf(begun, req, run.config);
-	let authorized: AuthorizedChat;
-	try {
-		authorized = await authorizeChat(run, responsesToChat({ ...req, stream: false }, prior), { holdTtlMs: QUEUED_HOLD_TTL_MS });
-	} catch (err) {
-		run.waitUntil(stub.abandon(meta.id));
-		throw err;
-	}
-	const { keyId, requestId, model, requestedModel } = authorized.req;
-	const hold: HeldRequest = { keyId, requestId, model, requestedModel };
 	let committed = false;
 	try {
+		const begun = await stub.begin({ ...beginInput(meta, req, items, queued), job: { cap, job } });
+		if (!begun.ok) {
+			run.waitUntil(releaseHold(run.env, hold));
+			conversationOf(begun, req, run.config);
+		}
 		committed = await stub.commit(meta.id, hold);
 	} catch (err) {
+		if (err instanceof GatewayError) throw err;
 		console.error(`background response ${meta.id}: queueing failed`, err);
 	}
 	if (!committed) {
@@ -220,7 +265,29 @@ async function enqueue(
 	return { kind: "json", body: queued, headers: { ...authorized.rateHeaders, ...headers } };
 }
 
-/** Runs a background response inside the ResponseStore Durable Object (registered from background.ts), on the hold placed when it was queued. */
+/**
+ * The caller as it stands now, not as it stood when the job was queued: a key revoked, expired
+ * or narrowed since (or a token whose parent was) runs nothing, or runs under its new scopes.
+ */
+async function currentPrincipal(env: Env, queued: Principal): Promise<Principal> {
+	const store = keyStore(env.DB);
+	const key = await store.byId(queued.key.id);
+	if (!key) throw new GatewayError("invalid_api_key", "This API key no longer exists.");
+	let principal: Principal = { ...queued, key };
+	if (queued.parent) {
+		const parent = await store.byId(queued.parent.id);
+		if (!parent) throw new GatewayError("invalid_api_key", "This API key has been revoked.");
+		principal = { ...principal, parent };
+	}
+	assertUsable(principal, Date.now());
+	return principal;
+}
+
+/**
+ * Runs a background response inside the ResponseStore Durable Object (registered from
+ * background.ts), on the hold placed when it was queued. A run that ends before the engine
+ * (the key revoked meanwhile, a check that now fails) gives that hold back at once.
+ */
 export async function runBackground(
 	env: Env,
 	job: BackgroundJob,
@@ -241,26 +308,31 @@ export async function runBackground(
 	const meta: ResponseMeta = { id: job.id, createdAt: p.createdAt, model: p.request.model, request: p.request, ids: itemIds };
 	const settlements: Promise<unknown>[] = [];
 	let response: ResponseObject;
+	let authorized: AuthorizedChat | undefined;
 	try {
-		const result = await runChat(
-			{
-				...run,
-				env,
-				keyId: job.keyId,
-				principal: p.principal ?? undefined,
-				requestId: job.requestId,
-				clientSignal: signal,
-				waitUntil: (q) => settlements.push(q),
-			},
-			responsesToChat({ ...p.request, input: [], stream: false }, [
-				...(conversation.history as unknown as ResponseInputItem[]),
-				...(conversation.input as unknown as ResponseInputItem[]),
-			]),
-		);
+		const principal = p.principal ? await currentPrincipal(env, p.principal) : undefined;
+		const chatRun: ChatRun = {
+			...run,
+			env,
+			keyId: job.keyId,
+			principal,
+			requestId: job.requestId,
+			clientSignal: signal,
+			waitUntil: (q) => settlements.push(q),
+		};
+		const body = responsesToChat({ ...p.request, input: [], stream: false }, [
+			...(conversation.history as unknown as ResponseInputItem[]),
+			...(conversation.input as unknown as ResponseInputItem[]),
+		]);
+		// Finds the hold placed at enqueue (a replay: nothing counted twice) and extends it.
+		authorized = await authorizeChat(chatRun, body);
+		const result = await runAuthorized(chatRun, authorized);
 		if (result.kind !== "completion") throw new Error("background run streamed");
 		response = responseFromCompletion(result.body, meta);
 	} catch (err) {
 		if (!(err instanceof GatewayError)) console.error(`background response ${job.id} failed`, err);
+		// Refused before the engine: nothing settles the hold placed at enqueue but this.
+		if (!authorized && job.hold) settlements.push(releaseHold(env, job.hold));
 		response = failedResponse(meta, failureOf(err));
 	}
 	await Promise.all(settlements);

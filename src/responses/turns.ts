@@ -11,7 +11,11 @@ export const RESPONSE_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 
 export type Item = Record<string, unknown>;
 
-export type ConversationRefusal = { ok: false; reason: "not_found" } | { ok: false; reason: "too_large"; chars: number };
+export type ConversationRefusal =
+	| { ok: false; reason: "not_found" }
+	| { ok: false; reason: "too_large"; chars: number }
+	/** The previous response has not finished: its output, part of this conversation, is not known yet. */
+	| { ok: false; reason: "in_progress"; status: string };
 
 type TurnRow = {
 	status: string;
@@ -53,6 +57,8 @@ export class Turns {
 		let chars = inputChars;
 		if (previousId) {
 			if (!this.visible(previousId, Date.now())) return { ok: false, reason: "not_found" };
+			const status = this.sql.exec<{ status: string }>("SELECT status FROM turns WHERE id = ?", previousId).toArray()[0]?.status;
+			if (status === "queued" || status === "in_progress") return { ok: false, reason: "in_progress", status };
 			chars += this.sql
 				.exec<{ n: number }>(
 					`${CHAIN} SELECT COALESCE(SUM(d.chars), 0) AS n FROM chain c JOIN docs d ON d.response_id = c.id WHERE ${CONVERSATION_KINDS}`,

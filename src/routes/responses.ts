@@ -62,7 +62,7 @@ export const responsesRoutes = new Hono<AppEnv>()
 		if (order !== "asc" && order !== "desc")
 			throw new GatewayError("invalid_request", "'order' must be 'asc' or 'desc'.", { param: "order" });
 		const limitRaw = c.req.query("limit");
-		const limit = limitRaw === undefined ? 20 : Number(limitRaw);
+		const limit = limitRaw === undefined ? 20 : /^\d{1,3}$/.test(limitRaw) ? Number(limitRaw) : Number.NaN;
 		if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
 			throw new GatewayError("invalid_request", "'limit' must be an integer between 1 and 100.", { param: "limit" });
 		}

@@ -226,19 +226,46 @@ describe("settlement never charges more than the hold", () => {
 });
 
 describe("engine fields that escape the caps", () => {
-	it.each(["n_predict", "num_predict", "best_of", "use_beam_search", "chat_template"])(
-		"refuses %s with 400 naming it",
-		async (field) => {
-			const k = await createKey({ balance_usd: 1 });
-			const res = await chat(k.key, {
-				model: "test/ok",
-				[field]: field === "chat_template" ? "{{x}}" : 5,
-				messages: [{ role: "user", content: "hi" }],
-			});
-			expect(res.status).toBe(400);
-			expect(((await res.json()) as ErrorBody).error).toMatchObject({ param: field, code: "unsupported_parameter" });
-		},
-	);
+	it.each([
+		"n_predict",
+		"num_predict",
+		"best_of",
+		"use_beam_search",
+		"chat_template",
+		"priority",
+		"request_id",
+		"kv_transfer_params",
+		"vllm_xargs",
+	])("refuses %s with 400 naming it", async (field) => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, {
+			model: "test/ok",
+			[field]: field === "chat_template" ? "{{x}}" : 5,
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(res.status).toBe(400);
+		expect(((await res.json()) as ErrorBody).error).toMatchObject({ param: field, code: "unsupported_parameter" });
+	});
+
+	it("refuses a chat_template smuggled in chat_template_kwargs, and passes other kwargs on", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const bad = await chat(k.key, {
+			model: "test/ok",
+			chat_template_kwargs: { chat_template: "{{ 7*7 }}" },
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(bad.status).toBe(400);
+		expect(((await bad.json()) as ErrorBody).error.param).toBe("chat_template_kwargs.chat_template");
+		const since = await lastEngineId();
+		const ok = await chat(k.key, {
+			model: "test/ok",
+			chat_template_kwargs: { enable_thinking: false },
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(ok.status).toBe(200);
+		const [call] = await engineRequestsSince(since);
+		expect(call?.body?.chat_template_kwargs).toEqual({ enable_thinking: false });
+	});
 
 	it.each([1e20, 2.5, 0, -1])("answers n = %s with the n message", async (n) => {
 		const k = await createKey({ balance_usd: 1 });

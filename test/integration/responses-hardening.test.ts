@@ -447,7 +447,7 @@ describe("the conversation size limit", () => {
 			status: "completed",
 			content: [{ type: "input_text", text }],
 		});
-		const shell = (rid: string) => ({ id: rid, object: "response", status: "in_progress", output: [] });
+		const shell = (rid: string) => ({ id: rid, object: "response", status: "completed", output: [] });
 		const result = await runInDurableObject(stub, (instance) => {
 			const first = instance.begin({
 				id: "resp_a",

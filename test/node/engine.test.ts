@@ -146,6 +146,26 @@ describe("dev engine", () => {
 		expect(await list("?contains=nowhere")).toEqual([]);
 	});
 
+	it("keeps a tenant's requests apart under /t/<tenant>, scenarios included", async () => {
+		const post = (prefix: string) =>
+			fetch(`${engine.url}${prefix}/v1/chat/completions`, {
+				method: "POST",
+				body: JSON.stringify({ messages }),
+			});
+		expect((await post("/t/a/s/fail500")).status).toBe(500);
+		expect((await post("/t/b")).status).toBe(200);
+		const list = async (prefix: string) =>
+			(await (await fetch(`${engine.url}${prefix}/_engine/requests`)).json()) as RecordedRequest[];
+		const a = await list("/t/a");
+		expect(a.map((r) => [r.path, r.scenario])).toEqual([["/s/fail500/v1/chat/completions", "fail500"]]);
+		expect((await list("/t/b")).map((r) => r.path)).toEqual(["/v1/chat/completions"]);
+		expect(await list("")).toEqual([]);
+		expect(engine.requests).toEqual([]);
+		await fetch(`${engine.url}/t/a/_engine/reset`, { method: "POST" });
+		expect(await list("/t/a")).toEqual([]);
+		expect(await list("/t/b")).toHaveLength(1);
+	});
+
 	it("declares every scenario it serves in its types", () => {
 		// A Record over the union: a scenario missing here, or one the types lack, fails the typecheck or this test.
 		const declared: Record<ScenarioName, true> = {
