@@ -1,36 +1,21 @@
-import type { Principal } from "../app-env";
-import { assertModelAllowed, ledgerKeyId, ledgerScopes, outputCeiling } from "../auth/scopes";
-import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel, resolveModel } from "../config";
+import { modelNodes } from "../config";
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import type { SettleResult } from "../ledger/key-ledger";
-import {
-	authorizeRequest,
-	holdNanos,
-	ledgerFor,
-	outcomeCostNanos,
-	type RequestContext,
-	settleSafely,
-} from "../ledger/ledger-client";
-import { costNanos, nanosToUsd, usdToNanos } from "../ledger/pricing";
-import {
-	citationAnnotations,
-	groundingMessage,
-	groundingTokenBound,
-	type Source,
-	searchQuery,
-	sourcesOf,
-} from "../search/grounding";
+import { ledgerFor, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { nanosToUsd } from "../ledger/pricing";
+import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
 import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
-import { estimatePromptTokens } from "../stream/estimate";
-import type { StreamEncoder } from "../stream/pipe-engine-stream";
 import type { Outcome, Usage } from "../types";
+import { type AuthorizedChat, authorizeChat } from "./authorize-chat";
+import type { ChatResult, ChatRun } from "./chat-run";
 import { rewriteCompletion } from "./completion-response";
-import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
-import { promptBound, type UsageBounds } from "./usage-bounds";
-import { type ChatRequest, validateChatRequest } from "./validate";
+
+export type { AuthorizedChat } from "./authorize-chat";
+export { authorizeChat } from "./authorize-chat";
+export type { ChatResult, ChatRun } from "./chat-run";
 
 const NO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 
@@ -49,30 +34,6 @@ export function streamOutcome(end: StreamEnd, node: string, clientGone: boolean)
 	return { status: end.status, usage: end.usage, estimated: end.estimated, node };
 }
 
-export interface ChatRun {
-	env: Env;
-	config: GatewayConfig;
-	/** The calling key's id. */
-	keyId: string;
-	/**
-	 * The authenticated caller. Its scopes apply (allowed models, output ceiling, rpm/tpm, spend
-	 * caps) and a `vk-tmp-` token bills the key that minted it. Without it the key is unscoped.
-	 */
-	principal?: Principal;
-	requestId: string;
-	/** Fires when the client goes away. */
-	clientSignal: AbortSignal;
-	/** Keeps settlement alive after the response is returned (ctx.waitUntil). */
-	waitUntil: (p: Promise<unknown>) => void;
-	/**
-	 * The stream's encoder when the lane is not chat SSE (Responses events); given the web-search
-	 * sources, which the encoder puts where its wire format wants them.
-	 */
-	streamEncoder?: (sources: Source[]) => StreamEncoder;
-	/** How often a running request extends its hold (default HOLD_KEEPALIVE_MS). */
-	holdKeepAliveMs?: number;
-}
-
 /** A third of the ledger's 15-minute hold lifetime: two extensions may fail before a hold lapses. */
 export const HOLD_KEEPALIVE_MS = 5 * 60 * 1000;
 
@@ -83,82 +44,6 @@ async function keepHoldAlive(env: Env, req: RequestContext): Promise<void> {
 	} catch (err) {
 		console.warn(`keeping the hold of ${req.requestId} alive failed`, err);
 	}
-}
-
-export type ChatResult =
-	| {
-			kind: "stream";
-			stream: ReadableStream<Uint8Array>;
-			headers: Record<string, string>;
-			/** The stream's one end (settlement is already attached to it). */
-			done: Promise<StreamEnd>;
-	  }
-	| { kind: "completion"; body: Record<string, unknown>; usage: Usage; headers: Record<string, string> };
-
-/** A chat request that passed every check and holds its worst-case cost in the ledger. */
-export interface AuthorizedChat {
-	req: RequestContext;
-	prepared: PreparedChat;
-	/** The prompt estimate the hold was computed from (grounding allowance included when web search is on). */
-	promptTokens: number;
-	searchPrice: number;
-	rateHeaders: Record<string, string>;
-	/** Bounds for engine-reported usage (see usage-bounds.ts). */
-	bounds: UsageBounds;
-}
-
-export interface AuthorizeOptions {
-	/** How long the hold lives unsettled (default: the ledger's 15 minutes); a queued background run needs longer. */
-	holdTtlMs?: number;
-}
-
-/**
- * Everything before the engine: validate, resolve the model, cap, and place the hold (402/403/429
- * here). Calling it again with the same request id finds the hold already placed, so a queued
- * background response is authorized when it is queued and runs on that hold later.
- */
-export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: AuthorizeOptions = {}): Promise<AuthorizedChat> {
-	const { config, principal } = run;
-	const body = validateChatRequest(rawBody);
-	const choices = choiceCount(body.n, config.max_n);
-	const resolved = resolveModel(config, body.model);
-	if (principal) assertModelAllowed(principal, resolved.model.id);
-	const ceiling = principal ? outputCeiling(principal) : null;
-	const webSearch = isWebSearch(body, resolved);
-	const promptTokens = estimatePromptTokens(body);
-	assertFitsContext(resolved.model, promptTokens);
-	// The grounding message is added after the hold: its largest possible size is held now.
-	const heldPromptTokens = promptTokens + (webSearch ? groundingTokenBound(searchResultCount(body)) : 0);
-	const prepared = prepareChat(body, ceiling === null ? resolved : withCeiling(resolved, ceiling), promptTokens);
-	const req: RequestContext = {
-		keyId: principal ? ledgerKeyId(principal) : run.keyId,
-		requestId: run.requestId,
-		model: resolved.model,
-		requestedModel: resolved.requestedId,
-		searchCount: 0,
-	};
-	const outputTokens = prepared.maxOutputTokens * choices;
-	if (principal) {
-		req.scopes = ledgerScopes(principal);
-		req.tokenEstimate = heldPromptTokens + outputTokens;
-	}
-	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
-	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output, the search.
-	const promptLimit = promptBound(resolved.model, heldPromptTokens);
-	const hold = holdNanos(resolved.model, promptLimit, outputTokens, searchPrice);
-	// Beyond one choice, the extra choices' worst case must be covered before admission, so an
-	// n-choice request can overspend no more than a single-choice one.
-	const reserve = choices > 1 ? costNanos(resolved.model.pricing, 0, prepared.maxOutputTokens * (choices - 1)) : 0;
-	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, {
-		reserveNanos: reserve,
-		ttlMs: opts.holdTtlMs,
-	});
-	req.balanceNanos = balanceNanos;
-	const bounds: UsageBounds = {
-		maxPromptTokens: promptLimit,
-		maxCompletionTokens: outputTokens,
-	};
-	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds };
 }
 
 /**
@@ -181,48 +66,9 @@ export async function runAuthorized(run: ChatRun, authorized: AuthorizedChat): P
 	}
 }
 
-/** `n`: how many choices; more than `max_n` is refused before anything is held. */
-function choiceCount(n: number | null | undefined, max: number): number {
-	if (n === undefined || n === null) return 1;
-	if (!Number.isInteger(n) || n < 1) {
-		throw new GatewayError("invalid_request", `Invalid 'n': expected a positive integer, got ${n}.`, { param: "n" });
-	}
-	if (n > max) {
-		throw new GatewayError("invalid_request", `Invalid 'n': ${n} is greater than the maximum of ${max}.`, {
-			param: "n",
-			code: "integer_above_max_value",
-		});
-	}
-	return n;
-}
-
-function isWebSearch(body: ChatRequest, resolved: ResolvedModel): boolean {
-	return resolved.online || body.venym?.web_search === true;
-}
-
-function searchResultCount(body: ChatRequest): number {
-	return body.venym?.search_results ?? DEFAULT_SEARCH_RESULTS;
-}
-
-/** Our own 400 for a prompt the model cannot take, before anything is held or sent. */
-function assertFitsContext(model: ModelConfig, promptTokens: number): void {
-	if (model.context_length === undefined || promptTokens < model.context_length) return;
-	throw new GatewayError(
-		"invalid_request",
-		`This model's maximum context length is ${model.context_length} tokens. However, your messages resulted in about ${promptTokens} tokens (estimated at about 4 characters a token). Please reduce the length of the messages.`,
-		{ param: "messages", code: "context_length_exceeded" },
-	);
-}
-
 function hasKeys(o: Record<string, string>): boolean {
 	for (const _ in o) return true;
 	return false;
-}
-
-/** The model with its output cap lowered to the key's ceiling. */
-function withCeiling(resolved: ResolvedModel, ceiling: number): ResolvedModel {
-	if (ceiling >= resolved.model.max_output_tokens) return resolved;
-	return { ...resolved, model: { ...resolved.model, max_output_tokens: ceiling } };
 }
 
 function withHeaders(err: unknown, headers: Record<string, string>): GatewayError {

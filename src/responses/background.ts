@@ -1,6 +1,7 @@
 import { loadConfig } from "../config";
 import { registerBackgroundHooks } from "./response-store";
-import { releaseHold, runBackground } from "./run-response";
+import { runBackground } from "./run-background";
+import { releaseHold } from "./run-response";
 
 // Background responses run inside the ResponseStore Durable Object with the same chat pipeline.
 registerBackgroundHooks({

@@ -1,23 +1,12 @@
-import type { Principal } from "../app-env";
-import { assertUsable } from "../auth/scopes";
 import { type AuthorizedChat, authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
 import type { GatewayConfig } from "../config";
-import { keyStore } from "../db/keys";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
 import { settleSafely } from "../ledger/ledger-client";
 import type { Source } from "../search/grounding";
-import { failureOf } from "./failure";
-import {
-	failedResponse,
-	inProgressResponse,
-	queuedResponse,
-	type ResponseMeta,
-	type ResponseObject,
-	responseFromCompletion,
-} from "./from-chat";
+import { inProgressResponse, queuedResponse, type ResponseMeta, type ResponseObject, responseFromCompletion } from "./from-chat";
 import type { ResponseInputItem, ResponsesRequest } from "./request-schema";
-import type { BackgroundJob, HeldRequest, ResponseStore, ResponseStoreApi } from "./response-store";
+import type { BackgroundJob, HeldRequest, ResponseStore } from "./response-store";
 import { ResponsesStreamEncoder } from "./stream-encoder";
 import { ResponsesEventBuilder } from "./stream-events";
 import { inputItems, responsesToChat } from "./to-chat";
@@ -46,7 +35,7 @@ const QUEUE_RETRY_AFTER_S = 5;
 const NO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 const STORAGE_FAILED = { code: "storage_failed", message: "The response was generated but could not be stored." };
 
-function itemIds(): string {
+export function itemIds(): string {
 	return randomId("", 12);
 }
 
@@ -263,78 +252,4 @@ async function enqueue(
 		throw new GatewayError("internal", "The background response could not be queued. Please retry.");
 	}
 	return { kind: "json", body: queued, headers: { ...authorized.rateHeaders, ...headers } };
-}
-
-/**
- * The caller as it stands now, not as it stood when the job was queued: a key revoked, expired
- * or narrowed since (or a token whose parent was) runs nothing, or runs under its new scopes.
- */
-async function currentPrincipal(env: Env, queued: Principal): Promise<Principal> {
-	const store = keyStore(env.DB);
-	const key = await store.byId(queued.key.id);
-	if (!key) throw new GatewayError("invalid_api_key", "This API key no longer exists.");
-	let principal: Principal = { ...queued, key };
-	if (queued.parent) {
-		const parent = await store.byId(queued.parent.id);
-		if (!parent) throw new GatewayError("invalid_api_key", "This API key has been revoked.");
-		principal = { ...principal, parent };
-	}
-	assertUsable(principal, Date.now());
-	return principal;
-}
-
-/**
- * Runs a background response inside the ResponseStore Durable Object (registered from
- * background.ts), on the hold placed when it was queued. A run that ends before the engine
- * (the key revoked meanwhile, a check that now fails) gives that hold back at once.
- */
-export async function runBackground(
-	env: Env,
-	job: BackgroundJob,
-	signal: AbortSignal,
-	store: ResponseStoreApi,
-	run: Omit<ChatRun, "clientSignal" | "waitUntil" | "env" | "keyId" | "requestId">,
-): Promise<void> {
-	const p = job.payload as {
-		/** The validated request, its input left out (stored as the response's input items). */
-		request: ResponsesRequest;
-		createdAt: number;
-		/** The caller's scopes, so a background run is held to them like any other. */
-		principal: Principal | null;
-	};
-	const conversation = store.conversation(job.id);
-	if (!conversation) throw new Error("the queued response is gone");
-	if (!store.start(job.id)) return;
-	const meta: ResponseMeta = { id: job.id, createdAt: p.createdAt, model: p.request.model, request: p.request, ids: itemIds };
-	const settlements: Promise<unknown>[] = [];
-	let response: ResponseObject;
-	let authorized: AuthorizedChat | undefined;
-	try {
-		const principal = p.principal ? await currentPrincipal(env, p.principal) : undefined;
-		const chatRun: ChatRun = {
-			...run,
-			env,
-			keyId: job.keyId,
-			principal,
-			requestId: job.requestId,
-			clientSignal: signal,
-			waitUntil: (q) => settlements.push(q),
-		};
-		const body = responsesToChat({ ...p.request, input: [], stream: false }, [
-			...(conversation.history as unknown as ResponseInputItem[]),
-			...(conversation.input as unknown as ResponseInputItem[]),
-		]);
-		// Finds the hold placed at enqueue (a replay: nothing counted twice) and extends it.
-		authorized = await authorizeChat(chatRun, body);
-		const result = await runAuthorized(chatRun, authorized);
-		if (result.kind !== "completion") throw new Error("background run streamed");
-		response = responseFromCompletion(result.body, meta);
-	} catch (err) {
-		if (!(err instanceof GatewayError)) console.error(`background response ${job.id} failed`, err);
-		// Refused before the engine: nothing settles the hold placed at enqueue but this.
-		if (!authorized && job.hold) settlements.push(releaseHold(env, job.hold));
-		response = failedResponse(meta, failureOf(err));
-	}
-	await Promise.all(settlements);
-	store.finish(job.id, response as unknown as Record<string, unknown>);
 }

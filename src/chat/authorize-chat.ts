@@ -1,0 +1,120 @@
+/**
+ * The first step of a chat run: validate, resolve the model, cap, and place the ledger hold
+ * (402/403/429 here). Nothing reaches an engine; a refused request costs nothing.
+ */
+import { assertModelAllowed, ledgerKeyId, ledgerScopes, outputCeiling } from "../auth/scopes";
+import { type ModelConfig, type ResolvedModel, resolveModel } from "../config";
+import { GatewayError } from "../errors";
+import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
+import { costNanos, usdToNanos } from "../ledger/pricing";
+import { groundingTokenBound } from "../search/grounding";
+import { estimatePromptTokens } from "../stream/estimate";
+import type { ChatRun } from "./chat-run";
+import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
+import { promptBound, type UsageBounds } from "./usage-bounds";
+import { type ChatRequest, validateChatRequest } from "./validate";
+
+/** A chat request that passed every check and holds its worst-case cost in the ledger. */
+export interface AuthorizedChat {
+	req: RequestContext;
+	prepared: PreparedChat;
+	/** The prompt estimate the hold was computed from (grounding allowance included when web search is on). */
+	promptTokens: number;
+	searchPrice: number;
+	rateHeaders: Record<string, string>;
+	/** Bounds for engine-reported usage (see usage-bounds.ts). */
+	bounds: UsageBounds;
+}
+
+export interface AuthorizeOptions {
+	/** How long the hold lives unsettled (default: the ledger's 15 minutes); a queued background run needs longer. */
+	holdTtlMs?: number;
+}
+
+/**
+ * Everything before the engine: validate, resolve the model, cap, and place the hold (402/403/429
+ * here). Calling it again with the same request id finds the hold already placed, so a queued
+ * background response is authorized when it is queued and runs on that hold later.
+ */
+export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: AuthorizeOptions = {}): Promise<AuthorizedChat> {
+	const { config, principal } = run;
+	const body = validateChatRequest(rawBody);
+	const choices = choiceCount(body.n, config.max_n);
+	const resolved = resolveModel(config, body.model);
+	if (principal) assertModelAllowed(principal, resolved.model.id);
+	const ceiling = principal ? outputCeiling(principal) : null;
+	const webSearch = isWebSearch(body, resolved);
+	const promptTokens = estimatePromptTokens(body);
+	assertFitsContext(resolved.model, promptTokens);
+	// The grounding message is added after the hold: its largest possible size is held now.
+	const heldPromptTokens = promptTokens + (webSearch ? groundingTokenBound(searchResultCount(body)) : 0);
+	const prepared = prepareChat(body, ceiling === null ? resolved : withCeiling(resolved, ceiling), promptTokens);
+	const req: RequestContext = {
+		keyId: principal ? ledgerKeyId(principal) : run.keyId,
+		requestId: run.requestId,
+		model: resolved.model,
+		requestedModel: resolved.requestedId,
+		searchCount: 0,
+	};
+	const outputTokens = prepared.maxOutputTokens * choices;
+	if (principal) {
+		req.scopes = ledgerScopes(principal);
+		req.tokenEstimate = heldPromptTokens + outputTokens;
+	}
+	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
+	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output, the search.
+	const promptLimit = promptBound(resolved.model, heldPromptTokens);
+	const hold = holdNanos(resolved.model, promptLimit, outputTokens, searchPrice);
+	// Beyond one choice, the extra choices' worst case must be covered before admission, so an
+	// n-choice request can overspend no more than a single-choice one.
+	const reserve = choices > 1 ? costNanos(resolved.model.pricing, 0, prepared.maxOutputTokens * (choices - 1)) : 0;
+	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, {
+		reserveNanos: reserve,
+		ttlMs: opts.holdTtlMs,
+	});
+	req.balanceNanos = balanceNanos;
+	const bounds: UsageBounds = {
+		maxPromptTokens: promptLimit,
+		maxCompletionTokens: outputTokens,
+	};
+	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds };
+}
+
+/** `n`: how many choices; more than `max_n` is refused before anything is held. */
+function choiceCount(n: number | null | undefined, max: number): number {
+	if (n === undefined || n === null) return 1;
+	if (!Number.isInteger(n) || n < 1) {
+		throw new GatewayError("invalid_request", `Invalid 'n': expected a positive integer, got ${n}.`, { param: "n" });
+	}
+	if (n > max) {
+		throw new GatewayError("invalid_request", `Invalid 'n': ${n} is greater than the maximum of ${max}.`, {
+			param: "n",
+			code: "integer_above_max_value",
+		});
+	}
+	return n;
+}
+
+function isWebSearch(body: ChatRequest, resolved: ResolvedModel): boolean {
+	return resolved.online || body.venym?.web_search === true;
+}
+
+function searchResultCount(body: ChatRequest): number {
+	return body.venym?.search_results ?? DEFAULT_SEARCH_RESULTS;
+}
+
+/** Our own 400 for a prompt the model cannot take, before anything is held or sent. */
+function assertFitsContext(model: ModelConfig, promptTokens: number): void {
+	if (model.context_length === undefined || promptTokens < model.context_length) return;
+	throw new GatewayError(
+		"invalid_request",
+		`This model's maximum context length is ${model.context_length} tokens. However, your messages resulted in about ${promptTokens} tokens (estimated at about 4 characters a token). Please reduce the length of the messages.`,
+		{ param: "messages", code: "context_length_exceeded" },
+	);
+}
+
+/** The model with its output cap lowered to the key's ceiling. */
+function withCeiling(resolved: ResolvedModel, ceiling: number): ResolvedModel {
+	if (ceiling >= resolved.model.max_output_tokens) return resolved;
+	return { ...resolved, model: { ...resolved.model, max_output_tokens: ceiling } };
+}

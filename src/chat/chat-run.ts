@@ -1,0 +1,41 @@
+/** What a chat run is given and what it gives back, shared by the authorize and run steps and their callers. */
+import type { Principal } from "../app-env";
+import type { GatewayConfig } from "../config";
+import type { Source } from "../search/grounding";
+import type { StreamEnd } from "../stream/chat-reducer";
+import type { StreamEncoder } from "../stream/pipe-engine-stream";
+import type { Usage } from "../types";
+
+export interface ChatRun {
+	env: Env;
+	config: GatewayConfig;
+	/** The calling key's id. */
+	keyId: string;
+	/**
+	 * The authenticated caller. Its scopes apply (allowed models, output ceiling, rpm/tpm, spend
+	 * caps) and a `vk-tmp-` token bills the key that minted it. Without it the key is unscoped.
+	 */
+	principal?: Principal;
+	requestId: string;
+	/** Fires when the client goes away. */
+	clientSignal: AbortSignal;
+	/** Keeps settlement alive after the response is returned (ctx.waitUntil). */
+	waitUntil: (p: Promise<unknown>) => void;
+	/**
+	 * The stream's encoder when the lane is not chat SSE (Responses events); given the web-search
+	 * sources, which the encoder puts where its wire format wants them.
+	 */
+	streamEncoder?: (sources: Source[]) => StreamEncoder;
+	/** How often a running request extends its hold (default HOLD_KEEPALIVE_MS). */
+	holdKeepAliveMs?: number;
+}
+
+export type ChatResult =
+	| {
+			kind: "stream";
+			stream: ReadableStream<Uint8Array>;
+			headers: Record<string, string>;
+			/** The stream's one end (settlement is already attached to it). */
+			done: Promise<StreamEnd>;
+	  }
+	| { kind: "completion"; body: Record<string, unknown>; usage: Usage; headers: Record<string, string> };
