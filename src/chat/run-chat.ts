@@ -150,14 +150,13 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 
 	if (prepared.stream) {
 		const upstream = answer.response.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
-		const prelude = sources.length ? [JSON.stringify({ object: "venym.sources", sources })] : undefined;
 		const encoder = run.streamEncoder?.(sources);
 		const { stream, done } = rewriteChatStream(
 			upstream,
 			{
 				model: resolved.requestedId,
 				promptTokensEstimate: promptTokens,
-				prelude,
+				sources,
 				encoder,
 				bounds,
 				idleTimeoutMs: config.stream_idle_timeout_ms,

@@ -5,6 +5,7 @@
  * engine fails.
  */
 import { GatewayError, toErrorFrame } from "../errors";
+import type { Source } from "../search/grounding";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "./chat-reducer";
 import type { StreamEncoder } from "./pipe-engine-stream";
 
@@ -34,34 +35,70 @@ export function streamFailure(outcome: EngineOutcome): GatewayError {
 export class ChatSseEncoder implements StreamEncoder {
 	readonly #model: string;
 	readonly #modelField: string;
-	readonly #prelude: string[] | undefined;
+	readonly #sources: Source[] | undefined;
+	/**
+	 * With web-search sources the gateway speaks first, before any engine chunk, so it names the
+	 * stream: every chunk carries this id (OpenAI streams carry one id throughout).
+	 */
+	readonly #id: string | undefined;
+	readonly #idPrefix: string | undefined;
+	readonly #created = Math.floor(Date.now() / 1000);
 	// The engine's model rarely changes within a stream; keep its encoded field ready.
 	#engineModel: string | undefined;
 	#engineModelField = "";
 
-	/** `prelude`: already-encoded JSON payloads sent as the first data frames (web-search sources). */
-	constructor(model: string, prelude?: string[]) {
+	/** `sources`: web-search results, sent first as a chunk-shaped `venym.sources` event. */
+	constructor(model: string, sources?: Source[]) {
 		this.#model = model;
 		this.#modelField = `"model":${JSON.stringify(model)}`;
-		this.#prelude = prelude;
+		if (sources?.length) {
+			this.#sources = sources;
+			this.#id = `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`;
+			this.#idPrefix = `{"id":${JSON.stringify(this.#id)}`;
+		}
 	}
 
 	start(): string {
-		return this.#prelude?.length ? this.#prelude.map(frame).join("") : "";
+		if (!this.#sources) return "";
+		// Shaped like a chunk (id, created, model, empty choices) so every client's chunk parser takes it.
+		return frame(
+			JSON.stringify({
+				id: this.#id,
+				object: "venym.sources",
+				created: this.#created,
+				model: this.#model,
+				choices: [],
+				sources: this.#sources,
+			}),
+		);
 	}
 
 	chunks(chunks: ForwardedChunk[]): string {
 		let out = "";
-		for (const f of chunks) out += frame(f.data === null ? this.#serialise(f.chunk) : this.#withGatewayModel(f.data, f.chunk));
+		for (const f of chunks) {
+			const text = f.data === null ? this.#serialise(f.chunk) : this.#withGatewayModel(f.data, f.chunk);
+			out += frame(this.#id === undefined ? text : this.#withStreamId(text, f.chunk));
+		}
 		return out;
+	}
+
+	/** The gateway's stream id in place of the engine's: a prefix swap when the id leads the chunk, as engines send it. */
+	#withStreamId(text: string, chunk: Json): string {
+		if (typeof chunk.id === "string") {
+			const engineId = `{"id":${JSON.stringify(chunk.id)}`;
+			if (text.startsWith(engineId)) return (this.#idPrefix as string) + text.slice(engineId.length);
+		}
+		chunk.id = this.#id;
+		chunk.model = this.#model;
+		return JSON.stringify(chunk);
 	}
 
 	finish(outcome: EngineOutcome, reducer: ChatStreamReducer): string {
 		const usage = frame(
 			JSON.stringify({
-				id: reducer.id ?? `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`,
+				id: this.#id ?? reducer.id ?? `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`,
 				object: "chat.completion.chunk",
-				created: reducer.created ?? Math.floor(Date.now() / 1000),
+				created: reducer.created ?? this.#created,
 				model: this.#model,
 				choices: [],
 				usage: reducer.usageField(),

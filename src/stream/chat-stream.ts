@@ -5,6 +5,7 @@
  * with an in-band error frame instead of a clean-looking end.
  */
 import type { UsageBounds } from "../chat/usage-bounds";
+import type { Source } from "../search/grounding";
 import type { StreamEnd } from "./chat-reducer";
 import { ChatStreamReducer } from "./chat-reducer";
 import { ChatSseEncoder } from "./chat-sse-encoder";
@@ -19,8 +20,8 @@ export interface ChatStreamOptions {
 	model: string;
 	/** Used when the engine sends no usage. */
 	promptTokensEstimate: number;
-	/** Already-encoded JSON payloads sent as the first data frames (e.g. web-search sources). */
-	prelude?: string[];
+	/** Web-search sources: the first event, and the gateway names the stream. */
+	sources?: Source[];
 	/** Engine usage outside these is replaced by the estimate (see usage-bounds.ts). */
 	bounds?: UsageBounds;
 	/** The stream ends with an error frame when the engine sends nothing for this long while we wait on it. */
@@ -46,5 +47,5 @@ export function rewriteChatStream(
 ): EngineStream {
 	const events = new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
 	const reducer = new ChatStreamReducer({ promptTokensEstimate: opts.promptTokensEstimate, bounds: opts.bounds });
-	return pipeEngineStream(events, reducer, opts.encoder ?? new ChatSseEncoder(opts.model, opts.prelude), abortEngine);
+	return pipeEngineStream(events, reducer, opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources), abortEngine);
 }

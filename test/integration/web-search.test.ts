@@ -145,17 +145,23 @@ describe("web search", () => {
 		expect(res.headers.get("x-venym-web-search")).toBe("ok");
 		const frames = await readSse(res);
 		const first = JSON.parse(frames[0] as string);
+		// Shaped like a chunk (the usage chunk's shape), so every client's chunk parser takes it.
 		expect(first).toEqual({
+			id: expect.stringMatching(/^chatcmpl-[0-9a-f]{32}$/),
 			object: "venym.sources",
+			created: expect.any(Number),
+			model: "test/ok:online",
+			choices: [],
 			sources: [
 				{ title: "what is quantum tunnelling — result 1", url: "https://example.com/what-is-quantum-tunnelling/1" },
 				{ title: "what is quantum tunnelling — result 2", url: "https://example.com/what-is-quantum-tunnelling/2" },
 			],
 		});
-		expect(first.choices).toBeUndefined();
 		expect(frames.at(-1)).toBe("[DONE]");
 		const usage = JSON.parse(frames.at(-2) as string);
 		expect(usage.choices).toEqual([]);
+		// One id throughout the stream: the gateway named it before any engine chunk.
+		for (const f of frames.slice(1, -1)) expect(JSON.parse(f).id).toBe(first.id);
 		expect(frames.filter((f) => f.includes("venym.sources"))).toHaveLength(1);
 	});
 
@@ -182,6 +188,29 @@ describe("web search", () => {
 			.map((c) => (c.choices as Array<{ delta?: { content?: string } }>)[0]?.delta?.content ?? "")
 			.join("");
 		expect(text).toContain("[1]");
+	});
+
+	it("works with the official SDK's stream helper and finalChatCompletion on a web-search stream", async () => {
+		const { key } = await createKey();
+		const client = new OpenAI({
+			apiKey: key,
+			baseURL: "http://gateway.test/v1",
+			maxRetries: 0,
+			fetch: (input, init) => gw(new URL(String(input instanceof Request ? input.url : input)).pathname, init as RequestInit),
+		});
+		const stream = client.chat.completions.stream({
+			model: "test/ok:online",
+			messages: [{ role: "user", content: "tides" }],
+		});
+		let deltas = "";
+		stream.on("content", (delta) => {
+			deltas += delta;
+		});
+		const final = await stream.finalChatCompletion();
+		expect(final.model).toBe("test/ok:online");
+		expect(final.choices[0]?.message.content).toContain("[1]");
+		expect(final.choices[0]?.message.content).toBe(deltas);
+		expect(final.usage?.total_tokens).toBeGreaterThan(0);
 	});
 
 	it("answers without grounding or sources when the search backend fails, and says so in a header", async () => {

@@ -397,11 +397,20 @@ describe("rewriteChatStream", () => {
 		});
 	});
 
-	it("sends the prelude frames first", async () => {
-		const sources = '{"object":"venym.sources","sources":[{"title":"Paris","url":"https://example.org/paris"}]}';
-		const { payloads } = await runText(t.vllmFinalUsage, options({ prelude: [sources] }));
-		expect(payloads[0]).toBe(sources);
-		expect(JSON.parse(payloads[1] ?? "").choices[0].delta.role).toBe("assistant");
+	it("sends the sources first, shaped like a chunk, and names every chunk of the stream with one id", async () => {
+		const sources = [{ title: "Paris", url: "https://example.org/paris" }];
+		const { payloads } = await runText(t.vllmFinalUsage, options({ sources }));
+		const first = JSON.parse(payloads[0] ?? "");
+		expect(first).toMatchObject({ object: "venym.sources", model: MODEL, choices: [], sources });
+		expect(first.id).toMatch(/^chatcmpl-[0-9a-f]{32}$/);
+		expect(typeof first.created).toBe("number");
+		const chunks = payloads
+			.slice(1)
+			.filter((p) => p !== "[DONE]")
+			.map((p) => JSON.parse(p));
+		expect(chunks[0].choices[0].delta.role).toBe("assistant");
+		expect(chunks.length).toBeGreaterThan(2);
+		for (const c of chunks) expect(c.id).toBe(first.id);
 	});
 
 	it("enqueues frames that arrive in one read as one output chunk", async () => {
