@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
@@ -59,6 +60,9 @@ const REDIS_TESTS = "test/integration/redis.test.ts";
 
 export default defineConfig({
 	test: {
+		// Test files mostly wait (engine timeouts, paced streams), so Vitest's default of one file
+		// per core but one is too few on a small machine: at least two at once.
+		maxWorkers: Math.max(2, availableParallelism() - 1),
 		projects: [
 			{
 				// Pure modules with plain data, in Node: no runtime, no bindings.

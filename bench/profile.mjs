@@ -14,7 +14,7 @@ import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { closedLoop, sequential, streams } from "./lib/phases.mjs";
+import { closedLoop, sequential, streams } from "./lib/load.mjs";
 import { cpuDelta, cpuSample } from "./lib/proc.mjs";
 import { GW_MODEL, GW_PACED_MODEL, startRig } from "./lib/rig.mjs";
 

@@ -6,7 +6,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { streams } from "./lib/phases.mjs";
+import { streams } from "./lib/load.mjs";
 import { cpuDelta, cpuSample } from "./lib/proc.mjs";
 import { ENGINE_MODEL, GW_PACED_MODEL, startRig } from "./lib/rig.mjs";
 import { summarize } from "./lib/stats.mjs";

@@ -10,14 +10,24 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
+import { Log, LogLevel, Miniflare } from "miniflare-bench";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const BENCH = path.join(ROOT, "bench");
 
-// The Miniflare that wrangler itself depends on (and so the workerd `wrangler deploy` pins).
-const requireFromWrangler = createRequire(createRequire(import.meta.url).resolve("wrangler/package.json"));
-const { Miniflare, Log, LogLevel } = await import(pathToFileURL(requireFromWrangler.resolve("miniflare")).href);
+// `miniflare-bench` (package.json) is the Miniflare that wrangler itself depends on, and so runs
+// the workerd that `wrangler deploy` pins. The top-level `miniflare` is the 5.x line that
+// @cloudflare/vitest-pool-workers brings. A wrangler upgrade must bump the alias with it.
+const require = createRequire(import.meta.url);
+const wranglerWants = require("wrangler/package.json").dependencies.miniflare;
+const miniflareVersion = require("miniflare-bench/package.json").version;
+if (miniflareVersion !== wranglerWants) {
+	throw new Error(
+		`bench: miniflare-bench is ${miniflareVersion} but wrangler depends on miniflare ${wranglerWants}; set "miniflare-bench": "npm:miniflare@${wranglerWants}" in package.json and run npm install`,
+	);
+}
+const workerdVersion = createRequire(require.resolve("miniflare-bench"))("workerd/package.json").version;
 const wrangler = await import("wrangler");
 
 function childWorkerdPids() {
@@ -123,8 +133,8 @@ async function start({ bundleDir, engineUrl, stateDir, adminToken, gatewayConfig
 				Object.keys(workerOptions.d1Databases ?? {}).map((b) => `D1 ${b}`),
 				Object.keys(bindings),
 			),
-		miniflareVersion: requireFromWrangler("miniflare/package.json").version,
-		workerdVersion: createRequire(requireFromWrangler.resolve("miniflare"))("workerd/package.json").version,
+		miniflareVersion,
+		workerdVersion,
 	};
 }
 

@@ -1,72 +1,24 @@
 import { DurableObject } from "cloudflare:workers";
-import { isLimited, LedgerLimits, LIMITS_SCHEMA, type LimitRefusal, type RateState, type ScopeLimits } from "./limits";
-import { flushOutboxJson, type UsageRecordInput } from "./outbox";
+import { migrate } from "../storage/migrations";
+import { LedgerAlarm } from "./ledger-alarm";
+import { LedgerOutbox } from "./ledger-outbox";
+import { LEDGER_MIGRATIONS } from "./ledger-schema";
+import type {
+	AuthorizeInput,
+	AuthorizeResult,
+	CreditInput,
+	CreditResult,
+	LedgerInfo,
+	LedgerState,
+	SettleInput,
+	SettleResult,
+} from "./ledger-types";
+import { isLimited, LedgerLimits, type RateState } from "./limits";
+
+export type * from "./ledger-types";
 
 /** How long a hold lives without settlement before the alarm voids it. */
 export const HOLD_TTL_MS = 15 * 60 * 1000;
-/** Settled request ids are remembered this long so a replayed settle debits nothing. */
-const SETTLED_TTL_MS = 7 * 24 * 60 * 60 * 1000;
-const FLUSH_BATCH = 200;
-/** How often the alarm prunes remembered settlements. */
-const PRUNE_EVERY_MS = 60 * 60 * 1000;
-
-export type AuthorizeResult =
-	| {
-			ok: true;
-			availableNanos: number;
-			holdNanos: number;
-			/** The balance when the hold was placed (before this request's cost). */
-			balanceNanos: number;
-			rate?: RateState;
-	  }
-	| { ok: false; availableNanos: number; requiredNanos: number; rate?: RateState; refused?: undefined }
-	| ({ ok: false; rate: RateState } & LimitRefusal);
-
-export interface AuthorizeInput {
-	keyId: string;
-	requestId: string;
-	holdNanos: number;
-	now?: number;
-	/**
-	 * The limits of every key this request runs under (the ledger's own key, and the token that
-	 * called, if any). Checked and counted in the same atomic step as the hold.
-	 */
-	scopes?: ScopeLimits[];
-	/** Tokens counted against tpm until settlement replaces them with the real count. */
-	tokens?: number;
-	/**
-	 * Worst case this request may cost beyond what a single-choice request would (the `n - 1`
-	 * extra choices): admitted only when the available balance, and every spend cap's headroom,
-	 * covers it. A single-choice request passes 0 and is admitted as long as anything is left.
-	 */
-	reserveNanos?: number;
-	/** How long the hold lives before the alarm voids it (default HOLD_TTL_MS); a queued background run needs longer. */
-	ttlMs?: number;
-}
-
-export interface SettleInput {
-	requestId: string;
-	costNanos: number;
-	record: UsageRecordInput;
-	now?: number;
-}
-
-export interface SettleResult {
-	requestId: string;
-	costNanos: number;
-	balanceNanos: number;
-	/** false when this request had already been settled: nothing was debited this time. */
-	applied: boolean;
-}
-
-export interface LedgerInfo {
-	keyId: string | null;
-	balanceNanos: number;
-	spentNanos: number;
-	heldNanos: number;
-	openHolds: number;
-	outboxSize: number;
-}
 
 /**
  * The ledger of one API key: its balance, open holds and usage outbox. It is the only writer
@@ -76,41 +28,19 @@ export interface LedgerInfo {
 export class KeyLedger extends DurableObject<Env> {
 	private readonly sql: SqlStorage;
 	private readonly limits: LedgerLimits;
-	/**
-	 * Balance, spend, total held and the planned alarm, loaded once. This object is the only
-	 * writer of these values, so memory stays equal to storage; it is updated only after the
-	 * SQLite transaction that persists a change has committed.
-	 */
-	private state:
-		| {
-				balance: number;
-				spent: number;
-				held: number;
-				/** Open holds with limit rows (rate windows or spend caps) to settle. */
-				limitedHolds: number;
-				keyId: string | null;
-				alarmAt: number;
-				prunedAt: number;
-		  }
-		| undefined;
+	private readonly outbox: LedgerOutbox;
+	private readonly alarms: LedgerAlarm;
+	/** Loaded on first use (see LedgerState). */
+	private state: LedgerState | undefined;
 
 	constructor(ctx: DurableObjectState, env: Env) {
 		super(ctx, env);
 		this.sql = ctx.storage.sql;
+		migrate(ctx.storage, LEDGER_MIGRATIONS);
 		this.limits = new LedgerLimits(this.sql);
-		this.sql.exec(`
-			CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
-			CREATE TABLE IF NOT EXISTS holds (request_id TEXT PRIMARY KEY, amount INTEGER NOT NULL, created_at INTEGER NOT NULL);
-			-- One row per settled request: the idempotency record and, until flushed to D1, the usage outbox.
-			CREATE TABLE IF NOT EXISTS settlements (request_id TEXT PRIMARY KEY, cost INTEGER NOT NULL, balance_after INTEGER NOT NULL, created_at INTEGER NOT NULL, record TEXT, attempts INTEGER NOT NULL DEFAULT 0);
-			CREATE INDEX IF NOT EXISTS settlements_created ON settlements (created_at);
-			CREATE INDEX IF NOT EXISTS settlements_outbox ON settlements (request_id) WHERE record IS NOT NULL;
-			CREATE TABLE IF NOT EXISTS credits (idempotency_key TEXT PRIMARY KEY, amount INTEGER NOT NULL, balance_after INTEGER NOT NULL, note TEXT, created_at INTEGER NOT NULL);
-		`);
-		this.sql.exec(LIMITS_SCHEMA);
-		// Holds written before expires_at existed expire HOLD_TTL_MS after they were placed.
-		const holdColumns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('holds')").toArray();
-		if (!holdColumns.some((c) => c.name === "expires_at")) this.sql.exec("ALTER TABLE holds ADD COLUMN expires_at INTEGER");
+		this.outbox = new LedgerOutbox(this.sql);
+		// setAlarm is a storage write covered by the output gate, not an outbound call.
+		this.alarms = new LedgerAlarm(this.sql, (at) => void ctx.storage.setAlarm(at));
 	}
 
 	/**
@@ -139,7 +69,7 @@ export class KeyLedger extends DurableObject<Env> {
 			).rowsWritten;
 			if (placed > 0) {
 				st.held += hold;
-				this.ensureAlarm(expiresAt);
+				this.alarms.ensure(expiresAt);
 				return { ok: true, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
 			}
 		}
@@ -161,7 +91,7 @@ export class KeyLedger extends DurableObject<Env> {
 				HOLD_TTL_MS,
 				expiresAt,
 			);
-			this.ensureAlarm(expiresAt);
+			this.alarms.ensure(expiresAt);
 			return { ok: true, availableNanos: available, holdNanos: prior.hold, balanceNanos: st.balance };
 		}
 		const tokens = input.tokens ?? 0;
@@ -197,7 +127,7 @@ export class KeyLedger extends DurableObject<Env> {
 			});
 		}
 		st.held += hold;
-		this.ensureAlarm(expiresAt);
+		this.alarms.ensure(expiresAt);
 		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
 		return rate ? { ...admitted, rate } : admitted;
 	}
@@ -260,17 +190,12 @@ export class KeyLedger extends DurableObject<Env> {
 		st.spent = spentAfter;
 		st.held -= released;
 		// Flush soon, batching whatever else settles in the meantime.
-		this.ensureAlarm(now + 200);
+		this.alarms.ensure(now + 200);
 		return { requestId: input.requestId, costNanos: cost, balanceNanos: balanceAfter, applied: true };
 	}
 
 	/** Adds credit (or removes it, with a negative amount); idempotent by key. */
-	credit(input: { keyId: string; amountNanos: number; idempotencyKey: string; note?: string; now?: number }): {
-		balanceNanos: number;
-		applied: boolean;
-		/** Set when nothing was applied because the balance would leave its range (below zero, or past 2^53 nanos). */
-		refused?: "below_zero" | "too_large" | "idempotency_mismatch";
-	} {
+	credit(input: CreditInput): CreditResult {
 		const st = this.load();
 		this.rememberKey(input.keyId);
 		const amount = Math.round(input.amountNanos);
@@ -308,7 +233,7 @@ export class KeyLedger extends DurableObject<Env> {
 	info(): LedgerInfo {
 		const st = this.load();
 		const openHolds = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM holds").one().n;
-		const outbox = this.outboxSize();
+		const outbox = this.outbox.size();
 		return {
 			keyId: st.keyId,
 			balanceNanos: st.balance,
@@ -319,32 +244,16 @@ export class KeyLedger extends DurableObject<Env> {
 		};
 	}
 
-	/** Voids expired holds and flushes the usage outbox to D1, rescheduling itself while work remains. */
+	/** Voids expired holds and flushes the usage outbox to D1 (ledger-alarm.ts). */
 	override async alarm(): Promise<void> {
-		const now = Date.now();
-		const st = this.load();
-		st.alarmAt = 0;
-		this.sql.exec("UPDATE meta SET v = 0 WHERE k = 'alarm_at'");
-		this.expireHolds(now);
-		this.limits.pruneWindows(now);
-		if (now - st.prunedAt >= PRUNE_EVERY_MS) {
-			this.sql.exec("DELETE FROM settlements WHERE created_at < ? AND record IS NULL", now - SETTLED_TTL_MS);
-			st.prunedAt = now;
-		}
-		let pending = true;
-		try {
-			pending = await this.flush();
-		} catch (err) {
-			console.error("ledger: usage flush failed, will retry", err);
-			const attempts = this.sql
-				.exec<{ a: number }>("SELECT COALESCE(MAX(attempts), 0) AS a FROM settlements WHERE record IS NOT NULL")
-				.one().a;
-			this.sql.exec("UPDATE settlements SET attempts = attempts + 1 WHERE record IS NOT NULL");
-			this.scheduleNext(now + Math.min(60_000, 200 * 2 ** Math.min(attempts, 8)));
-			return;
-		}
-		// A backlog drains back to back; otherwise the next alarm is for whatever work is left.
-		this.scheduleNext(pending ? Date.now() : undefined);
+		this.load();
+		await this.alarms.run(Date.now(), {
+			expireHolds: (now) => this.expireHolds(now),
+			pruneWindows: (now) => this.limits.pruneWindows(now),
+			nextHoldExpiry: () => this.nextHoldExpiry(),
+			outbox: this.outbox,
+			d1: this.env.DB,
+		});
 	}
 
 	/** Voids holds past their expiry, each exactly once. Returns how many were voided. */
@@ -370,55 +279,9 @@ export class KeyLedger extends DurableObject<Env> {
 		return { spentNanos: this.limits.spent(input.scope, input.period ?? "total", input.now ?? Date.now()) };
 	}
 
-	/** Sends one batch of the outbox to D1; true when more remain. */
-	private async flush(): Promise<boolean> {
-		const rows = this.sql
-			.exec<{ request_id: string; record: string }>(
-				"SELECT request_id, record FROM settlements WHERE record IS NOT NULL LIMIT ?",
-				FLUSH_BATCH,
-			)
-			.toArray();
-		if (rows.length === 0) return false;
-		await flushOutboxJson(
-			this.env.DB,
-			rows.map((r) => r.record),
-		);
-		// Flushed records leave the outbox; the row stays as the idempotency record.
-		this.sql.exec(
-			"UPDATE settlements SET record = NULL WHERE request_id IN (SELECT value FROM json_each(?))",
-			JSON.stringify(rows.map((r) => r.request_id)),
-		);
-		return rows.length === FLUSH_BATCH;
-	}
-
-	/** After an alarm run: the next time there is work (outbox, open holds), or none. */
-	private scheduleNext(soon: number | undefined): void {
-		if (soon !== undefined) {
-			this.ensureAlarm(soon);
-			return;
-		}
-		if (this.outboxSize() > 0) {
-			this.ensureAlarm(Date.now() + 1000);
-			return;
-		}
-		const next = this.sql
-			.exec<{ t: number | null }>("SELECT MIN(COALESCE(expires_at, created_at + ?)) AS t FROM holds", HOLD_TTL_MS)
-			.one().t;
-		if (next !== null) this.ensureAlarm(next);
-	}
-
-	/** Moves the alarm earlier when needed; a no-op (no storage write) when one is already planned in time. */
-	private ensureAlarm(at: number): void {
-		const st = this.load();
-		if (st.alarmAt > 0 && st.alarmAt <= at) return;
-		st.alarmAt = at;
-		this.sql.exec("INSERT INTO meta (k, v) VALUES ('alarm_at', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", at);
-		// setAlarm is a storage write covered by the output gate, not an outbound call.
-		void this.ctx.storage.setAlarm(at);
-	}
-
-	private outboxSize(): number {
-		return this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM settlements WHERE record IS NOT NULL").one().n;
+	private nextHoldExpiry(): number | null {
+		const sql = "SELECT MIN(COALESCE(expires_at, created_at + ?)) AS t FROM holds";
+		return this.sql.exec<{ t: number | null }>(sql, HOLD_TTL_MS).one().t;
 	}
 
 	private rememberKey(keyId: string): void {
@@ -439,8 +302,6 @@ export class KeyLedger extends DurableObject<Env> {
 			held,
 			limitedHolds: this.limits.openLimitedHolds(),
 			keyId: (meta.get("key_id") as string | undefined) ?? null,
-			alarmAt: Number(meta.get("alarm_at") ?? 0),
-			prunedAt: 0,
 		};
 		return this.state;
 	}

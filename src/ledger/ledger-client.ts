@@ -5,12 +5,16 @@ import type { AuthorizeResult, KeyLedger, SettleResult } from "./key-ledger";
 import type { LimitRefusal, RateState, RateWindow, ScopeLimits } from "./limits";
 import { costNanos, nanosToUsd, usageCostNanos } from "./pricing";
 
+/** The ledger of a key: for a request, the payer's (auth/scopes.ts `payerKeyId`), never a `vk-tmp-` token's own. */
 export function ledgerFor(env: Env, keyId: string): DurableObjectStub<KeyLedger> {
 	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
 }
 
 export interface RequestContext {
-	/** The key whose ledger pays (for a `vk-tmp-` token, the key that minted it). */
+	/**
+	 * The payer key id: the key whose ledger pays (for a `vk-tmp-` token, the key that minted it),
+	 * `payerKeyId(principal)`. To be renamed `payerKeyId` once the chat and Responses callers switch.
+	 */
 	keyId: string;
 	requestId: string;
 	model: ModelConfig;

@@ -46,14 +46,7 @@ export type LimitRefusal =
 export const RATE_WINDOW_MS = 60_000;
 type PeriodKey = "total" | SpendPeriod;
 
-export const LIMITS_SCHEMA = `
-	CREATE TABLE IF NOT EXISTS rate_events (request_id TEXT NOT NULL, scope TEXT NOT NULL, at INTEGER NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (request_id, scope));
-	CREATE INDEX IF NOT EXISTS rate_events_scope_at ON rate_events (scope, at);
-	CREATE TABLE IF NOT EXISTS hold_limits (request_id TEXT NOT NULL, scope TEXT NOT NULL, spend INTEGER NOT NULL, rated INTEGER NOT NULL, PRIMARY KEY (request_id, scope));
-	CREATE INDEX IF NOT EXISTS hold_limits_scope ON hold_limits (scope);
-	CREATE TABLE IF NOT EXISTS spend_periods (scope TEXT PRIMARY KEY, total INTEGER NOT NULL, day_start INTEGER NOT NULL, day INTEGER NOT NULL, week_start INTEGER NOT NULL, week INTEGER NOT NULL, month_start INTEGER NOT NULL, month INTEGER NOT NULL);
-`;
-
+/** The tables are created by the ledger's migrations (ledger-schema.ts). */
 const PERIOD_COLUMNS = {
 	total: ["total", null],
 	daily: ["day", "day_start"],

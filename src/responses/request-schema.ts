@@ -64,12 +64,26 @@ const FunctionCallOutputItem = z.strictObject({
 // but never sent to the engine, so its inner shape is not checked.
 const ReasoningItem = z.looseObject({ type: z.literal("reasoning"), id: z.string().nullable().optional() });
 
-const ITEM_TYPES = "'message', 'function_call', 'function_call_output', 'reasoning'";
+// An earlier stored input or output item, named by id; run-response resolves it from the key's store.
+const ItemReferenceItem = z.strictObject({ type: z.literal("item_reference"), id: z.string().min(1) });
+
+const ITEM_TYPES = "'message', 'function_call', 'function_call_output', 'reasoning', 'item_reference'";
+
+/**
+ * Fills in `type` where the OpenAI SDK lets it be left out: an item that is only an `id` is an
+ * ItemReference (its `type` may also be null), any other item without one an EasyInputMessage.
+ */
+function withType(v: unknown): unknown {
+	if (!isRecord(v)) return v;
+	if (v.type == null && "id" in v && Object.keys(v).every((k) => k === "id" || k === "type")) {
+		return { ...v, type: "item_reference" };
+	}
+	return v.type === undefined ? { ...v, type: "message" } : v;
+}
 
 const InputItem = z.preprocess(
-	// An item without `type` is a message, as the OpenAI SDK's EasyInputMessage allows.
-	(v) => (isRecord(v) && v.type === undefined ? { ...v, type: "message" } : v),
-	z.discriminatedUnion("type", [MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem], {
+	withType,
+	z.discriminatedUnion("type", [MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem, ItemReferenceItem], {
 		error: (iss) => (iss.code === "invalid_union" ? `expected one of ${ITEM_TYPES}.` : undefined),
 	}),
 );
@@ -153,10 +167,12 @@ export const ResponsesRequestSchema = z.strictObject({
 });
 
 export type ResponsesRequest = z.output<typeof ResponsesRequestSchema>;
-/** One input item as the client sent it (ids optional, content maybe a plain string). */
+/** One input item as the client sent it (ids optional, content maybe a plain string, maybe a reference). */
 export type RequestItem = z.output<
-	typeof MessageItem | typeof FunctionCallItem | typeof FunctionCallOutputItem | typeof ReasoningItem
+	typeof MessageItem | typeof FunctionCallItem | typeof FunctionCallOutputItem | typeof ReasoningItem | typeof ItemReferenceItem
 >;
+/** `{"type": "item_reference", "id": …}`: an earlier stored item, replaced by it before anything runs. */
+export type ItemReference = z.output<typeof ItemReferenceItem>;
 export type FunctionToolParam = z.output<typeof FunctionTool>;
 
 /** Validates a Responses create body; throws GatewayError "invalid_request" naming the bad param. */

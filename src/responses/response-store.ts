@@ -12,8 +12,9 @@ const RESERVATION_TTL_MS = 5 * 60 * 1000;
 /**
  * 1: one `responses` row per response, holding its input twice and every earlier turn again
  * (large ones failed to store), jobs in `jobs`. 2: turns.ts and stored-docs.ts, jobs in `queue`.
+ * 3: `item_index` (stored-docs.ts), item id → where the item is, for `item_reference` inputs.
  */
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 
 /** The hold a queued background response runs on: enough to release it if it never runs. */
 export type HeldRequest = Pick<RequestContext, "keyId" | "requestId" | "model" | "requestedModel">;
@@ -45,6 +46,13 @@ export interface BeginInput {
 }
 
 export type BeginResult = { ok: true; history: Item[] } | ConversationRefusal | { ok: false; reason: "queue_full" };
+
+/** The conversation a request continues and the items its input references, in the order referenced. */
+export type HistoryResult =
+	| { ok: true; history: Item[]; referenced: Item[] }
+	| ConversationRefusal
+	/** No input or output item the client can see has this id. */
+	| { ok: false; reason: "item_not_found"; id: string };
 
 /** What a background run sees of the store: direct calls, it runs inside the object. */
 export interface ResponseStoreApi {
@@ -98,11 +106,15 @@ export class ResponseStore extends DurableObject<Env> {
 			${TURNS_SCHEMA}
 		`);
 		const version = this.sql.exec<{ v: number }>("SELECT v FROM meta WHERE k = 'schema_version'").toArray()[0]?.v ?? 1;
-		if (version < SCHEMA_VERSION) this.upgrade();
+		if (version < SCHEMA_VERSION) this.upgrade(version);
 	}
 
-	/** Jobs of layout 1 never ran on a hold placed for them: they fail, to be retried by the client. */
-	private upgrade(): void {
+	/**
+	 * Jobs of layout 1 never ran on a hold placed for them: they fail, to be retried by the
+	 * client. Items stored before schema 3 are indexed (the table itself is in TURNS_SCHEMA).
+	 */
+	private upgrade(version: number): void {
+		if (version < 3) this.ctx.storage.transactionSync(() => this.turns.indexStoredItems());
 		if (this.turns.hasTable("jobs")) {
 			for (const { id } of this.sql.exec<{ id: string }>("SELECT id FROM jobs").toArray()) {
 				this.turns.markFailed(id, {
@@ -134,7 +146,7 @@ export class ResponseStore extends DurableObject<Env> {
 		}
 		const history = input.previousId ? this.turns.chain(input.previousId) : [];
 		const now = Date.now();
-		this.turns.create(input.id, input.previousId, input.createdAt, input.response, texts, () => {
+		this.turns.create(input.id, input.previousId, input.createdAt, input.response, { items: input.input, texts }, () => {
 			if (!job) return;
 			this.turns.docs.put(input.id, JOB_SEQ, "job", job.job);
 			this.sql.exec("INSERT INTO queue (id, state, since) VALUES (?, 'reserved', ?)", input.id, now);
@@ -144,10 +156,25 @@ export class ResponseStore extends DurableObject<Env> {
 		return { ok: true, history };
 	}
 
-	/** The conversation a `store: false` response continues, with the same checks as `begin`, storing nothing. */
-	history(previousId: string, inputChars: number, maxChars: number): BeginResult {
-		const checked = this.turns.check(previousId, inputChars, maxChars);
-		return checked.ok ? { ok: true, history: this.turns.chain(previousId) } : checked;
+	/**
+	 * The conversation a request continues, with the same checks as `begin` (the referenced items
+	 * count towards its size), and the stored items its input references by id (`refs`, in input
+	 * order), storing nothing: read before anything is held, so a refusal costs nothing.
+	 */
+	history(previousId: string | null, inputChars: number, maxChars: number, refs: readonly string[] = []): HistoryResult {
+		const located = this.turns.locate(refs, Date.now());
+		let chars = inputChars;
+		for (const id of refs) chars += located.get(id)?.chars ?? 0;
+		const checked = this.turns.check(previousId, chars, maxChars);
+		if (!checked.ok) return checked;
+		const referenced: Item[] = [];
+		for (const id of refs) {
+			const at = located.get(id);
+			const item = at && this.turns.item(at);
+			if (!item) return { ok: false, reason: "item_not_found", id };
+			referenced.push(item);
+		}
+		return { ok: true, history: previousId ? this.turns.chain(previousId) : [], referenced };
 	}
 
 	/** Whether the queue already holds `cap` jobs (reserved, queued or running): a cheap check before a hold is placed. */

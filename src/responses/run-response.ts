@@ -5,8 +5,9 @@ import { randomId } from "../ids";
 import { settleSafely } from "../ledger/ledger-client";
 import type { Source } from "../search/grounding";
 import { inProgressResponse, queuedResponse, type ResponseMeta, type ResponseObject, responseFromCompletion } from "./from-chat";
+import { type RequestedItem, referencedIds, referenceNotFound, resolveReferences } from "./item-references";
 import type { ResponseInputItem, ResponsesRequest } from "./request-schema";
-import type { BackgroundJob, HeldRequest, ResponseStore } from "./response-store";
+import type { BackgroundJob, HeldRequest, HistoryResult, ResponseStore } from "./response-store";
 import { ResponsesStreamEncoder } from "./stream-encoder";
 import { ResponsesEventBuilder } from "./stream-events";
 import { inputItems, responsesToChat } from "./to-chat";
@@ -42,7 +43,7 @@ export function itemIds(): string {
 type Conversation = Awaited<ReturnType<ResponseStore["begin"]>>;
 
 /** The refusals of the store, as the errors the client gets. */
-function conversationOf(result: Conversation, req: ResponsesRequest, config: GatewayConfig): ResponseInputItem[] {
+function conversationOf(result: Conversation | HistoryResult, req: ResponsesRequest, config: GatewayConfig): ResponseInputItem[] {
 	if (result.ok) return result.history as unknown as ResponseInputItem[];
 	switch (result.reason) {
 		case "not_found":
@@ -61,6 +62,8 @@ function conversationOf(result: Conversation, req: ResponsesRequest, config: Gat
 				`Previous response with id '${req.previous_response_id}' is still ${result.status}: continue it once it has finished.`,
 				{ param: "previous_response_id", code: "previous_response_in_progress" },
 			);
+		case "item_not_found":
+			throw referenceNotFound(req.input, result.id);
 		case "queue_full":
 			throw new GatewayError(
 				"rate_limited",
@@ -70,10 +73,16 @@ function conversationOf(result: Conversation, req: ResponsesRequest, config: Gat
 	}
 }
 
-function charsOf(items: ResponseInputItem[]): number {
+/** The input's size as stored JSON; a reference counts as the item it names, which the store adds. */
+function charsOf(items: RequestedItem[]): number {
 	let n = 0;
-	for (const item of items) n += JSON.stringify(item).length;
+	for (const item of items) if (item.type !== "item_reference") n += JSON.stringify(item).length;
 	return n;
+}
+
+/** The chat body for this turn: the earlier turns, then this input with its references resolved. */
+function chatBody(req: ResponsesRequest, prior: ResponseInputItem[], items: ResponseInputItem[]): Record<string, unknown> {
+	return responsesToChat({ ...req, input: [] }, [...prior, ...items]);
 }
 
 /** Gives back a hold that will never be used: settled once, at no cost, like a client that left before anything ran. */
@@ -118,7 +127,7 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		request: req,
 		ids: itemIds,
 	};
-	const items = inputItems(req, itemIds);
+	const requested = inputItems(req, itemIds);
 	const headers = { "x-venym-lane": "compat", "x-request-id": run.requestId };
 	if (req.background && req.store === false) {
 		throw new GatewayError("invalid_request", "Background responses are stored: 'store' must not be false with 'background'.", {
@@ -126,8 +135,8 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		});
 	}
 	const stub = responseStore(run.env, run.keyId);
-	// The conversation so far, read (not written) before anything is held.
-	const prior = await conversationBefore(stub, req, items, run.config);
+	// The conversation so far and the items the input references, read (not written) before anything is held.
+	const { prior, items } = await conversationBefore(stub, req, requested, run.config);
 	if (req.background) return enqueue(run, req, meta, items, prior, headers);
 
 	const store = req.store !== false;
@@ -140,7 +149,7 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 			return encoder;
 		},
 	};
-	const authorized = await authorizeChat(chatRun, responsesToChat(req, prior));
+	const authorized = await authorizeChat(chatRun, chatBody(req, prior, items));
 	if (store) {
 		let begun: Conversation;
 		try {
@@ -174,19 +183,27 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 	return { kind: "stream", stream: result.stream, headers: { ...result.headers, ...headers } };
 }
 
-/** The earlier turns a request continues, with the store's checks (unknown, unfinished, too large), storing nothing. */
+/**
+ * The earlier turns a request continues and its input with item references resolved, in one
+ * store round trip, with the store's checks (unknown, unfinished, too large, an unknown item),
+ * storing nothing.
+ */
 async function conversationBefore(
 	stub: DurableObjectStub<ResponseStore>,
 	req: ResponsesRequest,
-	items: ResponseInputItem[],
+	requested: RequestedItem[],
 	config: GatewayConfig,
-): Promise<ResponseInputItem[]> {
-	const chars = charsOf(items);
-	if (req.previous_response_id) {
-		return conversationOf(await stub.history(req.previous_response_id, chars, MAX_CONVERSATION_CHARS), req, config);
+): Promise<{ prior: ResponseInputItem[]; items: ResponseInputItem[] }> {
+	const chars = charsOf(requested);
+	const refs = referencedIds(requested);
+	if (req.previous_response_id || refs.length > 0) {
+		const result = await stub.history(req.previous_response_id ?? null, chars, MAX_CONVERSATION_CHARS, refs);
+		const prior = conversationOf(result, req, config);
+		const referenced = result.ok ? (result.referenced as unknown as ResponseInputItem[]) : [];
+		return { prior, items: resolveReferences(requested, referenced) };
 	}
-	if (chars > MAX_CONVERSATION_CHARS) return conversationOf({ ok: false, reason: "too_large", chars }, req, config);
-	return [];
+	if (chars > MAX_CONVERSATION_CHARS) conversationOf({ ok: false, reason: "too_large", chars }, req, config);
+	return { prior: [], items: resolveReferences(requested, []) };
 }
 
 function beginInput(meta: ResponseMeta, req: ResponsesRequest, items: ResponseInputItem[], shell: ResponseObject) {
@@ -222,7 +239,7 @@ async function enqueue(
 	const cap = run.config.max_queued_responses;
 	// Cheap first: a full queue is refused before a hold is placed (begin checks again, atomically).
 	if (await stub.queueFull(cap)) conversationOf({ ok: false, reason: "queue_full" }, req, run.config);
-	const authorized = await authorizeChat(run, responsesToChat({ ...req, stream: false }, prior), {
+	const authorized = await authorizeChat(run, chatBody({ ...req, stream: false }, prior, items), {
 		holdTtlMs: QUEUED_HOLD_TTL_MS,
 	});
 	const hold = heldRequest(authorized);

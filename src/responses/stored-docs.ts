@@ -34,6 +34,11 @@ function isHighSurrogate(code: number): boolean {
  * the first layout carried), `input`, `output`.
  */
 export type DocKind = "job" | "response" | "context" | "input" | "output";
+/** The documents that are conversation items. */
+export type ItemKind = "context" | "input" | "output";
+
+/** Whose item ids are indexed (`item_reference` names the input and output items the gateway stored, not a layout-1 context copy). */
+const INDEXED_KINDS: ReadonlySet<DocKind> = new Set(["input", "output"]);
 
 export const JOB_SEQ = -1;
 export const RESPONSE_SEQ = 0;
@@ -48,6 +53,14 @@ export const DOCS_SCHEMA = `
 		text TEXT NOT NULL,
 		PRIMARY KEY (response_id, seq, part)
 	);
+	CREATE TABLE IF NOT EXISTS item_index (
+		item_id TEXT NOT NULL,
+		response_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (response_id, seq)
+	);
+	CREATE INDEX IF NOT EXISTS item_index_item ON item_index (item_id, created_at);
 `;
 
 export type DocRow = {
@@ -77,7 +90,17 @@ export function assemble<T>(rows: Iterable<DocRow>): T[] {
 	return out;
 }
 
-/** The documents of the responses of one store. Every method is synchronous SQLite work. */
+/** An item's own id, when it has one to be referenced by. */
+function itemIdOf(item: unknown): string | null {
+	const id = typeof item === "object" && item !== null ? (item as { id?: unknown }).id : undefined;
+	return typeof id === "string" && id !== "" ? id : null;
+}
+
+/**
+ * The documents of the responses of one store, and `item_index`: item id → (response, seq) of
+ * every stored input and output item, written and removed with the documents, so an item
+ * reference is found without reading every response. Every method is synchronous SQLite work.
+ */
 export class Docs {
 	constructor(private readonly sql: SqlStorage) {}
 
@@ -88,9 +111,10 @@ export class Docs {
 		return text.length;
 	}
 
-	/** Stores JSON text already serialised. */
+	/** Stores JSON text already serialised (a conversation item: `putItems`, so it is indexed). */
 	putText(responseId: string, seq: number, kind: DocKind, text: string): void {
 		this.sql.exec("DELETE FROM docs WHERE response_id = ? AND seq = ?", responseId, seq);
+		this.sql.exec("DELETE FROM item_index WHERE response_id = ? AND seq = ?", responseId, seq);
 		splitText(text).forEach((part, i) => {
 			this.sql.exec(
 				"INSERT INTO docs (response_id, seq, part, kind, chars, text) VALUES (?, ?, ?, ?, ?, ?)",
@@ -104,11 +128,36 @@ export class Docs {
 		});
 	}
 
-	/** Stores `values` in order from `firstSeq`. */
-	putAll(responseId: string, firstSeq: number, kind: DocKind, values: readonly unknown[]): void {
-		values.forEach((v, i) => {
-			this.put(responseId, firstSeq + i, kind, v);
+	/**
+	 * Stores conversation items in order from `firstSeq` (`texts`: their JSON, when already
+	 * serialised), indexing the ids of input and output items under the response's `createdAt`.
+	 */
+	putItems(
+		responseId: string,
+		firstSeq: number,
+		kind: ItemKind,
+		items: readonly unknown[],
+		createdAt: number,
+		texts?: readonly string[],
+	): void {
+		const indexed = INDEXED_KINDS.has(kind);
+		items.forEach((item, i) => {
+			const seq = firstSeq + i;
+			this.putText(responseId, seq, kind, texts?.[i] ?? JSON.stringify(item));
+			const id = indexed ? itemIdOf(item) : null;
+			if (id !== null) this.index(id, responseId, seq, createdAt);
 		});
+	}
+
+	/** Records where the item `itemId` is stored. */
+	index(itemId: string, responseId: string, seq: number, createdAt: number): void {
+		this.sql.exec(
+			"INSERT OR REPLACE INTO item_index (item_id, response_id, seq, created_at) VALUES (?, ?, ?, ?)",
+			itemId,
+			responseId,
+			seq,
+			createdAt,
+		);
 	}
 
 	one<T>(responseId: string, seq: number): T | null {
@@ -144,7 +193,17 @@ export class Docs {
 	remove(responseId: string, kinds?: readonly DocKind[]): void {
 		if (!kinds) {
 			this.sql.exec("DELETE FROM docs WHERE response_id = ?", responseId);
+			this.sql.exec("DELETE FROM item_index WHERE response_id = ?", responseId);
 			return;
+		}
+		if (kinds.some((k) => INDEXED_KINDS.has(k))) {
+			this.sql.exec(
+				`DELETE FROM item_index WHERE response_id = ? AND seq IN
+				(SELECT seq FROM docs WHERE response_id = ? AND kind IN (${kinds.map(() => "?").join(", ")}))`,
+				responseId,
+				responseId,
+				...kinds,
+			);
 		}
 		this.sql.exec(
 			`DELETE FROM docs WHERE response_id = ? AND kind IN (${kinds.map(() => "?").join(", ")})`,

@@ -8,6 +8,7 @@ import type {
 	InputImagePart,
 	InputMessageItem,
 	InputTextPart,
+	ItemReference,
 	OutputTextPart,
 	RequestItem,
 	ResponseInputItem,
@@ -92,6 +93,9 @@ function toMessages(items: ReadonlyArray<AnyItem>): ChatMessage[] {
 			case "reasoning":
 				// Earlier reasoning is not replayed: chat templates drop it, and some engines reject it.
 				break;
+			case "item_reference":
+				// run-response replaces references with the stored items before translating.
+				throw new Error(`item reference '${item.id}' was not resolved before translation`);
 		}
 	}
 	return messages;
@@ -157,9 +161,10 @@ function outputPart(p: AnyPart): OutputTextPart {
 /**
  * The request's input as stored items (for history and GET …/input_items): a string
  * becomes one user message, every item gets an id (`msg_`, `fc_`, `fco_`, `rs_` + `ids()`)
- * unless it brought one, and message content is always a parts array.
+ * unless it brought one, and message content is always a parts array. An item reference
+ * stays as it is, for run-response to replace with the item it names (item-references.ts).
  */
-export function inputItems(req: ResponsesRequest, ids: () => string): ResponseInputItem[] {
+export function inputItems(req: ResponsesRequest, ids: () => string): Array<ResponseInputItem | ItemReference> {
 	if (typeof req.input === "string") {
 		return [
 			{
@@ -174,7 +179,7 @@ export function inputItems(req: ResponsesRequest, ids: () => string): ResponseIn
 	return req.input.map((item) => normalise(item, ids));
 }
 
-function normalise(item: RequestItem, ids: () => string): ResponseInputItem {
+function normalise(item: RequestItem, ids: () => string): ResponseInputItem | ItemReference {
 	switch (item.type) {
 		case "message": {
 			const id = item.id || `msg_${ids()}`;
@@ -213,6 +218,8 @@ function normalise(item: RequestItem, ids: () => string): ResponseInputItem {
 				id: item.id || `rs_${ids()}`,
 				summary: summaryOf(item.summary),
 			};
+		case "item_reference":
+			return { type: "item_reference", id: item.id };
 	}
 }
 

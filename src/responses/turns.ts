@@ -17,6 +17,9 @@ export type ConversationRefusal =
 	/** The previous response has not finished: its output, part of this conversation, is not known yet. */
 	| { ok: false; reason: "in_progress"; status: string };
 
+/** Where a stored item is: its response and seq, and its size in JSON characters. */
+export type ItemLocation = { response_id: string; seq: number; chars: number };
+
 type TurnRow = {
 	status: string;
 	prev: string | null;
@@ -69,13 +72,13 @@ export class Turns {
 		return chars > maxChars ? { ok: false, reason: "too_large", chars } : { ok: true };
 	}
 
-	/** A new response: its row, the response object so far and its input (JSON texts), in one transaction with `also`. */
+	/** A new response: its row, the response object so far and its input (with its JSON texts), in one transaction with `also`. */
 	create(
 		id: string,
 		previousId: string | null,
 		createdAt: number,
 		response: Item,
-		inputTexts: string[],
+		input: { items: readonly Item[]; texts: readonly string[] },
 		also?: () => void,
 	): void {
 		this.transaction(() => {
@@ -87,9 +90,7 @@ export class Turns {
 				String(response.status),
 			);
 			this.docs.put(id, RESPONSE_SEQ, "response", { ...response, output: [] });
-			inputTexts.forEach((text, i) => {
-				this.docs.putText(id, 1 + i, "input", text);
-			});
+			this.docs.putItems(id, 1, "input", input.items, createdAt, input.texts);
 			also?.();
 		});
 	}
@@ -128,7 +129,7 @@ export class Turns {
 		this.transaction(() => {
 			this.docs.remove(id, ["output"]);
 			this.docs.put(id, RESPONSE_SEQ, "response", { ...response, output: [] });
-			this.docs.putAll(id, this.docs.nextSeq(id, ["context", "input"]), "output", output);
+			this.docs.putItems(id, this.docs.nextSeq(id, ["context", "input"]), "output", output, turn.created_at);
 			this.sql.exec("UPDATE turns SET status = ?, error = NULL WHERE id = ?", String(response.status), id);
 		});
 	}
@@ -151,6 +152,59 @@ export class Turns {
 
 	inputItems(id: string, now: number): Item[] | null {
 		return this.visible(id, now) ? this.docs.list(id, ["input"]) : null;
+	}
+
+	/**
+	 * Where the items with these ids are stored, with their size (JSON characters): the input and
+	 * output items of responses the client can see. Where a client reused an id, the most recent
+	 * response's item (the later one written, within one millisecond). An id not found is absent.
+	 */
+	locate(ids: readonly string[], now: number): Map<string, ItemLocation> {
+		const found = new Map<string, ItemLocation>();
+		for (const itemId of new Set(ids)) {
+			const row = this.sql
+				.exec<ItemLocation>(
+					`SELECT i.response_id, i.seq, (SELECT SUM(d.chars) FROM docs d WHERE d.response_id = i.response_id AND d.seq = i.seq) AS chars
+					FROM item_index i JOIN turns t ON t.id = i.response_id
+					WHERE i.item_id = ? AND t.hidden = 0 AND t.created_at + ? >= ?
+					ORDER BY i.created_at DESC, i.rowid DESC LIMIT 1`,
+					itemId,
+					RESPONSE_TTL_MS,
+					now,
+				)
+				.toArray()[0];
+			if (row) found.set(itemId, { response_id: row.response_id, seq: row.seq, chars: row.chars });
+		}
+		return found;
+	}
+
+	/** The stored item at `at` (from `locate`). */
+	item(at: ItemLocation): Item | null {
+		return this.docs.one<Item>(at.response_id, at.seq);
+	}
+
+	/**
+	 * Indexes the ids of every stored input and output item: documents written before schema 3
+	 * have no index rows. A one-row document is read by SQLite's JSON functions, never loaded
+	 * here; the few split across rows are assembled one at a time.
+	 */
+	indexStoredItems(): void {
+		this.sql.exec(`
+			INSERT OR REPLACE INTO item_index (item_id, response_id, seq, created_at)
+			SELECT json_extract(d.text, '$.id'), d.response_id, d.seq, t.created_at
+			FROM docs d JOIN turns t ON t.id = d.response_id
+			WHERE d.kind IN ('input', 'output') AND d.part = 0
+				AND CASE WHEN json_valid(d.text) THEN json_type(d.text, '$.id') = 'text' AND json_extract(d.text, '$.id') != '' ELSE 0 END`);
+		const split = this.sql
+			.exec<{ response_id: string; seq: number; created_at: number }>(
+				`SELECT d.response_id, d.seq, t.created_at FROM docs d JOIN turns t ON t.id = d.response_id
+				WHERE d.kind IN ('input', 'output') AND d.part = 1`,
+			)
+			.toArray();
+		for (const { response_id, seq, created_at } of split) {
+			const id = this.docs.one<Item>(response_id, seq)?.id;
+			if (typeof id === "string" && id !== "") this.docs.index(id, response_id, seq, created_at);
+		}
 	}
 
 	/** A response the client can see: stored, not deleted, not expired. */
@@ -247,9 +301,9 @@ export class Turns {
 				String(record.response.status ?? "completed"),
 			);
 			this.docs.put(id, RESPONSE_SEQ, "response", { ...record.response, output: [] });
-			this.docs.putAll(id, 1, "context", context);
-			this.docs.putAll(id, 1 + context.length, "input", input);
-			this.docs.putAll(id, 1 + context.length + input.length, "output", output);
+			this.docs.putItems(id, 1, "context", context, row.created_at);
+			this.docs.putItems(id, 1 + context.length, "input", input, row.created_at);
+			this.docs.putItems(id, 1 + context.length + input.length, "output", output, row.created_at);
 			this.sql.exec("DELETE FROM responses WHERE id = ?", id);
 		});
 	}

@@ -1,5 +1,5 @@
 // The load shapes the bench runs. Every function takes targets ({name, url, agent, key, …})
-// and returns raw samples; bench/run.mjs turns them into the table.
+// and returns raw samples; the phases (bench/phases/) turn them into results.
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { send } from "./http.mjs";

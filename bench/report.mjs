@@ -1,0 +1,248 @@
+// The bench's report: the comparison table (with the targets each row is held to) and the
+// hot-path pieces, from a results object as bench/run.mjs writes it to JSON. Also reprints a
+// saved run: node bench/run.mjs --report bench/results.json
+
+const f = (v, d = 2) => (v === null || v === undefined || Number.isNaN(v) ? "–" : Number(v).toFixed(d));
+const signed = (v, d = 2) => (v === null || v === undefined ? "–" : `${v >= 0 ? "+" : ""}${Number(v).toFixed(d)}`);
+const verdict = (ok) => (ok ? "met" : "NOT met");
+
+/** Non-stream latency, sequential and at a fixed rate. */
+function latencyRows(r, row) {
+	const s = r.sequential;
+	row(
+		"latency sequential p50 (ms)",
+		f(s.direct.p50, 3),
+		f(s.floor.p50, 3),
+		f(s.gateway.p50, 3),
+		signed(s.gateway.p50 - s.floor.p50, 3),
+		"≤ +1 ms over floor",
+		verdict(s.gateway.p50 - s.floor.p50 <= 1),
+	);
+	row(
+		"latency sequential p99 (ms)",
+		f(s.direct.p99, 3),
+		f(s.floor.p99, 3),
+		f(s.gateway.p99, 3),
+		signed(s.gateway.p99 - s.floor.p99, 3),
+	);
+	row(
+		"  added over direct, p50 (ms)",
+		"",
+		signed(s.floor.p50 - s.direct.p50, 3),
+		signed(s.gateway.p50 - s.direct.p50, 3),
+		"",
+		"< +2.5 (Portkey)",
+		verdict(s.gateway.p50 - s.direct.p50 < 2.5),
+	);
+	const fr = r.fixedRate;
+	row(
+		`latency @${fr.rate} req/s p50 (ms)`,
+		f(fr.direct.p50, 3),
+		f(fr.floor.p50, 3),
+		f(fr.gateway.p50, 3),
+		signed(fr.gateway.p50 - fr.floor.p50, 3),
+		"≤ +1 ms over floor",
+		verdict(fr.gateway.p50 - fr.floor.p50 <= 1),
+	);
+	row(
+		`latency @${fr.rate} req/s p99 (ms)`,
+		f(fr.direct.p99, 3),
+		f(fr.floor.p99, 3),
+		f(fr.gateway.p99, 3),
+		signed(fr.gateway.p99 - fr.floor.p99, 3),
+	);
+}
+
+/** Requests per second in flight, and workerd CPU per request. */
+function capacityRows(r, row) {
+	for (const [inflight, c] of Object.entries(r.capacity)) {
+		const ratio = c.gateway.rps / c.floor.rps;
+		const isTarget = Number(inflight) === 16;
+		row(
+			`req/s @${inflight} in flight`,
+			f(c.direct.rps, 0),
+			f(c.floor.rps, 0),
+			f(c.gateway.rps, 0),
+			`${f(ratio * 100, 0)}% of floor`,
+			isTarget ? "≥ 80% of floor" : "",
+			isTarget ? verdict(ratio >= 0.8) : "",
+		);
+	}
+	const cpu = r.cpuPerRequest;
+	// On Cloudflare the ledger Durable Object and D1 run on other machines; here they share the
+	// gateway's one workerd thread. Taking the measured CPU of one authorize+settle pair (its
+	// usage-record flush to D1 included) off the gateway's CPU per request estimates what the
+	// Worker itself costs, and so its capacity against the floor's.
+	const pair = r.ledger?.[16]?.cpuPerSettlementMs;
+	const at16 = cpu.inflight16;
+	if (pair !== undefined && at16) {
+		const workerOnly = at16.gateway - pair;
+		row(
+			"  est. without the ledger DO and D1 (ms CPU)",
+			"",
+			f(at16.floor, 3),
+			f(workerOnly, 3),
+			`${f((at16.floor / workerOnly) * 100, 0)}% of floor`,
+			"derived, see README",
+		);
+	}
+	row(
+		"workerd CPU/request, sequential (ms)",
+		"",
+		f(cpu.sequential.floor, 3),
+		f(cpu.sequential.gateway, 3),
+		signed(cpu.sequential.gateway - cpu.sequential.floor, 3),
+		"≤ 1.5 ms",
+		verdict(cpu.sequential.gateway <= 1.5),
+	);
+	for (const inflight of Object.keys(r.capacity)) {
+		const c = cpu[`inflight${inflight}`];
+		row(
+			`workerd CPU/request @${inflight} in flight (ms)`,
+			"",
+			f(c.floor, 3),
+			f(c.gateway, 3),
+			signed(c.gateway - c.floor, 3),
+			"≤ 1.5 ms",
+			verdict(c.gateway <= 1.5),
+		);
+	}
+}
+
+/** Paced streams at each concurrency, CPU per chunk, and bursts. */
+function streamRows(r, row) {
+	const ps = r.pacedStreams;
+	for (const [level, l] of Object.entries(ps.levels)) {
+		const strict = Number(level) >= 32;
+		const ttfbDelta = l.gateway.ttfb.p50 - l.direct.ttfb.p50;
+		const totalRatio = l.gateway.total.p50 / l.direct.total.p50;
+		row(
+			`stream ×${level} (${ps.chunks}@${ps.paceMs}ms) TTFB p50 (ms)`,
+			f(l.direct.ttfb.p50),
+			f(l.floor.ttfb.p50),
+			f(l.gateway.ttfb.p50),
+			signed(ttfbDelta),
+			strict ? "≤ +3 ms vs direct" : "",
+			strict ? verdict(ttfbDelta <= 3) : "",
+		);
+		row(
+			`stream ×${level} TTFB p99 (ms)`,
+			f(l.direct.ttfb.p99),
+			f(l.floor.ttfb.p99),
+			f(l.gateway.ttfb.p99),
+			signed(l.gateway.ttfb.p99 - l.direct.ttfb.p99),
+		);
+		row(
+			`stream ×${level} total p50 (ms)`,
+			f(l.direct.total.p50, 0),
+			f(l.floor.total.p50, 0),
+			f(l.gateway.total.p50, 0),
+			`${signed((totalRatio - 1) * 100, 1)}%`,
+			strict ? "≤ +5% vs direct" : "",
+			strict ? verdict(totalRatio <= 1.05) : "",
+		);
+		row(
+			`stream ×${level} total p99 (ms)`,
+			f(l.direct.total.p99, 0),
+			f(l.floor.total.p99, 0),
+			f(l.gateway.total.p99, 0),
+			`${signed((l.gateway.total.p99 / l.direct.total.p99 - 1) * 100, 1)}%`,
+		);
+		row(
+			`stream ×${level} workerd CPU/stream (ms)`,
+			"",
+			f(l.cpuPerStream.floor),
+			f(l.cpuPerStream.gateway),
+			signed(l.cpuPerStream.gateway - l.cpuPerStream.floor),
+		);
+		const perChunk = (ms) => (ms * 1000) / l.gateway.frames;
+		const g = perChunk(l.cpuPerStream.gateway);
+		row(
+			`stream ×${level} CPU/chunk, all-in (µs)`,
+			"",
+			f(perChunk(l.cpuPerStream.floor), 1),
+			f(g, 1),
+			signed(g - perChunk(l.cpuPerStream.floor), 1),
+			"≤ 200 (stretch 120)",
+			g <= 120 ? "met (stretch)" : verdict(g <= 200),
+		);
+	}
+	const cc = r.cpuPerChunk;
+	for (const kind of ["paced", "burst"]) {
+		const g = cc[kind].gateway.marginal;
+		row(
+			`CPU/streamed chunk, ${kind}, marginal (µs)`,
+			"",
+			f(cc[kind].floor.marginal, 1),
+			f(g, 1),
+			signed(g - cc[kind].floor.marginal, 1),
+			"≤ 200 (stretch 120)",
+			g <= 120 ? "met (stretch)" : verdict(g <= 200),
+		);
+		row(
+			`CPU/streamed chunk, ${kind}, all-in avg (µs)`,
+			"",
+			f(cc[kind].floor.average, 1),
+			f(cc[kind].gateway.average, 1),
+			signed(cc[kind].gateway.average - cc[kind].floor.average, 1),
+		);
+	}
+	const b = r.burstStreams;
+	row(
+		`burst ×${b.concurrent} (${b.chunks} chunks) total p50 (ms)`,
+		f(b.direct.total.p50, 0),
+		f(b.floor.total.p50, 0),
+		f(b.gateway.total.p50, 0),
+		`${signed((b.gateway.total.p50 / b.direct.total.p50 - 1) * 100, 0)}%`,
+	);
+}
+
+/** The ledger on its own, and the usage-record integrity check. */
+function ledgerRows(r, row) {
+	for (const [inflight, l] of Object.entries(r.ledger)) {
+		row(
+			`ledger DO settlements/s, one key, ${inflight} in flight`,
+			"",
+			"",
+			f(l.settlementsPerSecond, 0),
+			`${f(l.cpuPerSettlementMs, 3)} ms CPU each`,
+			`outbox left: ${l.outboxBacklogAtEnd}`,
+		);
+	}
+	const u = r.usageRecords;
+	row(
+		"usage records in D1 / gateway requests",
+		"",
+		"",
+		`${u.recordsInD1}/${u.gatewayRequests}`,
+		"",
+		"all recorded",
+		verdict(u.recordsInD1 === u.gatewayRequests),
+	);
+}
+
+export function printTable(r) {
+	const rows = [];
+	const row = (metric, direct, floor, gateway, delta, target = "", met = "") =>
+		rows.push([metric, direct, floor, gateway, delta, target, met]);
+	latencyRows(r, row);
+	capacityRows(r, row);
+	streamRows(r, row);
+	ledgerRows(r, row);
+
+	const head = ["metric", "direct", "floor", "gateway", "gateway vs floor", "target", "status"];
+	const widths = head.map((h, i) => Math.max(h.length, ...rows.map((x) => String(x[i]).length)));
+	const line = (cells) => cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join("  ");
+	console.log(`\n${line(head)}\n${widths.map((w) => "-".repeat(w)).join("  ")}`);
+	for (const x of rows) console.log(line(x));
+	console.log("\nhot-path pieces in isolation (probe worker inside the gateway's workerd, sequential):");
+	for (const [name, c] of Object.entries(r.components)) {
+		console.log(
+			`  ${name.padEnd(18)} ${f(c.cpuMsEach * 1000, 0).padStart(5)} µs CPU, ${f(c.wallMsEach * 1000, 0).padStart(5)} µs wall each`,
+		);
+	}
+	console.log(
+		`\n${r.meta.host.cpus} CPUs (${r.meta.host.model}), node ${r.meta.host.node}, miniflare ${r.meta.miniflare}, workerd ${r.meta.workerd}; ` +
+			`idle CPU ms/s: floor ${f(r.meta.idleCpuMsPerSecond.floor)}, gateway ${f(r.meta.idleCpuMsPerSecond.gateway)}`,
+	);
+}
