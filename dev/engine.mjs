@@ -10,6 +10,7 @@
 import http from "node:http";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { embeddings, legacyCompletions } from "./engine-legacy.mjs";
 import { awkwardPieces, completion, encodeFrame, MODEL_IDS, planReply, searchResults, streamPayloads } from "./engine-reply.mjs";
 import { SCENARIOS } from "./engine-scenarios.mjs";
 import { cutAfterFlush, nestedError, sendJson, sleep, stallForever } from "./engine-wire.mjs";
@@ -19,6 +20,8 @@ export { scenarioNames } from "./engine-scenarios.mjs";
 const ROUTES = {
 	"GET /v1/models": models,
 	"POST /v1/chat/completions": chat,
+	"POST /v1/completions": legacyCompletions,
+	"POST /v1/embeddings": embeddings,
 	"GET /search": search,
 };
 

@@ -6,7 +6,7 @@ import { GatewayError, toErrorResponse } from "./errors";
 import { fromHonoException } from "./http/hono-errors";
 import { randomId } from "./ids";
 import { adminRoutes } from "./routes/admin";
-import { chatCompletions } from "./routes/chat";
+import { chatCompletions, completions, embeddings } from "./routes/chat";
 import { ownKey } from "./routes/key";
 import { modelsRoutes } from "./routes/models";
 import { responsesRoutes } from "./routes/responses";
@@ -34,6 +34,8 @@ app.route("/v1/models", modelsRoutes);
 app.route("/v1/tokens", tokensRoutes);
 app.get("/v1/key", ownKey);
 app.post("/v1/chat/completions", chatCompletions);
+app.post("/v1/completions", completions);
+app.post("/v1/embeddings", embeddings);
 app.route("/v1/responses", responsesRoutes);
 
 app.notFound(() => {

@@ -5,22 +5,44 @@ const url = z.url({ protocol: /^https?$/ });
 
 const NodeSchema = z.union([url, z.strictObject({ url, api_key_env: z.string().min(1).optional() })]);
 
-const ModelSchema = z.strictObject({
-	id: z
-		.string()
-		.min(1)
-		.regex(/^[^:\s]+$/, "must not contain ':' or spaces"),
-	engine_model: z.string().min(1),
-	nodes: z.array(NodeSchema).min(1),
-	max_output_tokens: z.number().int().positive(),
-	context_length: z.number().int().positive().optional(),
-	pricing: z.strictObject({
-		input_usd_per_mtok: z.number().nonnegative(),
-		output_usd_per_mtok: z.number().nonnegative(),
-	}),
-	capabilities: z.array(z.string()).default([]),
-	owned_by: z.string().default("venym"),
-});
+/** A model with this capability is served on /v1/embeddings only (and needs no output cap or price). */
+export const EMBEDDINGS = "embeddings";
+
+const ModelSchema = z
+	.strictObject({
+		id: z
+			.string()
+			.min(1)
+			.regex(/^[^:\s]+$/, "must not contain ':' or spaces"),
+		engine_model: z.string().min(1),
+		nodes: z.array(NodeSchema).min(1),
+		max_output_tokens: z.number().int().positive().optional(),
+		context_length: z.number().int().positive().optional(),
+		pricing: z.strictObject({
+			input_usd_per_mtok: z.number().nonnegative(),
+			output_usd_per_mtok: z.number().nonnegative().optional(),
+		}),
+		capabilities: z.array(z.string()).default([]),
+		owned_by: z.string().default("venym"),
+	})
+	.superRefine((m, ctx) => {
+		if (m.capabilities.includes(EMBEDDINGS)) return;
+		if (m.max_output_tokens === undefined) {
+			ctx.addIssue({ code: "custom", path: ["max_output_tokens"], message: "required (except for embeddings models)" });
+		}
+		if (m.pricing.output_usd_per_mtok === undefined) {
+			ctx.addIssue({
+				code: "custom",
+				path: ["pricing", "output_usd_per_mtok"],
+				message: "required (except for embeddings models)",
+			});
+		}
+	})
+	.transform((m) => ({
+		...m,
+		max_output_tokens: m.max_output_tokens ?? 0,
+		pricing: { input_usd_per_mtok: m.pricing.input_usd_per_mtok, output_usd_per_mtok: m.pricing.output_usd_per_mtok ?? 0 },
+	}));
 
 const WebSearchSchema = z
 	.strictObject({

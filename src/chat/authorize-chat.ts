@@ -3,7 +3,7 @@
  * (402/403/429 here). Nothing reaches an engine; a refused request costs nothing.
  */
 import { assertModelAllowed, ledgerKeyId, ledgerScopes, outputCeiling } from "../auth/scopes";
-import { type ModelConfig, type ResolvedModel, resolveModel } from "../config";
+import { EMBEDDINGS, type ModelConfig, type ResolvedModel, resolveModel } from "../config";
 import { GatewayError } from "../errors";
 import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos, usdToNanos } from "../ledger/pricing";
@@ -24,6 +24,8 @@ export interface AuthorizedChat {
 	rateHeaders: Record<string, string>;
 	/** Bounds for engine-reported usage (see usage-bounds.ts). */
 	bounds: UsageBounds;
+	/** The legacy `/v1/completions` lane (default: chat completions). */
+	lane?: "completions";
 }
 
 export interface AuthorizeOptions {
@@ -41,6 +43,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	const body = validateChatRequest(rawBody);
 	const choices = choiceCount(body.n, config.max_n);
 	const resolved = resolveModel(config, body.model);
+	assertServes(resolved.model, "chat");
 	if (principal) assertModelAllowed(principal, resolved.model.id);
 	const ceiling = principal ? outputCeiling(principal) : null;
 	const webSearch = isWebSearch(body, resolved);
@@ -80,8 +83,18 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds };
 }
 
+/** An embeddings model serves /v1/embeddings only, and only an embeddings model does. */
+export function assertServes(model: ModelConfig, endpoint: "chat" | "completions" | "embeddings"): void {
+	const embeddings = model.capabilities.includes(EMBEDDINGS);
+	if (embeddings === (endpoint === "embeddings")) return;
+	const message = embeddings
+		? `The model '${model.id}' is an embeddings model: use /v1/embeddings.`
+		: `The model '${model.id}' does not serve embeddings: use an embeddings model.`;
+	throw new GatewayError("invalid_request", message, { param: "model", code: "unsupported_model" });
+}
+
 /** `n`: how many choices; more than `max_n` is refused before anything is held. */
-function choiceCount(n: number | null | undefined, max: number): number {
+export function choiceCount(n: number | null | undefined, max: number): number {
 	if (n === undefined || n === null) return 1;
 	if (!Number.isInteger(n) || n < 1) {
 		throw new GatewayError("invalid_request", `Invalid 'n': expected a positive integer, got ${n}.`, { param: "n" });
@@ -104,7 +117,7 @@ function searchResultCount(body: ChatRequest): number {
 }
 
 /** Our own 400 for a prompt the model cannot take, before anything is held or sent. */
-function assertFitsContext(model: ModelConfig, promptTokens: number): void {
+export function assertFitsContext(model: ModelConfig, promptTokens: number): void {
 	if (model.context_length === undefined || promptTokens < model.context_length) return;
 	throw new GatewayError(
 		"invalid_request",

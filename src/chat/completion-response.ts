@@ -12,6 +12,9 @@ function outputChars(choices: unknown): number {
 	if (!Array.isArray(choices)) return 0;
 	let n = 0;
 	for (const choice of choices) {
+		// Legacy completions answer with `text`.
+		const text = (choice as { text?: unknown } | null)?.text;
+		if (typeof text === "string") n += text.length;
 		const msg = (choice as { message?: Record<string, unknown> } | null)?.message;
 		if (!msg) continue;
 		for (const f of ["content", "reasoning_content", "reasoning"]) {

@@ -7,6 +7,7 @@ import { ledgerFor, outcomeCostNanos, type RequestContext, settleSafely } from "
 import { nanosToUsd } from "../ledger/pricing";
 import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
+import { ChatSseEncoder } from "../stream/chat-sse-encoder";
 import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
 import type { Outcome, Usage } from "../types";
 import { type AuthorizedChat, authorizeChat } from "./authorize-chat";
@@ -128,7 +129,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	try {
 		answer = await callEngine({
 			nodes: modelNodes(resolved.model),
-			path: "/chat/completions",
+			path: authorized.lane === "completions" ? "/completions" : "/chat/completions",
 			body: JSON.stringify(prepared.engineBody),
 			secrets: env as unknown as Record<string, unknown>,
 			clientSignal,
@@ -150,7 +151,9 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 
 	if (prepared.stream) {
 		const upstream = answer.response.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
-		const encoder = run.streamEncoder?.(sources);
+		const encoder =
+			run.streamEncoder?.(sources) ??
+			(authorized.lane === "completions" ? new ChatSseEncoder(resolved.requestedId, undefined, "text_completion") : undefined);
 		const { stream, done } = rewriteChatStream(
 			upstream,
 			{

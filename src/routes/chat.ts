@@ -1,30 +1,57 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
 import { callerKeyId } from "../auth/scopes";
-import { runChat } from "../chat/run-chat";
+import type { AuthorizedChat } from "../chat/authorize-chat";
+import type { ChatResult, ChatRun } from "../chat/chat-run";
+import { authorizeChat, runAuthorized } from "../chat/run-chat";
+import { authorizeCompletion } from "../completions/authorize-completion";
 import { loadConfig } from "../config";
+import { runEmbeddings } from "../embeddings/run-embeddings";
 import { readJsonBody } from "../http/read-json";
 
-export async function chatCompletions(c: Context<AppEnv>): Promise<Response> {
-	const config = loadConfig(c.env.GATEWAY_CONFIG);
+type Authorize = (run: ChatRun, body: unknown) => Promise<AuthorizedChat>;
+
+/** What a request on the chat pipeline runs with. */
+function runOf(c: Context<AppEnv>): ChatRun {
 	const principal = c.get("principal");
-	const result = await runChat(
-		{
-			env: c.env,
-			config,
-			// ChatRun.keyId is the caller's key id (the ledger that pays comes from the principal).
-			keyId: callerKeyId(principal),
-			principal,
-			requestId: c.get("requestId"),
-			clientSignal: c.req.raw.signal,
-			waitUntil: (p) => c.executionCtx.waitUntil(p),
-		},
-		await readJsonBody(c.req.raw, config.max_body_bytes),
-	);
+	return {
+		env: c.env,
+		config: loadConfig(c.env.GATEWAY_CONFIG),
+		// ChatRun.keyId is the caller's key id (the ledger that pays comes from the principal).
+		keyId: callerKeyId(principal),
+		principal,
+		requestId: c.get("requestId"),
+		clientSignal: c.req.raw.signal,
+		waitUntil: (p) => c.executionCtx.waitUntil(p),
+	};
+}
+
+/** A route on the chat pipeline: read the body, authorize (the lane's own rules), run, answer. */
+function chatLane(authorize: Authorize) {
+	return async (c: Context<AppEnv>): Promise<Response> => {
+		const run = runOf(c);
+		const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
+		return respond(c, await runAuthorized(run, await authorize(run, body)));
+	};
+}
+
+function respond(c: Context<AppEnv>, result: ChatResult): Response {
 	if (result.kind === "stream") {
 		return new Response(result.stream, {
 			headers: { ...result.headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
 		});
 	}
+	return c.json(result.body, 200, result.headers);
+}
+
+/** POST /v1/chat/completions */
+export const chatCompletions = chatLane(authorizeChat);
+/** POST /v1/completions (legacy) */
+export const completions = chatLane(authorizeCompletion);
+
+/** POST /v1/embeddings */
+export async function embeddings(c: Context<AppEnv>): Promise<Response> {
+	const run = runOf(c);
+	const result = await runEmbeddings(run, await readJsonBody(c.req.raw, run.config.max_body_bytes));
 	return c.json(result.body, 200, result.headers);
 }

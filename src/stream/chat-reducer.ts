@@ -137,6 +137,11 @@ export class ChatStreamReducer {
 		for (const choice of choices) {
 			if (!isRecord(choice)) continue;
 			if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.#sawFinish = true;
+			// Legacy completions stream `text`, chat streams `delta`.
+			if (typeof choice.text === "string" && choice.text.length > 0) {
+				this.#forwardedChars += choice.text.length;
+				this.#contentForwarded = true;
+			}
 			if (!isRecord(choice.delta)) continue;
 			const chars = deltaChars(choice.delta);
 			this.#forwardedChars += chars;

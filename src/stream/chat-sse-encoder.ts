@@ -47,9 +47,15 @@ export class ChatSseEncoder implements StreamEncoder {
 	#engineModel: string | undefined;
 	#engineModelField = "";
 
-	/** `sources`: web-search results, sent first as a chunk-shaped `venym.sources` event. */
-	constructor(model: string, sources?: Source[]) {
+	readonly #chunkObject: string;
+
+	/**
+	 * `sources`: web-search results, sent first as a chunk-shaped `venym.sources` event.
+	 * `chunkObject`: the usage chunk's `object` (legacy completions stream `text_completion`).
+	 */
+	constructor(model: string, sources?: Source[], chunkObject = "chat.completion.chunk") {
 		this.#model = model;
+		this.#chunkObject = chunkObject;
 		this.#modelField = `"model":${JSON.stringify(model)}`;
 		if (sources?.length) {
 			this.#sources = sources;
@@ -97,7 +103,7 @@ export class ChatSseEncoder implements StreamEncoder {
 		const usage = frame(
 			JSON.stringify({
 				id: this.#id ?? reducer.id ?? `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`,
-				object: "chat.completion.chunk",
+				object: this.#chunkObject,
 				created: reducer.created ?? this.#created,
 				model: this.#model,
 				choices: [],

@@ -38,6 +38,13 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/slowheaders", [node("slowheaders")]),
 			model("test/trickle", [node("trickle")]),
 			model("test/bigprompt", [node("bigprompt")]),
+			// An embeddings model: served on /v1/embeddings only, priced on input alone, no output cap.
+			model("test/embed", [{ url: node(), api_key_env: "NODE_KEY" }], {
+				capabilities: ["embeddings"],
+				context_length: 512,
+				max_output_tokens: undefined,
+				pricing: { input_usd_per_mtok: 1 },
+			}),
 			model("test/all-hang", [node("hang")]),
 			// Megabyte-sized Responses inputs and long previous_response_id chains.
 			model("test/big", [node()], { context_length: 10_000_000 }),

@@ -1,0 +1,95 @@
+// The development engine's legacy `/v1/completions` and `/v1/embeddings`: what vLLM, llama.cpp
+// and Ollama serve beside chat. Echoes the prompt back word by word (capped by max_tokens),
+// reports usage as vLLM does, and streams `text_completion` chunks with a final usage chunk.
+import { sendJson } from "./engine-wire.mjs";
+
+const words = (text) => text.split(/\s+/).filter(Boolean);
+
+function promptsOf(prompt) {
+	if (typeof prompt === "string") return [prompt];
+	if (Array.isArray(prompt) && prompt.every((p) => typeof p === "number")) return [prompt];
+	return Array.isArray(prompt) ? prompt : [];
+}
+
+const tokensOf = (p) => (typeof p === "string" ? Math.ceil(p.length / 4) : p.length);
+
+/** POST /v1/completions: one choice per prompt × n, "Echo: <prompt words>" capped at max_tokens. */
+export async function legacyCompletions(ctx) {
+	const { body, res, record } = ctx;
+	const prompts = promptsOf(body?.prompt);
+	if (prompts.length === 0) {
+		return sendJson(res, 400, { error: { message: "prompt is required", type: "BadRequestError", param: "prompt", code: 400 } });
+	}
+	const n = Number.isInteger(body.n) ? body.n : 1;
+	const max = Number.isInteger(body.max_tokens) ? body.max_tokens : 16;
+	const id = `cmpl-dev${record.id}`;
+	const created = Math.floor(Date.now() / 1000);
+	const model = body.model;
+	const choices = [];
+	let completionTokens = 0;
+	prompts.forEach((p, pi) => {
+		const all = ["Echo:", ...words(typeof p === "string" ? p : p.join(" "))];
+		const out = all.slice(0, max);
+		for (let k = 0; k < n; k++) {
+			completionTokens += out.length;
+			choices.push({ index: pi * n + k, out, finish: all.length > max ? "length" : "stop" });
+		}
+	});
+	const usage = {
+		prompt_tokens: prompts.reduce((a, p) => a + tokensOf(p), 0),
+		completion_tokens: completionTokens,
+		total_tokens: 0,
+	};
+	usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+	if (body.stream !== true) {
+		return sendJson(res, 200, {
+			id,
+			object: "text_completion",
+			created,
+			model,
+			choices: choices.map((c) => ({ index: c.index, text: c.out.join(" "), logprobs: null, finish_reason: c.finish })),
+			usage,
+		});
+	}
+	res.writeHead(200, { "content-type": "text/event-stream" });
+	const frame = (v) => res.write(`data: ${JSON.stringify(v)}\n\n`);
+	for (const c of choices) {
+		c.out.forEach((w, i) => {
+			frame({
+				id,
+				object: "text_completion",
+				created,
+				model,
+				choices: [{ index: c.index, text: i ? ` ${w}` : w, logprobs: null, finish_reason: null }],
+			});
+		});
+		frame({
+			id,
+			object: "text_completion",
+			created,
+			model,
+			choices: [{ index: c.index, text: "", logprobs: null, finish_reason: c.finish }],
+		});
+	}
+	if (body.stream_options?.include_usage) frame({ id, object: "text_completion", created, model, choices: [], usage });
+	res.end("data: [DONE]\n\n");
+}
+
+/** POST /v1/embeddings: a deterministic 8-dimension vector per input (or `dimensions`), usage as vLLM reports it. */
+export function embeddings(ctx) {
+	const { body, res } = ctx;
+	const inputs = promptsOf(body?.input);
+	if (inputs.length === 0) {
+		return sendJson(res, 400, { error: { message: "input is required", type: "BadRequestError", param: "input", code: 400 } });
+	}
+	const dims = Number.isInteger(body.dimensions) ? body.dimensions : 8;
+	const data = inputs.map((input, index) => {
+		const text = typeof input === "string" ? input : input.join(" ");
+		const vector = Array.from({ length: dims }, (_, i) => Number((((text.length + 1) * (i + 1)) % 97) / 97).toFixed(6) * 1);
+		const embedding =
+			body.encoding_format === "base64" ? Buffer.from(new Float32Array(vector).buffer).toString("base64") : vector;
+		return { object: "embedding", index, embedding };
+	});
+	const prompt = inputs.reduce((a, p) => a + tokensOf(p), 0);
+	sendJson(res, 200, { object: "list", data, model: body.model, usage: { prompt_tokens: prompt, total_tokens: prompt } });
+}

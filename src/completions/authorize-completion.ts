@@ -1,0 +1,126 @@
+/**
+ * Legacy `POST /v1/completions`: validated, capped and held like chat, then run by the same
+ * pipeline (engine call with failover, stream layers with a `text_completion` encoder, usage
+ * bounds, settlement). Every prompt × `n` (or `best_of`, whichever is larger) is covered by the hold.
+ */
+import { z } from "zod";
+import { assertModelAllowed, ledgerKeyId, ledgerScopes, outputCeiling } from "../auth/scopes";
+import { type AuthorizedChat, assertFitsContext, assertServes, choiceCount } from "../chat/authorize-chat";
+import type { ChatRun } from "../chat/chat-run";
+import { outputCap } from "../chat/prepare";
+import { promptBound } from "../chat/usage-bounds";
+import { resolveModel } from "../config";
+import { GatewayError } from "../errors";
+import { zodToGatewayError } from "../http/zod-error";
+import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
+import { costNanos } from "../ledger/pricing";
+import { estimateTokens } from "../stream/estimate";
+
+/** OpenAI's default for legacy completions. */
+export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
+/** OpenAI's limit on prompts in one request. */
+const MAX_PROMPTS = 2048;
+
+const TokenArray = z.array(z.number().int().nonnegative()).min(1);
+const Prompt = z.union([z.string(), z.array(z.string()).min(1), TokenArray, z.array(TokenArray).min(1)]);
+const MaxTokens = z.number().int().positive().nullable().optional();
+
+/** Only what the gateway reads is checked; every other field goes to the engine untouched. */
+const CompletionRequestSchema = z.looseObject({
+	model: z.string().min(1),
+	prompt: Prompt,
+	stream: z.boolean().nullable().optional(),
+	stream_options: z.looseObject({}).nullable().optional(),
+	max_tokens: MaxTokens,
+	n: z.number().nullable().optional(),
+	best_of: z.number().nullable().optional(),
+});
+
+type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
+
+/** Each prompt's token estimate: a token array is its length, text about four characters a token. */
+function promptEstimates(prompt: CompletionRequest["prompt"]): number[] {
+	if (typeof prompt === "string") return [estimateTokens(prompt.length)];
+	if (prompt.every((p) => typeof p === "number")) return [prompt.length];
+	return (prompt as Array<string | number[]>).map((p) => (typeof p === "string" ? estimateTokens(p.length) : p.length));
+}
+
+function validate(rawBody: unknown): CompletionRequest {
+	if (rawBody === null || typeof rawBody !== "object" || Array.isArray(rawBody)) {
+		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
+	}
+	const result = CompletionRequestSchema.safeParse(rawBody, { reportInput: true });
+	if (!result.success) throw zodToGatewayError(result.error);
+	return rawBody as CompletionRequest;
+}
+
+export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promise<AuthorizedChat> {
+	const { config, principal } = run;
+	const body = validate(rawBody);
+	const n = choiceCount(body.n, config.max_n);
+	const bestOf = body.best_of === undefined || body.best_of === null ? n : choiceCount(body.best_of, config.max_n);
+	if (bestOf < n) {
+		throw new GatewayError("invalid_request", `Invalid 'best_of': it must be at least 'n' (${n}).`, { param: "best_of" });
+	}
+	const resolved = resolveModel(config, body.model);
+	if (resolved.online) {
+		throw new GatewayError("invalid_request", "Web search is offered on chat completions and Responses only.", {
+			param: "model",
+		});
+	}
+	assertServes(resolved.model, "completions");
+	if (principal) assertModelAllowed(principal, resolved.model.id);
+	const estimates = promptEstimates(body.prompt);
+	if (estimates.length > MAX_PROMPTS) {
+		throw new GatewayError("invalid_request", `Invalid 'prompt': at most ${MAX_PROMPTS} prompts in one request.`, {
+			param: "prompt",
+		});
+	}
+	const longest = Math.max(...estimates);
+	assertFitsContext(resolved.model, longest);
+
+	// max_tokens defaults to 16 and is capped like chat: the model, the context left, the key's ceiling.
+	const ceiling = principal ? outputCeiling(principal) : null;
+	let cap = outputCap(resolved.model, longest);
+	if (ceiling !== null) cap = Math.min(cap, ceiling);
+	const maxTokens = Math.min(body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS, cap);
+	const out = body as Record<string, unknown>;
+	out.model = resolved.model.engine_model;
+	out.max_tokens = maxTokens;
+	const stream = body.stream === true;
+	if (stream) out.stream_options = { include_usage: true };
+	else delete out.stream_options;
+
+	const prompts = estimates.length;
+	const promptTokens = estimates.reduce((a, b) => a + b, 0);
+	// Every prompt gets `best_of` generations (n of them returned); all are billed.
+	const outputTokens = maxTokens * bestOf * prompts;
+	let promptLimit = 0;
+	for (const e of estimates) promptLimit += promptBound(resolved.model, e);
+	const req: RequestContext = {
+		keyId: principal ? ledgerKeyId(principal) : run.keyId,
+		requestId: run.requestId,
+		model: resolved.model,
+		requestedModel: resolved.requestedId,
+		searchCount: 0,
+	};
+	if (principal) {
+		req.scopes = ledgerScopes(principal);
+		req.tokenEstimate = promptTokens + outputTokens;
+	}
+	const hold = holdNanos(resolved.model, promptLimit, outputTokens);
+	// As for chat's n: beyond one generation, the extras' worst case must be covered before admission.
+	const extra = bestOf * prompts - 1;
+	const reserve = extra > 0 ? costNanos(resolved.model.pricing, 0, maxTokens * extra) : 0;
+	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, { reserveNanos: reserve });
+	req.balanceNanos = balanceNanos;
+	return {
+		req,
+		prepared: { engineBody: out, stream, maxOutputTokens: maxTokens, webSearch: { enabled: false, results: 0 } },
+		promptTokens,
+		searchPrice: 0,
+		rateHeaders,
+		bounds: { maxPromptTokens: promptLimit, maxCompletionTokens: outputTokens },
+		lane: "completions",
+	};
+}

@@ -1,0 +1,169 @@
+/**
+ * `POST /v1/embeddings` for models with the `embeddings` capability: validated, held, sent to
+ * the model's nodes with failover, billed for input tokens at the input price (engine usage
+ * within bounds, else the estimate) and recorded, through the same ledger as chat.
+ */
+import { z } from "zod";
+import { assertModelAllowed, ledgerKeyId, ledgerScopes } from "../auth/scopes";
+import { assertFitsContext, assertServes } from "../chat/authorize-chat";
+import type { ChatRun } from "../chat/chat-run";
+import { boundedUsage } from "../chat/usage-bounds";
+import { modelNodes, resolveModel } from "../config";
+import { callEngine } from "../engine/call-engine";
+import { readEngineBody } from "../engine/read-body";
+import { GatewayError } from "../errors";
+import { zodToGatewayError } from "../http/zod-error";
+import { authorizeRequest, holdNanos, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { nanosToUsd } from "../ledger/pricing";
+import { estimateTokens } from "../stream/estimate";
+import type { Outcome } from "../types";
+
+/** OpenAI's limit on inputs in one request. */
+export const MAX_EMBEDDING_INPUTS = 2048;
+
+const TokenArray = z.array(z.number().int().nonnegative()).min(1);
+const EmbeddingsRequestSchema = z.looseObject({
+	model: z.string().min(1),
+	input: z.union([
+		z.string().min(1),
+		z.array(z.string().min(1)).min(1).max(MAX_EMBEDDING_INPUTS),
+		TokenArray,
+		z.array(TokenArray).min(1).max(MAX_EMBEDDING_INPUTS),
+	]),
+	encoding_format: z.enum(["float", "base64"]).optional(),
+	dimensions: z.number().int().positive().max(65_536).optional(),
+	user: z.string().optional(),
+});
+
+type EmbeddingsRequest = z.infer<typeof EmbeddingsRequestSchema>;
+
+const NO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+
+/** Each input's token estimate: a token array is its length, text about four characters a token. */
+function inputEstimates(input: EmbeddingsRequest["input"]): number[] {
+	if (typeof input === "string") return [estimateTokens(input.length)];
+	if (input.every((i) => typeof i === "number")) return [input.length];
+	return (input as Array<string | number[]>).map((i) => (typeof i === "string" ? estimateTokens(i.length) : i.length));
+}
+
+/** The most tokens an input can be billed: a token array exactly, text at most a token a character. */
+function inputBounds(input: EmbeddingsRequest["input"], contextLength: number | undefined): number {
+	const items: Array<string | number> | Array<string | number[]> = typeof input === "string" ? [input] : input;
+	if (items.every((i) => typeof i === "number")) return items.length;
+	let bound = 0;
+	for (const i of items as Array<string | number[]>) {
+		const b = typeof i === "string" ? i.length + 16 : i.length;
+		bound += contextLength === undefined ? b : Math.min(contextLength, b);
+	}
+	return bound;
+}
+
+export interface EmbeddingsResult {
+	body: Record<string, unknown>;
+	headers: Record<string, string>;
+}
+
+export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<EmbeddingsResult> {
+	const { env, config, principal } = run;
+	if (rawBody === null || typeof rawBody !== "object" || Array.isArray(rawBody)) {
+		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
+	}
+	const parsed = EmbeddingsRequestSchema.safeParse(rawBody, { reportInput: true });
+	if (!parsed.success) throw zodToGatewayError(parsed.error);
+	const body = rawBody as EmbeddingsRequest;
+	const resolved = resolveModel(config, body.model);
+	if (resolved.online) {
+		throw new GatewayError("invalid_request", "Web search is offered on chat completions and Responses only.", {
+			param: "model",
+		});
+	}
+	assertServes(resolved.model, "embeddings");
+	if (principal) assertModelAllowed(principal, resolved.model.id);
+	const estimates = inputEstimates(body.input);
+	for (const e of estimates) assertFitsContext(resolved.model, e);
+	const promptTokens = estimates.reduce((a, b) => a + b, 0);
+	const bound = inputBounds(body.input, resolved.model.context_length);
+
+	const req: RequestContext = {
+		keyId: principal ? ledgerKeyId(principal) : run.keyId,
+		requestId: run.requestId,
+		model: resolved.model,
+		requestedModel: resolved.requestedId,
+		searchCount: 0,
+	};
+	if (principal) {
+		req.scopes = ledgerScopes(principal);
+		req.tokenEstimate = promptTokens;
+	}
+	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(env, req, holdNanos(resolved.model, bound, 0));
+	const headers: Record<string, string> = { "x-request-id": run.requestId, ...rateHeaders };
+	// From here on the request holds money: every path settles exactly once.
+	const settle = (outcome: Outcome) => run.waitUntil(settleSafely(env, req, outcome));
+
+	const engineBody = { ...body, model: resolved.model.engine_model };
+	let text: string;
+	let node: string;
+	try {
+		const answer = await callEngine({
+			nodes: modelNodes(resolved.model),
+			path: "/embeddings",
+			body: JSON.stringify(engineBody),
+			secrets: env as unknown as Record<string, unknown>,
+			clientSignal: run.clientSignal,
+			firstByteTimeoutMs: config.first_byte_timeout_ms,
+		});
+		node = answer.node;
+		text = await readEngineBody(answer.response, {
+			idleTimeoutMs: config.stream_idle_timeout_ms,
+			abort: (reason) => answer.abort(reason),
+		});
+	} catch (err) {
+		const gone = err instanceof GatewayError && err.kind === "client_closed";
+		settle({
+			status: gone
+				? "client_disconnected"
+				: err instanceof GatewayError && err.kind === "engine_refused"
+					? "engine_error"
+					: "failed",
+			usage: NO_USAGE,
+			estimated: false,
+			node: null,
+		});
+		throw withHeaders(err, rateHeaders);
+	}
+	let json: Record<string, unknown> | null = null;
+	try {
+		const v = JSON.parse(text) as unknown;
+		if (v && typeof v === "object" && Array.isArray((v as { data?: unknown }).data)) json = v as Record<string, unknown>;
+	} catch {
+		// Not JSON: an invalid answer, below.
+	}
+	if (!json) {
+		settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node });
+		console.warn(`engine ${node} sent an invalid embeddings answer for ${run.requestId}`);
+		throw withHeaders(
+			new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 }),
+			rateHeaders,
+		);
+	}
+	// Only input tokens: accepted within the bound, else the estimate.
+	const reported = json.usage as Record<string, unknown> | undefined;
+	const { usage, estimated } = boundedUsage(
+		{ prompt_tokens: reported?.prompt_tokens, completion_tokens: 0 },
+		{ maxPromptTokens: bound, maxCompletionTokens: 0 },
+		{ promptTokens, completionTokens: 0 },
+	);
+	const outcome: Outcome = { status: "completed", usage, estimated, node };
+	settle(outcome);
+	json.model = resolved.requestedId;
+	json.usage = { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens };
+	const cost = outcomeCostNanos(req, outcome);
+	headers["x-venym-cost-usd"] = String(nanosToUsd(cost));
+	headers["x-venym-balance-usd"] = String(nanosToUsd(balanceNanos - cost));
+	return { body: json, headers };
+}
+
+function withHeaders(err: unknown, headers: Record<string, string>): unknown {
+	if (!(err instanceof GatewayError) || Object.keys(headers).length === 0) return err;
+	return new GatewayError(err.kind, err.message, { ...err.options, headers: { ...headers, ...err.options.headers } });
+}
