@@ -48,16 +48,21 @@ function info(keyId: string): Promise<LedgerInfo> {
 
 /** Every request of the key settled and flushed: the ledger and the usage records. */
 async function settled(keyId: string, records: number): Promise<{ info: LedgerInfo; rows: UsageRow[] }> {
+	let last: unknown;
 	const i = await waitFor(async () => {
 		const x = await info(keyId);
+		last = x;
 		if (x.openHolds !== 0) return null;
 		if (x.outboxSize > 0) {
 			await runDurableObjectAlarm(ledger(keyId));
 			return null;
 		}
 		const n = await env.DB.prepare("SELECT COUNT(*) AS n FROM usage_records WHERE key_id = ?").bind(keyId).first<{ n: number }>();
+		last = { ...x, records: n?.n };
 		return n && n.n >= records ? x : null;
-	}, 10_000);
+	}, 10_000).catch((err: unknown) => {
+		throw new Error(`not settled: ${JSON.stringify(last)}`, { cause: err });
+	});
 	const res = await admin(`/usage?key_id=${keyId}&limit=100`);
 	const rows = ((await res.json()) as { data: UsageRow[] }).data;
 	return { info: i, rows };
