@@ -5,7 +5,6 @@
  * the next `sequence_number`. The final response equals what `responseFromCompletion`
  * builds from the same content, because both use the same item builders and id order.
  */
-import type { Response as SdkResponse, ResponseStreamEvent as SdkStreamEvent } from "openai/resources/responses/responses";
 import type { Source } from "../search/grounding";
 import {
 	annotationsFromSources,
@@ -20,41 +19,18 @@ import {
 	usageFromChat,
 } from "./from-chat";
 import type { ItemStatusValue, OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue } from "./request-schema";
+import {
+	isRecord,
+	isSource,
+	type Json,
+	nonEmpty,
+	type OpenItem,
+	type ResponseStreamEvent,
+	type ToolCallState,
+	type Unnumbered,
+} from "./stream-event-types";
 
-type WithOurResponse<E> = E extends { response: SdkResponse } ? Omit<E, "response"> & { response: ResponseObject } : E;
-/** The openai SDK's event union, carrying our response object (no computed `output_text`). */
-export type ResponseStreamEvent = WithOurResponse<SdkStreamEvent>;
-/** An event before its sequence number is assigned. */
-type Unnumbered = ResponseStreamEvent extends infer E ? (E extends unknown ? Omit<E, "sequence_number"> : never) : never;
-
-type Json = Record<string, unknown>;
-
-function isRecord(v: unknown): v is Json {
-	return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function nonEmpty(v: unknown): string | undefined {
-	return typeof v === "string" && v.length > 0 ? v : undefined;
-}
-
-interface OpenItem {
-	kind: "reasoning" | "message" | "function_call";
-	outputIndex: number;
-	id: string;
-	/** Deltas kept as pieces and joined once at the end: repeated concatenation is O(n²). */
-	pieces: string[];
-	/** Only for function calls. */
-	callId: string;
-	name: string;
-}
-
-interface ToolCallState {
-	callId?: string;
-	name?: string;
-	/** Argument fragments that came before the call's name. */
-	early: string[];
-	item?: OpenItem;
-}
+export { encodeEvent, type ResponseStreamEvent } from "./stream-event-types";
 
 export class ResponsesEventBuilder {
 	readonly #meta: ResponseMeta;
@@ -335,13 +311,4 @@ export class ResponsesEventBuilder {
 		}
 		this.#emit(out, { type: "response.output_item.done", output_index: open.outputIndex, item });
 	}
-}
-
-function isSource(v: unknown): v is Source {
-	return isRecord(v) && typeof v.url === "string" && typeof v.title === "string";
-}
-
-/** One SSE frame: `event: <type>`, the JSON data line, a blank line. */
-export function encodeEvent(e: ResponseStreamEvent): string {
-	return `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
 }
