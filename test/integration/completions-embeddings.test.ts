@@ -4,10 +4,10 @@
  * (1_000 nano$/token), $2/Mtok out.
  */
 import { env, runDurableObjectAlarm } from "cloudflare:test";
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import type { KeyLedger, LedgerInfo } from "../../src/ledger/key-ledger";
-import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
+import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, sdkClient, waitFor } from "../support/gateway";
 
 interface ErrorBody {
 	error: { message: string; type: string; param: string | null; code: string | null };
@@ -49,21 +49,12 @@ async function settled(keyId: string, records: number): Promise<{ info: LedgerIn
 	return { info, rows };
 }
 
-function sdk(key: string): OpenAI {
-	return new OpenAI({
-		apiKey: key,
-		baseURL: "http://gateway.test/v1",
-		maxRetries: 0,
-		fetch: (input, init) => gw(new URL(String(input instanceof Request ? input.url : input)).pathname, init as RequestInit),
-	});
-}
-
 describe("POST /v1/completions", () => {
 	it("answers through the official SDK with the gateway's model id, max_tokens defaulting to 16, billed from engine usage", async () => {
 		const k = await createKey({ balance_usd: 1 });
 		const since = await lastEngineId();
 		const words = Array.from({ length: 30 }, (_, i) => `w${i}`).join(" ");
-		const r = await sdk(k.key).completions.create({ model: "test/ok", prompt: words });
+		const r = await sdkClient(k.key).completions.create({ model: "test/ok", prompt: words });
 		expect(r.model).toBe("test/ok");
 		expect(r.object).toBe("text_completion");
 		expect(r.choices[0]?.text.split(" ")).toHaveLength(16);
@@ -84,7 +75,7 @@ describe("POST /v1/completions", () => {
 
 	it("streams text_completion chunks with the gateway's model and exactly one usage chunk before [DONE]", async () => {
 		const k = await createKey({ balance_usd: 1 });
-		const stream = await sdk(k.key).completions.create({
+		const stream = await sdkClient(k.key).completions.create({
 			model: "test/ok",
 			prompt: "one two three",
 			max_tokens: 5,
@@ -147,7 +138,7 @@ describe("POST /v1/embeddings", () => {
 	it("embeds through the official SDK, billed for input tokens only", async () => {
 		const k = await createKey({ balance_usd: 1 });
 		const since = await lastEngineId();
-		const r = await sdk(k.key).embeddings.create({ model: "test/embed", input: ["hello world", "second input"] });
+		const r = await sdkClient(k.key).embeddings.create({ model: "test/embed", input: ["hello world", "second input"] });
 		expect(r.model).toBe("test/embed");
 		expect(r.data).toHaveLength(2);
 		expect(r.data[0]?.embedding.length).toBe(8);

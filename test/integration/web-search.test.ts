@@ -1,8 +1,7 @@
 import { createExecutionContext, env, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
-import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import worker from "../../src/index";
-import { chat, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
+import { chat, createKey, engineRequestsSince, lastEngineId, readSse, sdkClient, waitFor } from "../support/gateway";
 
 interface Completion {
 	model: string;
@@ -167,12 +166,7 @@ describe("web search", () => {
 
 	it("delivers the sources frame through the official SDK's chunk loop", async () => {
 		const { key } = await createKey();
-		const client = new OpenAI({
-			apiKey: key,
-			baseURL: "http://gateway.test/v1",
-			maxRetries: 0,
-			fetch: (input, init) => gw(new URL(String(input instanceof Request ? input.url : input)).pathname, init as RequestInit),
-		});
+		const client = sdkClient(key);
 		const stream = await client.chat.completions.create({
 			model: "test/ok:online",
 			stream: true,
@@ -192,12 +186,7 @@ describe("web search", () => {
 
 	it("works with the official SDK's stream helper and finalChatCompletion on a web-search stream", async () => {
 		const { key } = await createKey();
-		const client = new OpenAI({
-			apiKey: key,
-			baseURL: "http://gateway.test/v1",
-			maxRetries: 0,
-			fetch: (input, init) => gw(new URL(String(input instanceof Request ? input.url : input)).pathname, init as RequestInit),
-		});
+		const client = sdkClient(key);
 		const stream = client.chat.completions.stream({
 			model: "test/ok:online",
 			messages: [{ role: "user", content: "tides" }],

@@ -1,4 +1,5 @@
 import { env, SELF } from "cloudflare:test";
+import OpenAI from "openai";
 import { TEST_ADMIN_TOKEN } from "./test-config";
 
 export const BASE = "http://gateway.test";
@@ -97,4 +98,14 @@ export async function readSse(res: Response): Promise<string[]> {
 				.map((l) => l.slice(5).trimStart())
 				.join("\n"),
 		);
+}
+
+/** The official openai SDK talking to the gateway in this workerd (no network, no retries). */
+export function sdkClient(key: string): OpenAI {
+	return new OpenAI({
+		apiKey: key,
+		baseURL: `${BASE}/v1`,
+		maxRetries: 0,
+		fetch: (input, init) => gw(new URL(String(input instanceof Request ? input.url : input)).pathname, init as RequestInit),
+	});
 }
