@@ -3,7 +3,16 @@
 // development engine: what an AI SDK user sees, end to end, on the paths they take first.
 import { createOpenAI, type OpenAIProvider } from "@ai-sdk/openai";
 import { createOpenAICompatible, type OpenAICompatibleProvider } from "@ai-sdk/openai-compatible";
-import { generateText, type LanguageModel, stepCountIs, streamText, type TextStreamPart, type ToolSet, tool } from "ai";
+import {
+	embedMany,
+	generateText,
+	type LanguageModel,
+	stepCountIs,
+	streamText,
+	type TextStreamPart,
+	type ToolSet,
+	tool,
+} from "ai";
 import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createKey, engineRequestsWith, gatewayUrl, marker } from "./support";
@@ -186,8 +195,8 @@ describe("@ai-sdk/openai Responses provider (openai / openai.responses)", () => 
 	});
 
 	// The provider stores responses by default and replays the first turn's assistant message as
-	// {"type":"item_reference","id":"msg_…"} (issue 14 item 2). Today the gateway answers that
-	// with 400 "Invalid value for 'input[1].type'". Enable once item_reference lands.
+	// {"type":"item_reference","id":"msg_…"} (issue 14 item 2), which the gateway resolves from the
+	// key's stored items.
 	it("a two-turn conversation with default storage (earlier items sent as item_reference)", async () => {
 		const m = marker("two-turn");
 		const model = openai.responses("test/ok");
@@ -197,7 +206,11 @@ describe("@ai-sdk/openai Responses provider (openai / openai.responses)", () => 
 		expect(first.response.messages).toHaveLength(1);
 		const second = await generateText({
 			model,
-			messages: [{ role: "user", content: firstPrompt }, ...first.response.messages, { role: "user", content: "second question" }],
+			messages: [
+				{ role: "user", content: firstPrompt },
+				...first.response.messages,
+				{ role: "user", content: "second question" },
+			],
 			...noRetries,
 		});
 		expect(second.text).toBe("Echo: second question");
@@ -244,5 +257,43 @@ describe("@ai-sdk/openai-compatible", () => {
 		const result = await generateText({ model: compatible("test/ok:online"), prompt, ...noRetries });
 		expect(result.text).toBe(groundedAnswer(prompt));
 		expectUsage(result.usage);
+	});
+});
+
+describe("embedMany (test/embed, an embeddings-capable model)", () => {
+	const values = ["sunny day", "a much longer sentence about rain"];
+
+	it("@ai-sdk/openai embedding model: one vector per value, in order, usage reported", async () => {
+		const result = await embedMany({ model: openai.embedding("test/embed"), values, ...noRetries });
+		expect(result.embeddings).toHaveLength(2);
+		for (const vector of result.embeddings) expect(vector).toHaveLength(8);
+		// The development engine's vectors depend on the input's length, so order is visible.
+		expect(result.embeddings[0]).not.toEqual(result.embeddings[1]);
+		expect(result.usage.tokens).toBeGreaterThan(0);
+	});
+
+	it("@ai-sdk/openai embedding model: providerOptions.openai.dimensions is passed on", async () => {
+		const result = await embedMany({
+			model: openai.embedding("test/embed"),
+			values,
+			providerOptions: { openai: { dimensions: 4 } },
+			...noRetries,
+		});
+		for (const vector of result.embeddings) expect(vector).toHaveLength(4);
+	});
+
+	it("@ai-sdk/openai-compatible embedding model", async () => {
+		const result = await embedMany({ model: compatible.embeddingModel("test/embed"), values, ...noRetries });
+		expect(result.embeddings).toHaveLength(2);
+		for (const vector of result.embeddings) expect(vector).toHaveLength(8);
+		expect(result.usage.tokens).toBeGreaterThan(0);
+	});
+
+	it("a chat model is refused on embeddings with a 400 the SDK surfaces", async () => {
+		const err = await embedMany({ model: openai.embedding("test/ok"), values, ...noRetries }).then(
+			() => null,
+			(e: unknown) => e as { statusCode?: number },
+		);
+		expect(err?.statusCode).toBe(400);
 	});
 });
