@@ -197,7 +197,8 @@ async function conversationBefore(
 	const chars = charsOf(requested);
 	const refs = referencedIds(requested);
 	if (req.previous_response_id || refs.length > 0) {
-		const result = await stub.history(req.previous_response_id ?? null, chars, MAX_CONVERSATION_CHARS, refs);
+		// Items are JSON objects (`Record<string, unknown>`), which the RPC types cannot express.
+		const result = (await stub.history(req.previous_response_id ?? null, chars, MAX_CONVERSATION_CHARS, refs)) as HistoryResult;
 		const prior = conversationOf(result, req, config);
 		const referenced = result.ok ? (result.referenced as unknown as ResponseInputItem[]) : [];
 		return { prior, items: resolveReferences(requested, referenced) };

@@ -2,6 +2,7 @@
  * JSON documents in the ResponseStore's SQLite, each stored once and split across rows: a row
  * of a Durable Object's SQLite holds at most 2 MB, less than one request body may carry.
  */
+import { INDEXED_KINDS, ITEM_INDEX_SCHEMA, ItemIndex, itemIdOf } from "./item-index";
 
 /**
  * The longest text one row holds, in UTF-16 code units. A code unit is at most 3 bytes of
@@ -37,9 +38,6 @@ export type DocKind = "job" | "response" | "context" | "input" | "output";
 /** The documents that are conversation items. */
 export type ItemKind = "context" | "input" | "output";
 
-/** Whose item ids are indexed (`item_reference` names the input and output items the gateway stored, not a layout-1 context copy). */
-const INDEXED_KINDS: ReadonlySet<DocKind> = new Set(["input", "output"]);
-
 export const JOB_SEQ = -1;
 export const RESPONSE_SEQ = 0;
 
@@ -53,14 +51,7 @@ export const DOCS_SCHEMA = `
 		text TEXT NOT NULL,
 		PRIMARY KEY (response_id, seq, part)
 	);
-	CREATE TABLE IF NOT EXISTS item_index (
-		item_id TEXT NOT NULL,
-		response_id TEXT NOT NULL,
-		seq INTEGER NOT NULL,
-		created_at INTEGER NOT NULL,
-		PRIMARY KEY (response_id, seq)
-	);
-	CREATE INDEX IF NOT EXISTS item_index_item ON item_index (item_id, created_at);
+	${ITEM_INDEX_SCHEMA}
 `;
 
 export type DocRow = {
@@ -90,19 +81,16 @@ export function assemble<T>(rows: Iterable<DocRow>): T[] {
 	return out;
 }
 
-/** An item's own id, when it has one to be referenced by. */
-function itemIdOf(item: unknown): string | null {
-	const id = typeof item === "object" && item !== null ? (item as { id?: unknown }).id : undefined;
-	return typeof id === "string" && id !== "" ? id : null;
-}
-
 /**
- * The documents of the responses of one store, and `item_index`: item id → (response, seq) of
- * every stored input and output item, written and removed with the documents, so an item
- * reference is found without reading every response. Every method is synchronous SQLite work.
+ * The documents of the responses of one store, with the index of their item ids (item-index.ts)
+ * kept in step. Every method is synchronous SQLite work.
  */
 export class Docs {
-	constructor(private readonly sql: SqlStorage) {}
+	readonly items: ItemIndex;
+
+	constructor(private readonly sql: SqlStorage) {
+		this.items = new ItemIndex(sql);
+	}
 
 	/** Stores `value` as JSON under (responseId, seq), replacing what was there; returns its length. */
 	put(responseId: string, seq: number, kind: DocKind, value: unknown): number {
@@ -111,10 +99,10 @@ export class Docs {
 		return text.length;
 	}
 
-	/** Stores JSON text already serialised (a conversation item: `putItems`, so it is indexed). */
+	/** Stores JSON text already serialised, unindexed (conversation items go through `putItems`). */
 	putText(responseId: string, seq: number, kind: DocKind, text: string): void {
 		this.sql.exec("DELETE FROM docs WHERE response_id = ? AND seq = ?", responseId, seq);
-		this.sql.exec("DELETE FROM item_index WHERE response_id = ? AND seq = ?", responseId, seq);
+		this.items.removeAt(responseId, seq);
 		splitText(text).forEach((part, i) => {
 			this.sql.exec(
 				"INSERT INTO docs (response_id, seq, part, kind, chars, text) VALUES (?, ?, ?, ?, ?, ?)",
@@ -145,19 +133,8 @@ export class Docs {
 			const seq = firstSeq + i;
 			this.putText(responseId, seq, kind, texts?.[i] ?? JSON.stringify(item));
 			const id = indexed ? itemIdOf(item) : null;
-			if (id !== null) this.index(id, responseId, seq, createdAt);
+			if (id !== null) this.items.add(id, responseId, seq, createdAt);
 		});
-	}
-
-	/** Records where the item `itemId` is stored. */
-	index(itemId: string, responseId: string, seq: number, createdAt: number): void {
-		this.sql.exec(
-			"INSERT OR REPLACE INTO item_index (item_id, response_id, seq, created_at) VALUES (?, ?, ?, ?)",
-			itemId,
-			responseId,
-			seq,
-			createdAt,
-		);
 	}
 
 	one<T>(responseId: string, seq: number): T | null {
@@ -191,19 +168,10 @@ export class Docs {
 	}
 
 	remove(responseId: string, kinds?: readonly DocKind[]): void {
+		this.items.remove(responseId, kinds);
 		if (!kinds) {
 			this.sql.exec("DELETE FROM docs WHERE response_id = ?", responseId);
-			this.sql.exec("DELETE FROM item_index WHERE response_id = ?", responseId);
 			return;
-		}
-		if (kinds.some((k) => INDEXED_KINDS.has(k))) {
-			this.sql.exec(
-				`DELETE FROM item_index WHERE response_id = ? AND seq IN
-				(SELECT seq FROM docs WHERE response_id = ? AND kind IN (${kinds.map(() => "?").join(", ")}))`,
-				responseId,
-				responseId,
-				...kinds,
-			);
 		}
 		this.sql.exec(
 			`DELETE FROM docs WHERE response_id = ? AND kind IN (${kinds.map(() => "?").join(", ")})`,

@@ -4,6 +4,7 @@
  * once. A conversation is rebuilt by following the pointers. A deleted or expired response that
  * a later one continues from stays, hidden, until nothing continues from it.
  */
+import type { ItemLocation } from "./item-index";
 import { assemble, DOCS_SCHEMA, type DocRow, Docs, RESPONSE_SEQ } from "./stored-docs";
 
 /** Stored responses live this long (OpenAI keeps them for 30 days). */
@@ -16,9 +17,6 @@ export type ConversationRefusal =
 	| { ok: false; reason: "too_large"; chars: number }
 	/** The previous response has not finished: its output, part of this conversation, is not known yet. */
 	| { ok: false; reason: "in_progress"; status: string };
-
-/** Where a stored item is: its response and seq, and its size in JSON characters. */
-export type ItemLocation = { response_id: string; seq: number; chars: number };
 
 type TurnRow = {
 	status: string;
@@ -154,28 +152,9 @@ export class Turns {
 		return this.visible(id, now) ? this.docs.list(id, ["input"]) : null;
 	}
 
-	/**
-	 * Where the items with these ids are stored, with their size (JSON characters): the input and
-	 * output items of responses the client can see. Where a client reused an id, the most recent
-	 * response's item (the later one written, within one millisecond). An id not found is absent.
-	 */
+	/** Where the input and output items with these ids are stored, in responses the client can see (item-index.ts). */
 	locate(ids: readonly string[], now: number): Map<string, ItemLocation> {
-		const found = new Map<string, ItemLocation>();
-		for (const itemId of new Set(ids)) {
-			const row = this.sql
-				.exec<ItemLocation>(
-					`SELECT i.response_id, i.seq, (SELECT SUM(d.chars) FROM docs d WHERE d.response_id = i.response_id AND d.seq = i.seq) AS chars
-					FROM item_index i JOIN turns t ON t.id = i.response_id
-					WHERE i.item_id = ? AND t.hidden = 0 AND t.created_at + ? >= ?
-					ORDER BY i.created_at DESC, i.rowid DESC LIMIT 1`,
-					itemId,
-					RESPONSE_TTL_MS,
-					now,
-				)
-				.toArray()[0];
-			if (row) found.set(itemId, { response_id: row.response_id, seq: row.seq, chars: row.chars });
-		}
-		return found;
+		return this.docs.items.locate(ids, now, RESPONSE_TTL_MS);
 	}
 
 	/** The stored item at `at` (from `locate`). */
@@ -183,28 +162,9 @@ export class Turns {
 		return this.docs.one<Item>(at.response_id, at.seq);
 	}
 
-	/**
-	 * Indexes the ids of every stored input and output item: documents written before schema 3
-	 * have no index rows. A one-row document is read by SQLite's JSON functions, never loaded
-	 * here; the few split across rows are assembled one at a time.
-	 */
+	/** Indexes the items stored before the index existed (schema 3). */
 	indexStoredItems(): void {
-		this.sql.exec(`
-			INSERT OR REPLACE INTO item_index (item_id, response_id, seq, created_at)
-			SELECT json_extract(d.text, '$.id'), d.response_id, d.seq, t.created_at
-			FROM docs d JOIN turns t ON t.id = d.response_id
-			WHERE d.kind IN ('input', 'output') AND d.part = 0
-				AND CASE WHEN json_valid(d.text) THEN json_type(d.text, '$.id') = 'text' AND json_extract(d.text, '$.id') != '' ELSE 0 END`);
-		const split = this.sql
-			.exec<{ response_id: string; seq: number; created_at: number }>(
-				`SELECT d.response_id, d.seq, t.created_at FROM docs d JOIN turns t ON t.id = d.response_id
-				WHERE d.kind IN ('input', 'output') AND d.part = 1`,
-			)
-			.toArray();
-		for (const { response_id, seq, created_at } of split) {
-			const id = this.docs.one<Item>(response_id, seq)?.id;
-			if (typeof id === "string" && id !== "") this.docs.index(id, response_id, seq, created_at);
-		}
+		this.docs.items.backfill((responseId, seq) => this.docs.one(responseId, seq));
 	}
 
 	/** A response the client can see: stored, not deleted, not expired. */

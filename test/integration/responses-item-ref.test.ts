@@ -8,7 +8,7 @@ import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { ResponseStore } from "../../src/responses/response-store";
 import { splitText } from "../../src/responses/stored-docs";
-import { admin, createKey, engineRequests, gw, lastEngineId, waitFor } from "../support/gateway";
+import { admin, createKey, engineRequests, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
 
 interface OutputItem {
 	type: string;
@@ -79,14 +79,31 @@ function store(keyId: string): DurableObjectStub<ResponseStore> {
 }
 
 const TOOLS = [
-	{ type: "function", name: "lookup", description: "look up", parameters: { type: "object", properties: { query: { type: "string" } } } },
+	{
+		type: "function",
+		name: "lookup",
+		description: "look up",
+		parameters: { type: "object", properties: { query: { type: "string" } } },
+	},
 ];
 
-/** A refused reference costs nothing: no engine call, no hold, no spend, nothing stored. */
-async function expectNothingSpent(keyId: string, since: number): Promise<void> {
+async function money(keyId: string): Promise<{ spent_usd: number; held_usd: number }> {
+	const { spent_usd, held_usd } = (await (await admin(`/keys/${keyId}`)).json()) as { spent_usd: number; held_usd: number };
+	return { spent_usd, held_usd };
+}
+
+/** The key's spend once earlier requests have settled (in waitUntil, after their answers). */
+function settledMoney(keyId: string): Promise<{ spent_usd: number; held_usd: number }> {
+	return waitFor(async () => {
+		const m = await money(keyId);
+		return m.held_usd === 0 ? m : null;
+	});
+}
+
+/** A refused reference costs nothing: no engine call, no hold, no spend. */
+async function expectNothingSpent(keyId: string, since: number, spentBefore = 0): Promise<void> {
 	expect(await engineRequests({ since })).toEqual([]);
-	const key = (await (await admin(`/keys/${keyId}`)).json()) as { spent_usd: number; held_usd: number };
-	expect(key).toMatchObject({ spent_usd: 0, held_usd: 0 });
+	expect(await money(keyId)).toEqual({ spent_usd: spentBefore, held_usd: 0 });
 }
 
 describe("item_reference input items", () => {
@@ -116,6 +133,28 @@ describe("item_reference input items", () => {
 			["message", stored[2]?.id, "user"],
 		]);
 		expect(stored[1]?.content?.[0]).toMatchObject({ type: "output_text", text: "Echo: my name is Ada" });
+	});
+
+	it("streams a turn with references, storing the resolved items", async () => {
+		const { key } = await createKey();
+		const first = await created(key, { model: "test/ok", input: "stream base" });
+		const answer = itemOf(first, "message");
+		const since = await lastEngineId();
+		const res = await post(key, {
+			model: "test/ok",
+			stream: true,
+			input: [ref(answer.id), { role: "user", content: "stream-turn" }],
+		});
+		expect(res.status).toBe(200);
+		const frames = await readSse(res);
+		const done = JSON.parse(frames.at(-1) ?? "{}") as { type: string; response: ResponseJson };
+		expect(done.type).toBe("response.completed");
+		expect((await sentWith(since, "stream-turn"))[0]).toEqual({ role: "assistant", content: "Echo: stream base" });
+		const stored = await waitFor(async () => {
+			const items = await inputItems(key, done.response.id).catch(() => null);
+			return items?.length ? items : null;
+		});
+		expect(stored[0]).toMatchObject({ type: "message", id: answer.id, role: "assistant" });
 	});
 
 	it("resolves a reasoning item as the chat translation treats reasoning (not sent) and keeps it stored", async () => {
@@ -226,13 +265,11 @@ describe("item_reference input items", () => {
 		expect((await inputItems(key, queued.id)).map((i) => i.id)[1]).toBe(answer.id);
 
 		const before = await lastEngineId();
-		const spentBefore = ((await (await admin(`/keys/${id}`)).json()) as { spent_usd: number }).spent_usd;
+		const { spent_usd } = await settledMoney(id);
 		const bad = await post(key, { model: "test/ok", background: true, input: [ref("rs_unknown")] });
 		expect(bad.status).toBe(404);
 		expect(((await bad.json()) as ErrorJson).error.param).toBe("input[0].id");
-		expect(await engineRequests({ since: before })).toEqual([]);
-		const after = (await (await admin(`/keys/${id}`)).json()) as { spent_usd: number; held_usd: number };
-		expect(after).toMatchObject({ spent_usd: spentBefore, held_usd: 0 });
+		await expectNothingSpent(id, before, spent_usd);
 	});
 
 	it("combines references with previous_response_id", async () => {
@@ -266,12 +303,13 @@ describe("item_reference input items", () => {
 			expect(del.status).toBe(200);
 		}
 		const since = await lastEngineId();
+		const { spent_usd } = await settledMoney(id);
 		for (const r of [gone, kept]) {
 			const res = await post(key, { model: "test/ok", input: [{ role: "user", content: "x" }, ref(itemOf(r, "message").id)] });
 			expect(res.status).toBe(404);
 			expect(((await res.json()) as ErrorJson).error.message).toContain(itemOf(r, "message").id);
 		}
-		await expectNothingSpent(id, since);
+		await expectNothingSpent(id, since, spent_usd);
 	});
 
 	it("is a 404 for the items of an expired response", async () => {
@@ -286,7 +324,13 @@ describe("item_reference input items", () => {
 
 	it("looks items up through the index, one row per stored item, removed with the response", async () => {
 		const { key, id } = await createKey();
-		const r = await created(key, { model: "test/ok", input: [{ role: "user", content: "a" }, { role: "user", content: "b" }] });
+		const r = await created(key, {
+			model: "test/ok",
+			input: [
+				{ role: "user", content: "a" },
+				{ role: "user", content: "b" },
+			],
+		});
 		const rows = () =>
 			runInDurableObject(store(id), (_i, state) =>
 				state.storage.sql
@@ -298,6 +342,24 @@ describe("item_reference input items", () => {
 		expect((await rows()).map((row) => row.item_id)).toEqual(ids);
 		await gw(`/v1/responses/${r.id}`, { method: "DELETE", headers: { authorization: `Bearer ${key}` } });
 		expect(await rows()).toEqual([]);
+	});
+});
+
+describe("the store's resolution", () => {
+	it("counts referenced items towards the conversation size, and names the first id it has no item for", async () => {
+		const { key, id } = await createKey();
+		const first = await created(key, { model: "test/ok", input: "z".repeat(600) });
+		const [question] = await inputItems(key, first.id);
+		const result = await runInDurableObject(store(id), (instance) => ({
+			fits: instance.history(null, 100, 2000, [question?.id as string]).ok,
+			over: instance.history(null, 100, 700, [question?.id as string]),
+			twice: instance.history(null, 100, 1400, [question?.id as string, question?.id as string]),
+			unknown: instance.history(first.id, 100, 5000, [question?.id as string, "msg_nope"]),
+		}));
+		expect(result.fits).toBe(true);
+		expect(result.over).toMatchObject({ ok: false, reason: "too_large" });
+		expect(result.twice).toMatchObject({ ok: false, reason: "too_large" });
+		expect(result.unknown).toEqual({ ok: false, reason: "item_not_found", id: "msg_nope" });
 	});
 });
 

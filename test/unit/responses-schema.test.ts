@@ -83,6 +83,24 @@ describe("validateResponsesRequest accepts", () => {
 		expect(req.store).toBe(true);
 	});
 
+	it("item references, with the type or (as the OpenAI SDK allows) without it", () => {
+		const req = validateResponsesRequest({
+			model: "m",
+			input: [
+				{ type: "item_reference", id: "msg_1" },
+				{ id: "rs_1" },
+				{ type: null, id: "fc_1" },
+				{ role: "user", content: "next" },
+			],
+		});
+		expect(req.input).toEqual([
+			{ type: "item_reference", id: "msg_1" },
+			{ type: "item_reference", id: "rs_1" },
+			{ type: "item_reference", id: "fc_1" },
+			{ type: "message", role: "user", content: "next" },
+		]);
+	});
+
 	it("background without streaming", () => {
 		expect(validateResponsesRequest({ ...base, background: true, stream: false }).background).toBe(true);
 	});
@@ -108,9 +126,23 @@ describe("validateResponsesRequest rejects", () => {
 		],
 		[
 			"an unknown item type",
-			{ model: "m", input: [{ type: "item_reference", id: "x" }] },
+			{ model: "m", input: [{ type: "file_search_call", id: "x" }] },
 			"input[0].type",
-			/'message', 'function_call'/,
+			/'message', 'function_call', 'function_call_output', 'reasoning', 'item_reference'/,
+		],
+		[
+			"an item reference with another field",
+			{ model: "m", input: [{ type: "item_reference", id: "msg_1", status: "completed" }] },
+			"input[0].status",
+			/Unrecognized request argument supplied: input\[0\]\.status/,
+		],
+		["an item reference without an id", { model: "m", input: [{ type: "item_reference" }] }, "input[0].id", /Missing required/],
+		["an item reference with an empty id", { model: "m", input: [{ type: "item_reference", id: "" }] }, "input[0].id", /./],
+		[
+			"an item reference whose id is not a string",
+			{ model: "m", input: [{ type: "item_reference", id: 7 }] },
+			"input[0].id",
+			/./,
 		],
 		["an unknown role", { model: "m", input: [{ role: "tool", content: "x" }] }, "input[0].role", /Invalid value/],
 		[

@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { GatewayError, toErrorResponse } from "../../src/errors";
+import { referencedIds, referenceNotFound, resolveReferences } from "../../src/responses/item-references";
 import type { ResponseInputItem } from "../../src/responses/request-schema";
 import { validateResponsesRequest } from "../../src/responses/request-schema";
 import { inputItems, responsesToChat } from "../../src/responses/to-chat";
@@ -268,7 +270,70 @@ describe("inputItems", () => {
 			],
 		});
 		const direct = responsesToChat(req, []).messages;
-		const replayed = responsesToChat({ ...req, input: [] }, inputItems(req, counter())).messages;
+		const replayed = responsesToChat({ ...req, input: [] }, resolveReferences(inputItems(req, counter()), [])).messages;
 		expect(replayed).toEqual(direct);
+	});
+});
+
+describe("item references", () => {
+	const stored: ResponseInputItem = {
+		type: "message",
+		id: "msg_a",
+		role: "assistant",
+		status: "completed",
+		content: [{ type: "output_text", text: "earlier answer", annotations: [], logprobs: [] }],
+	};
+	const reasoning: ResponseInputItem = { type: "reasoning", id: "rs_a", summary: [] };
+	const req = validateResponsesRequest({
+		model: "m",
+		input: [
+			{ role: "user", content: "q" },
+			{ type: "item_reference", id: "rs_a" },
+			{ type: "item_reference", id: "msg_a" },
+			{ role: "user", content: "again" },
+		],
+	});
+
+	it("keeps references in the input items, without taking an id for them", () => {
+		const items = inputItems(req, counter());
+		expect(items.map((i) => [i.type, i.id])).toEqual([
+			["message", "msg_1"],
+			["item_reference", "rs_a"],
+			["item_reference", "msg_a"],
+			["message", "msg_2"],
+		]);
+		expect(referencedIds(items)).toEqual(["rs_a", "msg_a"]);
+	});
+
+	it("replaces each reference with its resolved item, in order", () => {
+		const resolved = resolveReferences(inputItems(req, counter()), [reasoning, stored]);
+		expect(resolved.map((i) => i.id)).toEqual(["msg_1", "rs_a", "msg_a", "msg_2"]);
+		expect(resolved[2]).toBe(stored);
+	});
+
+	it("translates resolved references like replayed items: reasoning dropped, the message kept", () => {
+		const items = resolveReferences(inputItems(req, counter()), [reasoning, stored]);
+		expect(responsesToChat({ ...req, input: [] }, items).messages).toEqual([
+			{ role: "user", content: "q" },
+			{ role: "assistant", content: "earlier answer" },
+			{ role: "user", content: "again" },
+		]);
+	});
+
+	it("refuses to translate an unresolved reference", () => {
+		expect(() => responsesToChat(req, [])).toThrow(/not resolved/);
+	});
+
+	it("refuses a resolution that does not match the references", () => {
+		expect(() => resolveReferences(inputItems(req, counter()), [stored])).toThrow();
+		expect(() => resolveReferences(inputItems(req, counter()), [reasoning, stored, stored])).toThrow();
+	});
+
+	it("names the id and the first input item referencing it in the 404", () => {
+		const err = referenceNotFound(req.input, "msg_a");
+		expect(err).toBeInstanceOf(GatewayError);
+		const { status, body } = toErrorResponse(err);
+		expect(status).toBe(404);
+		expect(body.error).toMatchObject({ code: "not_found", param: "input[2].id", message: "Item with id 'msg_a' not found." });
 	});
 });
