@@ -1,7 +1,9 @@
 import { DurableObject } from "cloudflare:workers";
 import type { RequestContext } from "../ledger/ledger-client";
+import { migrate } from "../storage/migrations";
+import { responseStoreMigrations } from "./response-store-schema";
 import { JOB_SEQ } from "./stored-docs";
-import { type ConversationRefusal, type Item, RESPONSE_TTL_MS, TURNS_SCHEMA, Turns } from "./turns";
+import { type ConversationRefusal, type Item, RESPONSE_TTL_MS, Turns } from "./turns";
 
 export { RESPONSE_TTL_MS } from "./turns";
 
@@ -14,7 +16,6 @@ const RESERVATION_TTL_MS = 5 * 60 * 1000;
  * (large ones failed to store), jobs in `jobs`. 2: turns.ts and stored-docs.ts, jobs in `queue`.
  * 3: `item_index` (stored-docs.ts), item id → where the item is, for `item_reference` inputs.
  */
-const SCHEMA_VERSION = 3;
 
 /** The hold a queued background response runs on: enough to release it if it never runs. */
 export type HeldRequest = Pick<RequestContext, "keyId" | "requestId" | "model" | "requestedModel">;
@@ -100,31 +101,7 @@ export class ResponseStore extends DurableObject<Env> {
 		super(ctx, env);
 		this.sql = ctx.storage.sql;
 		this.turns = new Turns(this.sql, (fn) => ctx.storage.transactionSync(fn));
-		this.sql.exec(`
-			CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v);
-			CREATE TABLE IF NOT EXISTS queue (id TEXT PRIMARY KEY, state TEXT NOT NULL, since INTEGER NOT NULL, hold TEXT);
-			${TURNS_SCHEMA}
-		`);
-		const version = this.sql.exec<{ v: number }>("SELECT v FROM meta WHERE k = 'schema_version'").toArray()[0]?.v ?? 1;
-		if (version < SCHEMA_VERSION) this.upgrade(version);
-	}
-
-	/**
-	 * Jobs of layout 1 never ran on a hold placed for them: they fail, to be retried by the
-	 * client. Items stored before schema 3 are indexed (the table itself is in TURNS_SCHEMA).
-	 */
-	private upgrade(version: number): void {
-		if (version < 3) this.ctx.storage.transactionSync(() => this.turns.indexStoredItems());
-		if (this.turns.hasTable("jobs")) {
-			for (const { id } of this.sql.exec<{ id: string }>("SELECT id FROM jobs").toArray()) {
-				this.turns.markFailed(id, {
-					code: "server_error",
-					message: "The background run was interrupted by an upgrade. Please retry.",
-				});
-			}
-			this.sql.exec("DROP TABLE jobs");
-		}
-		this.sql.exec("INSERT OR REPLACE INTO meta (k, v) VALUES ('schema_version', ?)", SCHEMA_VERSION);
+		migrate(ctx.storage, responseStoreMigrations(this.turns));
 	}
 
 	/**
