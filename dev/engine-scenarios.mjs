@@ -6,6 +6,8 @@
 //   early(ctx)                 answers instead of the endpoint (every endpoint, so a broken
 //                              node is broken for /v1/models too); ctx is
 //                              { req, res, url, body, record, behaviour, delayMs, gone, selfClosed }
+//   healthy                    `early` spares the health checks (/health, /metrics): a node
+//                              that refuses bad requests is not a sick node
 //   failAfter, failure,        the chat answer breaks after that many stream payloads with
 //   failureStatus              `failure` (an error body, or "cut": the connection closes)
 //   usage                      "final" (default), "none", "cumulative" or "finish"
@@ -18,7 +20,10 @@
 //   delayMs, headerDelayMs     pause between stream frames (non-stream: the whole answer),
 //                              and before the headers
 //   stallAfter                 headers (and that many frames), then silence
+//   bodyMs                     a non-stream answer dribbled over that many ms (data throughout)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
+//   queue                      what `/metrics` reports: { waiting, running, kv_cache_usage }
+//                              (a named node's queue is set at runtime, dev/engine-nodes.mjs)
 
 import { closeAbruptly, flatError, nestedError, sendJson, sendText, sleep } from "./engine-wire.mjs";
 
@@ -37,6 +42,7 @@ export const SCENARIOS = {
 			}),
 	},
 	bad400: {
+		healthy: true,
 		early: (ctx) =>
 			sendJson(ctx.res, 400, {
 				error: {
@@ -48,6 +54,7 @@ export const SCENARIOS = {
 			}),
 	},
 	flat400: {
+		healthy: true,
 		early: (ctx) => sendJson(ctx.res, 400, flatError("flat: bad temperature", "BadRequestError", 400)),
 	},
 	// Never sends headers: the gateway's time-to-first-byte timeout must fire. The close
@@ -95,6 +102,7 @@ export const SCENARIOS = {
 	},
 	// A refusal that echoes the request's Authorization header inside a 2 MB message.
 	echoauth: {
+		healthy: true,
 		early: (ctx) =>
 			sendJson(ctx.res, 400, {
 				error: {
@@ -125,6 +133,8 @@ export const SCENARIOS = {
 	},
 	// Headers arrive late but within the first-byte timeout.
 	slowheaders: { headerDelayMs: 600 },
+	// A non-stream answer that takes about 3 s, sending data throughout.
+	slowbody: { bodyMs: 3000, minWords: 40 },
 	searchfail: { searchFail: true },
 	searchslow: { searchDelayMs: 5000 },
 };

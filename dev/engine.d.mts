@@ -28,6 +28,7 @@ export type ScenarioName =
 	| "echoauth"
 	| "trickle"
 	| "slowheaders"
+	| "slowbody"
 	| "searchfail"
 	| "searchslow";
 
@@ -45,8 +46,10 @@ export interface RecordedRequest {
 	path: string;
 	/** Query parameters, e.g. `{ q: "...", format: "json" }` for search. */
 	query: Record<string, string>;
-	/** "ok" when the path has no `/s/<scenario>` prefix; unknown names are recorded too. */
+	/** "ok" when the path has no `/s/<scenario>` prefix; unknown names are recorded too. A named node's is the scenario set for it. */
 	scenario: string;
+	/** The node name of a `/n/<name>` path (dev/engine-nodes.mjs), else null. */
+	node: string | null;
 	/** Lower-cased header names, as Node parsed them (`authorization` included). */
 	headers: Record<string, string | string[] | undefined>;
 	/** Parsed JSON body, or null when there was none or it was not JSON. */

@@ -11,6 +11,7 @@ import http from "node:http";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { embeddings, legacyCompletions } from "./engine-legacy.mjs";
+import { createNodes, health, isProbe, metrics, nodeControl, splitNode } from "./engine-nodes.mjs";
 import { awkwardPieces, completion, encodeFrame, MODEL_IDS, planReply, searchResults, streamPayloads } from "./engine-reply.mjs";
 import { SCENARIOS } from "./engine-scenarios.mjs";
 import { cutAfterFlush, nestedError, sendJson, sleep, stallForever } from "./engine-wire.mjs";
@@ -23,6 +24,8 @@ const ROUTES = {
 	"POST /v1/completions": legacyCompletions,
 	"POST /v1/embeddings": embeddings,
 	"GET /search": search,
+	"GET /health": health,
+	"GET /metrics": metrics,
 };
 
 async function writeFrame(ctx, text) {
@@ -66,7 +69,21 @@ async function sendCompletion(ctx, plan, meta) {
 		return cutAfterFlush(ctx);
 	}
 	if (behaviour.failure) return sendJson(res, behaviour.failureStatus ?? 500, behaviour.failure);
+	if (behaviour.bodyMs) return dribble(ctx, JSON.stringify(completion(plan, meta, behaviour)), behaviour.bodyMs);
 	sendJson(res, 200, completion(plan, meta, behaviour));
+}
+
+// Headers at once, then the JSON body a few characters at a time over `ms`: a long non-stream
+// answer that keeps sending data (never idle), for tests that need a request to last.
+async function dribble(ctx, text, ms) {
+	ctx.res.writeHead(200, { "content-type": "application/json" });
+	const steps = Math.max(1, Math.floor(ms / 100));
+	const size = Math.ceil(text.length / steps);
+	for (let i = 0; i < text.length && !ctx.gone; i += size) {
+		ctx.res.write(text.slice(i, i + size));
+		if (i + size < text.length) await sleep(100);
+	}
+	if (!ctx.gone) ctx.res.end();
 }
 
 async function chat(ctx) {
@@ -158,8 +175,10 @@ function selectRequests(state, params) {
 	return out;
 }
 
-function control(req, res, route, params, state) {
+async function control(req, res, route, params, state) {
 	if (req.method === "GET" && route === "/_engine/requests") return sendJson(res, 200, selectRequests(state, params));
+	const body = req.method === "POST" ? (await readBody(req)).json : null;
+	if (nodeControl(req, res, route, body, state.nodes)) return;
 	if (req.method === "POST" && route === "/_engine/reset") {
 		state.reset();
 		return sendJson(res, 200, { ok: true });
@@ -171,20 +190,32 @@ async function handle(req, res, engine, quiet) {
 	const url = new URL(req.url ?? "/", "http://engine.local");
 	const { tenant, pathname } = splitTenant(url.pathname);
 	const state = engine.state(tenant);
-	const { scenario, route } = splitScenario(pathname);
+	// A named node (`/n/<name>`) behaves as the scenario last set for it (engine-nodes.mjs).
+	const named = splitNode(pathname);
+	const { scenario, route } = named
+		? { scenario: state.nodes.scenarioOf(named.name), route: named.rest }
+		: splitScenario(pathname);
 	if (pathname.startsWith("/_engine/")) return control(req, res, pathname, url.searchParams, state);
 	const { text, json: body } = await readBody(req);
-	const record = state.record(
-		{
-			method: req.method,
-			path: pathname,
-			query: Object.fromEntries(url.searchParams),
-			scenario,
-			headers: req.headers,
-			body,
-		},
-		text,
-	);
+	const fields = {
+		method: req.method,
+		path: pathname,
+		query: Object.fromEntries(url.searchParams),
+		scenario,
+		node: named?.name ?? null,
+		headers: req.headers,
+		body,
+	};
+	// Health checks are counted, not recorded: a test's request list never shows the gateway's probes.
+	const probe = isProbe(req.method, route);
+	const record = probe ? { id: 0, ...fields, aborted: false, finished: false } : state.record(fields, text);
+	const nodeEntry = state.nodes.entry(named?.name ?? null, scenario);
+	if (probe) nodeEntry.probes++;
+	else {
+		nodeEntry.requests++;
+		nodeEntry.inFlight++;
+		res.on("close", () => nodeEntry.inFlight--);
+	}
 	const behaviour = Object.hasOwn(SCENARIOS, scenario) ? SCENARIOS[scenario] : null;
 	const ctx = {
 		req,
@@ -196,12 +227,14 @@ async function handle(req, res, engine, quiet) {
 		delayMs: delayFrom(req, behaviour ?? {}),
 		gone: false,
 		selfClosed: false,
+		nodeEntry,
 	};
-	watchClose(ctx, quiet);
+	watchClose(ctx, quiet || probe);
 	if (!behaviour) return sendJson(res, 404, nestedError(`unknown scenario "${scenario}"`, "not_found_error", 404));
 	const endpoint = ROUTES[`${req.method} ${route}`];
 	if (!endpoint) return sendJson(res, 404, nestedError(`no route ${req.method} ${route}`, "not_found_error", 404));
-	if (behaviour.early) return behaviour.early(ctx);
+	// A node that refuses bad requests is still a healthy node: its health checks pass.
+	if (behaviour.early && !(probe && behaviour.healthy)) return behaviour.early(ctx);
 	return endpoint(ctx);
 }
 
@@ -213,6 +246,7 @@ function createState() {
 	let nextId = 1;
 	return {
 		requests,
+		nodes: createNodes(),
 		record(fields, bodyText) {
 			const entry = { id: nextId++, ...fields, aborted: false, finished: false };
 			requests.push(entry);

@@ -1,12 +1,39 @@
 // `npm start`: the development engine on :8788, the gateway on :8787 (local D1 and Durable
 // Objects under .wrangler/), and a ready-to-use key. Nothing outside this machine is needed.
+// `npm start -- --nodes 3` (or `--nodes ok,slow,fail500`) serves the dev model from that many
+// engine nodes (named nodes of the one engine, dev/engine-nodes.mjs), to watch routing locally.
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
 import { startEngine } from "./engine.mjs";
 import { startGateway } from "./gateway-process.mjs";
 
 const GATEWAY_PORT = Number(process.env.PORT ?? 8787);
 const ENGINE_PORT = Number(process.env.ENGINE_PORT ?? 8788);
+const { values: args } = parseArgs({ options: { nodes: { type: "string" } } });
+
+/** `--nodes 3` → three "ok" nodes; `--nodes ok,slow,fail500` → one node a scenario. */
+function nodeScenarios(spec) {
+	if (!spec) return [];
+	if (/^\d+$/.test(spec)) return Array.from({ length: Math.max(1, Number(spec)) }, () => "ok");
+	return spec.split(",").map((s) => s.trim() || "ok");
+}
+
+/** wrangler.toml's catalog with every model served by the local engine spread over the named nodes. */
+async function fleetConfig(names) {
+	const { unstable_readConfig } = await import("wrangler");
+	const raw = unstable_readConfig({ config: "wrangler.toml" }).vars?.GATEWAY_CONFIG;
+	const config = typeof raw === "string" ? JSON.parse(raw) : structuredClone(raw);
+	for (const model of config.models) {
+		const urls = model.nodes.map((n) => (typeof n === "string" ? n : n.url));
+		if (urls.some((u) => /^http:\/\/(127\.0\.0\.1|localhost):/.test(u))) {
+			model.nodes = names.map((n) => `http://127.0.0.1:${ENGINE_PORT}/n/${n}/v1`);
+		}
+	}
+	// Short enough to watch a node fail and recover.
+	config.routing = { health_check_interval_ms: 2000, cooldown_ms: 10_000, ...config.routing };
+	return config;
+}
 
 function adminToken() {
 	const existing = existsSync(".dev.vars") ? readFileSync(".dev.vars", "utf8") : "";
@@ -20,8 +47,17 @@ function adminToken() {
 const token = adminToken();
 const engine = await startEngine({ port: ENGINE_PORT, quiet: true });
 console.log(`development engine on ${engine.url}`);
+const scenarios = nodeScenarios(args.nodes ?? process.env.VENYM_DEV_NODES);
+const names = scenarios.map((_, i) => `node-${i + 1}`);
+const vars = {};
+if (names.length) {
+	for (const [i, name] of names.entries()) {
+		await fetch(`${engine.url}/_engine/nodes/${name}`, { method: "POST", body: JSON.stringify({ scenario: scenarios[i] }) });
+	}
+	vars.GATEWAY_CONFIG = JSON.stringify(await fleetConfig(names));
+}
 console.log("starting the gateway (wrangler dev)…");
-const gateway = await startGateway({ port: GATEWAY_PORT, quiet: true, timeoutMs: 120_000 });
+const gateway = await startGateway({ port: GATEWAY_PORT, quiet: true, timeoutMs: 120_000, vars });
 
 const res = await fetch(`${gateway.url}/admin/keys`, {
 	method: "POST",
@@ -47,6 +83,21 @@ Venym gateway on http://localhost:${GATEWAY_PORT}  (admin token in .dev.vars)
   OpenAI SDK: new OpenAI({ baseURL: "http://localhost:${GATEWAY_PORT}/v1", apiKey: "${key.key}" })
 
 Ctrl-C stops both.`);
+
+if (names.length) {
+	const control = `${engine.url}/_engine/nodes`;
+	console.log(`
+Engine fleet: ${names.map((n, i) => `${n} (${scenarios[i]})`).join(", ")} at ${engine.url}/n/<name>/v1
+
+  watch the router:  curl -H "Authorization: Bearer ${token}" http://localhost:${GATEWAY_PORT}/admin/nodes
+  make one slow:     curl -X POST ${control}/node-1 -d '{"scenario":"slow"}'
+  make one fail:     curl -X POST ${control}/node-1 -d '{"scenario":"fail500"}'   (or "hang", "fail503")
+  give one a queue:  curl -X POST ${control}/node-1 -d '{"queue":{"waiting":20,"running":8}}'
+  back to normal:    curl -X POST ${control}/node-1 -d '{"reset":true}'
+  requests per node: curl ${control}
+  drain one:         curl -X PATCH -H "Authorization: Bearer ${token}" http://localhost:${GATEWAY_PORT}/admin/nodes \\
+                       -d '{"url":"${engine.url}/n/node-1/v1","drain":true}'`);
+}
 
 let stopping = false;
 async function stop() {

@@ -3,7 +3,29 @@ import { GatewayError } from "./errors";
 
 const url = z.url({ protocol: /^https?$/ });
 
-const NodeSchema = z.union([url, z.strictObject({ url, api_key_env: z.string().min(1).optional() })]);
+const NodeSchema = z.union([
+	url,
+	z.strictObject({
+		url,
+		api_key_env: z.string().min(1).optional(),
+		/** Share of new traffic relative to the model's other nodes; 0 drains the node. */
+		weight: z.number().nonnegative().max(1_000_000).optional(),
+		/** Where the health check goes when not `{server root}/health` (a node behind a path prefix). */
+		health_url: url.optional(),
+		/** Where the engine's Prometheus metrics are when not `{server root}/metrics`. */
+		metrics_url: url.optional(),
+	}),
+]);
+
+/** How the gateway spreads requests over a model's nodes and remembers their health. */
+const RoutingSchema = z.strictObject({
+	/** How long a node that just failed is skipped (growing while it keeps failing). */
+	cooldown_ms: z.number().int().positive().max(3_600_000).default(15_000),
+	/** How often node health and engine load are refreshed while the gateway serves traffic. */
+	health_check_interval_ms: z.number().int().min(100).max(3_600_000).default(10_000),
+	/** Nodes tried per candidate model in one request (each fallback model gets its own). */
+	max_attempts: z.number().int().min(1).max(32).default(3),
+});
 
 /** A model with this capability is served on /v1/embeddings only (and needs no output cap or price). */
 export const EMBEDDINGS = "embeddings";
@@ -24,6 +46,8 @@ const ModelSchema = z
 		}),
 		capabilities: z.array(z.string()).default([]),
 		owned_by: z.string().default("venym"),
+		/** Other model ids tried, in order, when every node of this one fails before the first byte. */
+		fallbacks: z.array(z.string().min(1)).max(16).optional(),
 	})
 	.superRefine((m, ctx) => {
 		if (m.capabilities.includes(EMBEDDINGS)) return;
@@ -78,6 +102,7 @@ export const GatewayConfigSchema = z
 			.int()
 			.positive()
 			.default(4 * 1024 * 1024),
+		routing: RoutingSchema.prefault({}),
 	})
 	.superRefine((cfg, ctx) => {
 		const seen = new Set<string>();
@@ -85,20 +110,54 @@ export const GatewayConfigSchema = z
 			if (seen.has(m.id)) ctx.addIssue({ code: "custom", path: ["models", i, "id"], message: `duplicate model id "${m.id}"` });
 			seen.add(m.id);
 		});
+		cfg.models.forEach((m, i) => {
+			m.fallbacks?.forEach((id, j) => {
+				const path = ["models", i, "fallbacks", j];
+				const target = cfg.models.find((t) => t.id === id);
+				if (!target) ctx.addIssue({ code: "custom", path, message: `unknown model id "${id}"` });
+				else if (id === m.id) ctx.addIssue({ code: "custom", path, message: "a model cannot fall back to itself" });
+				else if (target.capabilities.includes(EMBEDDINGS) !== m.capabilities.includes(EMBEDDINGS)) {
+					ctx.addIssue({
+						code: "custom",
+						path,
+						message: `"${id}" serves another endpoint (embeddings and chat models do not mix)`,
+					});
+				}
+			});
+		});
 	});
 
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 export type ModelConfig = GatewayConfig["models"][number];
+export type RoutingConfig = GatewayConfig["routing"];
 export interface EngineNode {
+	/** The node's OpenAI base URL (ending in /v1), without a trailing slash; it names the node everywhere. */
 	url: string;
 	apiKeyEnv?: string;
+	/** 1 unless configured; 0 = drained. */
+	weight: number;
+	healthUrl?: string;
+	metricsUrl?: string;
 }
+
+// Normalised once per model object: every request of a model reads the same array.
+const nodesOf = new WeakMap<ModelConfig, EngineNode[]>();
 
 /** Node entries normalised to one shape, base URL without a trailing slash. */
 export function modelNodes(model: ModelConfig): EngineNode[] {
-	return model.nodes.map((n) =>
-		typeof n === "string" ? { url: n.replace(/\/+$/, "") } : { url: n.url.replace(/\/+$/, ""), apiKeyEnv: n.api_key_env },
-	);
+	let nodes = nodesOf.get(model);
+	if (!nodes) {
+		nodes = model.nodes.map((n) => {
+			if (typeof n === "string") return { url: n.replace(/\/+$/, ""), weight: 1 };
+			const node: EngineNode = { url: n.url.replace(/\/+$/, ""), weight: n.weight ?? 1 };
+			if (n.api_key_env) node.apiKeyEnv = n.api_key_env;
+			if (n.health_url) node.healthUrl = n.health_url;
+			if (n.metrics_url) node.metricsUrl = n.metrics_url;
+			return node;
+		});
+		nodesOf.set(model, nodes);
+	}
+	return nodes;
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {

@@ -1,8 +1,8 @@
 import { app } from "./app";
-import "./responses/background";
 
 export { KeyLedger } from "./ledger/key-ledger";
 export { ResponseStore } from "./responses/response-store";
+export { NodeHealth } from "./routing/node-health";
 
 export default {
 	fetch: app.fetch,

@@ -7,9 +7,11 @@ import { EMBEDDINGS, type ModelConfig, type ResolvedModel, resolveModel } from "
 import { GatewayError } from "../errors";
 import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos, usdToNanos } from "../ledger/pricing";
+import { takeRequestFallbacks } from "../routing/fallbacks";
 import { groundingTokenBound } from "../search/grounding";
 import { estimatePromptTokens } from "../stream/estimate";
 import type { ChatRun } from "./chat-run";
+import { type ChatFallback, chatFallbacks } from "./fallbacks";
 import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
 import { promptBound, type UsageBounds } from "./usage-bounds";
 import { type ChatRequest, validateChatRequest } from "./validate";
@@ -26,6 +28,8 @@ export interface AuthorizedChat {
 	bounds: UsageBounds;
 	/** The legacy `/v1/completions` lane (default: chat completions). */
 	lane?: "completions";
+	/** Models tried, in order, when every attempt at the requested one fails before the first byte. */
+	fallbacks?: ChatFallback[];
 }
 
 export interface AuthorizeOptions {
@@ -41,6 +45,7 @@ export interface AuthorizeOptions {
 export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: AuthorizeOptions = {}): Promise<AuthorizedChat> {
 	const { config, principal } = run;
 	const body = validateChatRequest(rawBody);
+	const requestedFallbacks = takeRequestFallbacks(body);
 	const choices = choiceCount(body.n, config.max_n);
 	const resolved = resolveModel(config, body.model);
 	assertServes(resolved.model, "chat");
@@ -51,6 +56,20 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	assertFitsContext(resolved.model, promptTokens);
 	// The grounding message is added after the hold: its largest possible size is held now.
 	const heldPromptTokens = promptTokens + (webSearch ? groundingTokenBound(searchResultCount(body)) : 0);
+	const searchPrice = webSearch ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
+	// Before prepareChat, which rewrites the body for the requested model.
+	const fallbacks = chatFallbacks({
+		config,
+		principal,
+		body,
+		primary: resolved,
+		requested: requestedFallbacks,
+		promptTokens,
+		heldPromptTokens,
+		choices,
+		ceiling,
+		searchPrice,
+	});
 	const prepared = prepareChat(body, ceiling === null ? resolved : withCeiling(resolved, ceiling), promptTokens);
 	const req: RequestContext = {
 		keyId: principal ? ledgerKeyId(principal) : run.keyId,
@@ -62,15 +81,18 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	const outputTokens = prepared.maxOutputTokens * choices;
 	if (principal) {
 		req.scopes = ledgerScopes(principal);
-		req.tokenEstimate = heldPromptTokens + outputTokens;
+		req.tokenEstimate = heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens));
 	}
-	const searchPrice = prepared.webSearch.enabled ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
-	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output, the search.
+	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output, the search,
+	// on the most expensive model that may serve.
 	const promptLimit = promptBound(resolved.model, heldPromptTokens);
-	const hold = holdNanos(resolved.model, promptLimit, outputTokens, searchPrice);
+	const hold = Math.max(holdNanos(resolved.model, promptLimit, outputTokens, searchPrice), ...fallbacks.map((f) => f.holdNanos));
 	// Beyond one choice, the extra choices' worst case must be covered before admission, so an
 	// n-choice request can overspend no more than a single-choice one.
-	const reserve = choices > 1 ? costNanos(resolved.model.pricing, 0, prepared.maxOutputTokens * (choices - 1)) : 0;
+	const reserve = Math.max(
+		choices > 1 ? costNanos(resolved.model.pricing, 0, prepared.maxOutputTokens * (choices - 1)) : 0,
+		...fallbacks.map((f) => f.reserveNanos),
+	);
 	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, {
 		reserveNanos: reserve,
 		ttlMs: opts.holdTtlMs,
@@ -80,7 +102,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		maxPromptTokens: promptLimit,
 		maxCompletionTokens: outputTokens,
 	};
-	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds };
+	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds, ...(fallbacks.length ? { fallbacks } : {}) };
 }
 
 /** An embeddings model serves /v1/embeddings only, and only an embeddings model does. */

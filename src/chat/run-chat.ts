@@ -1,10 +1,10 @@
-import { modelNodes } from "../config";
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import type { SettleResult } from "../ledger/key-ledger";
 import { ledgerFor, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
+import { engineRouting } from "../routing/shared-view";
 import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
 import { ChatSseEncoder } from "../stream/chat-sse-encoder";
@@ -13,6 +13,7 @@ import type { Outcome, Usage } from "../types";
 import { type AuthorizedChat, authorizeChat } from "./authorize-chat";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { rewriteCompletion } from "./completion-response";
+import { affinityKey, engineTargets, servedBy } from "./fallbacks";
 
 export type { AuthorizedChat } from "./authorize-chat";
 export { authorizeChat } from "./authorize-chat";
@@ -80,9 +81,8 @@ function withHeaders(err: unknown, headers: Record<string, string>): GatewayErro
 /** Everything after the hold: search, engine call with failover, rewrite, and settlement exactly once. */
 async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResult> {
 	const { env, config, clientSignal } = run;
-	const { req, prepared, promptTokens, searchPrice, rateHeaders, bounds } = authorized;
+	const { req, prepared, promptTokens, searchPrice, rateHeaders } = authorized;
 	const requestId = req.requestId;
-	const resolved = { model: req.model, requestedId: req.requestedModel };
 	// Registered with waitUntil before anything else can wait: a client that leaves while the
 	// search or the engine call is pending would otherwise end the request before it settles.
 	let settleNow!: (p: Promise<SettleResult | null>) => void;
@@ -128,12 +128,13 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	let answer: EngineAnswer;
 	try {
 		answer = await callEngine({
-			nodes: modelNodes(resolved.model),
+			targets: engineTargets(authorized),
 			path: authorized.lane === "completions" ? "/completions" : "/chat/completions",
-			body: JSON.stringify(prepared.engineBody),
 			secrets: env as unknown as Record<string, unknown>,
 			clientSignal,
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
+			routing: engineRouting(env, config, run.waitUntil),
+			affinityKey: affinityKey(prepared.engineBody),
 		});
 	} catch (err) {
 		const gone = err instanceof GatewayError && err.kind === "client_closed";
@@ -148,16 +149,18 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		void settle(outcome, searchNanos);
 		throw err;
 	}
+	// A fallback model may have served: its id, prices and usage bounds from here on.
+	const { requestedId, bounds } = servedBy(authorized, answer.target);
 
 	if (prepared.stream) {
 		const upstream = answer.response.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
 		const encoder =
 			run.streamEncoder?.(sources) ??
-			(authorized.lane === "completions" ? new ChatSseEncoder(resolved.requestedId, undefined, "text_completion") : undefined);
+			(authorized.lane === "completions" ? new ChatSseEncoder(requestedId, undefined, "text_completion") : undefined);
 		const { stream, done } = rewriteChatStream(
 			upstream,
 			{
-				model: resolved.requestedId,
+				model: requestedId,
 				promptTokensEstimate: promptTokens,
 				sources,
 				encoder,
@@ -204,7 +207,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		console.warn(`engine ${answer.node} answered 200 without a completion: ${info}`);
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 });
 	}
-	const completion = rewriteCompletion(engineJson, resolved.requestedId, promptTokens, bounds);
+	const completion = rewriteCompletion(engineJson, requestedId, promptTokens, bounds);
 	if (completion.outOfBounds) console.warn(`engine ${answer.node} reported usage out of bounds; billed the estimate`);
 	if (sources.length) attachSources(completion.body, sources);
 	const outcome: Outcome = { status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node };

@@ -32,7 +32,10 @@ export const usageRecords = sqliteTable(
 	{
 		requestId: text("request_id").primaryKey(),
 		keyId: text("key_id").notNull(),
+		/** The model that served and was billed. */
 		model: text("model").notNull(),
+		/** The model the client asked for: another than `model` when a fallback served; null on records from before fallbacks. */
+		requestedModel: text("requested_model"),
 		node: text("node"),
 		promptTokens: integer("prompt_tokens").notNull(),
 		completionTokens: integer("completion_tokens").notNull(),

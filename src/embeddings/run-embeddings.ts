@@ -15,6 +15,7 @@ import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
 import { authorizeRequest, holdNanos, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
+import { engineRouting } from "../routing/shared-view";
 import { estimateTokens } from "../stream/estimate";
 import type { Outcome } from "../types";
 
@@ -105,12 +106,13 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	let node: string;
 	try {
 		const answer = await callEngine({
-			nodes: modelNodes(resolved.model),
+			targets: [{ model: resolved.model.id, nodes: modelNodes(resolved.model), body: JSON.stringify(engineBody) }],
 			path: "/embeddings",
-			body: JSON.stringify(engineBody),
 			secrets: env as unknown as Record<string, unknown>,
 			clientSignal: run.clientSignal,
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
+			routing: engineRouting(env, config, run.waitUntil),
+			affinityKey: body.user || undefined,
 		});
 		node = answer.node;
 		text = await readEngineBody(answer.response, {

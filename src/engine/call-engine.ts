@@ -1,104 +1,201 @@
-import type { EngineNode } from "../config";
+import type { EngineNode, RoutingConfig } from "../config";
 import { GatewayError } from "../errors";
+import { type Fleet, isolateFleet } from "../routing/fleet";
 import { classifyStatus, parseEngineError } from "./classify";
 import { readCapped, relayText } from "./relay-text";
 
+/** One model the request may be served by: its nodes, and the body its engine gets. */
+export interface EngineTarget {
+	/** The model's id: operator overrides are per model, and logs name it. */
+	model: string;
+	nodes: readonly EngineNode[];
+	/** The engine request body; a function is called once, when the model is first tried (fallbacks usually never are). */
+	body: string | (() => string);
+}
+
+export interface EngineRouting {
+	settings: Pick<RoutingConfig, "cooldown_ms" | "max_attempts">;
+	/** Default: the isolate's fleet, shared by every request of the isolate. */
+	fleet?: Fleet;
+	/** Starts a refresh of the shared view when the isolate's copy is stale; never waited for. */
+	refresh?: () => void;
+	now?: () => number;
+	random?: () => number;
+}
+
 export interface EngineCall {
-	nodes: EngineNode[];
+	/** The requested model first, then its fallbacks, in order. */
+	targets: readonly EngineTarget[];
 	/** Path under the node's /v1 base, e.g. "/chat/completions". */
 	path: string;
-	body: string;
 	/** Secrets by name, for nodes that configure `api_key_env`. */
 	secrets: Record<string, unknown>;
 	/** Aborts the engine request when the client goes away. */
 	clientSignal?: AbortSignal;
 	firstByteTimeoutMs: number;
+	routing?: EngineRouting;
+	/** `prompt_cache_key`, else `user`: keeps a conversation on the node that has its prefix cached. */
+	affinityKey?: string;
+	/** For tests: the fetch to call instead of the global one. */
+	fetch?: typeof fetch;
 }
 
 export interface EngineAnswer {
 	response: Response;
 	node: string;
+	/** Index into `targets` of the model that answered (0 unless a fallback served). */
+	target: number;
 	/** Aborts the engine request (used when the client disconnects mid-stream). */
 	abort: (reason?: unknown) => void;
 }
 
 interface NodeFailure {
 	node: string;
+	model: string;
 	reason: string;
 	status?: number;
 }
 
+const DEFAULT_ROUTING: EngineRouting["settings"] = { cooldown_ms: 15_000, max_attempts: 3 };
+
 /** The secrets this call may send to its nodes: never to be relayed back to the client. */
 function nodeSecrets(call: EngineCall): string[] {
 	const out: string[] = [];
-	for (const node of call.nodes) {
-		const v = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
-		if (typeof v === "string" && v) out.push(v);
+	for (const target of call.targets) {
+		for (const node of target.nodes) {
+			const v = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
+			if (typeof v === "string" && v) out.push(v);
+		}
 	}
 	return out;
 }
 
+function clientClosed(cause?: unknown): GatewayError {
+	return new GatewayError("client_closed", "The client closed the request", { cause });
+}
+
 /**
- * Calls the nodes in order until one answers 2xx. Connection errors, first-byte timeouts,
- * 5xx and 429 move on to the next node (the failed body is cancelled first, since a Worker
- * has only six outbound connections); any other 4xx is the engine refusing the request and
- * goes back to the client with its status and message, not retried.
+ * workerd's native pass-through: the body is pumped without a JavaScript call a chunk, so
+ * counting a request in flight costs a stream nothing (Node's standard one stands in for tests).
+ */
+const Passthrough: new () => TransformStream<Uint8Array, Uint8Array> =
+	typeof IdentityTransformStream === "function" ? IdentityTransformStream : TransformStream;
+
+/**
+ * The engine's answer with its body passed through, so the node's in-flight count drops when
+ * the body ends, errors or is cancelled, whoever reads it.
+ */
+function tracked(response: Response, done: () => void): Response {
+	if (!response.body) {
+		done();
+		return response;
+	}
+	const { readable, writable } = new Passthrough();
+	response.body.pipeTo(writable).then(done, done);
+	return new Response(readable, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/**
+ * Tries the targets in order, each on up to `max_attempts` of its nodes as the router picks
+ * them (src/routing/picker.ts), until one answers 2xx. Connection errors, first-byte timeouts,
+ * 5xx and 429 cool the node down and move on (the failed body is cancelled first, since a
+ * Worker has only six outbound connections); when a model's attempts are used up the next
+ * target (a fallback model) gets its own. Any other 4xx is the engine refusing the request
+ * and goes back to the client with its status and message: not retried, no fallback.
  */
 export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
+	const routing = call.routing;
+	const fleet = routing?.fleet ?? isolateFleet;
+	const now = routing?.now ?? Date.now;
+	const random = routing?.random ?? Math.random;
+	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? DEFAULT_ROUTING;
+	routing?.refresh?.();
 	const failures: NodeFailure[] = [];
-	for (const node of call.nodes) {
-		if (call.clientSignal?.aborted) throw new GatewayError("client_closed", "The client closed the request");
-		const controller = new AbortController();
-		const onClientAbort = () => controller.abort(call.clientSignal?.reason);
-		call.clientSignal?.addEventListener("abort", onClientAbort, { once: true });
-		const timer = setTimeout(() => controller.abort(new Error("first byte timeout")), call.firstByteTimeoutMs);
-		const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json, text/event-stream" };
-		const key = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
-		if (typeof key === "string" && key) headers.authorization = `Bearer ${key}`;
-		let response: Response;
-		try {
-			response = await fetch(`${node.url}${call.path}`, {
-				method: "POST",
-				headers,
-				body: call.body,
-				redirect: "manual",
-				signal: controller.signal,
-			});
-		} catch (err) {
+	for (let t = 0; t < call.targets.length; t++) {
+		const target = call.targets[t] as EngineTarget;
+		const tried = new Set<string>();
+		let body: string | undefined;
+		for (let attempt = 0; attempt < maxAttempts; attempt++) {
+			if (call.clientSignal?.aborted) throw clientClosed();
+			const node = fleet.pick(target.model, target.nodes, { now: now(), random, tried, affinityKey: call.affinityKey });
+			if (!node) break;
+			tried.add(node.url);
+			body ??= typeof target.body === "string" ? target.body : target.body();
+
+			const controller = new AbortController();
+			const onClientAbort = () => controller.abort(call.clientSignal?.reason);
+			call.clientSignal?.addEventListener("abort", onClientAbort, { once: true });
+			const timer = setTimeout(() => controller.abort(new Error("first byte timeout")), call.firstByteTimeoutMs);
+			const headers: Record<string, string> = {
+				"content-type": "application/json",
+				accept: "application/json, text/event-stream",
+			};
+			const key = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
+			if (typeof key === "string" && key) headers.authorization = `Bearer ${key}`;
+			const init: RequestInit = { method: "POST", headers, body, redirect: "manual", signal: controller.signal };
+			const started = now();
+			fleet.started(node.url);
+			let response: Response;
+			try {
+				response = await (call.fetch ? call.fetch(`${node.url}${call.path}`, init) : fetch(`${node.url}${call.path}`, init));
+			} catch (err) {
+				clearTimeout(timer);
+				call.clientSignal?.removeEventListener("abort", onClientAbort);
+				fleet.finished(node.url);
+				if (call.clientSignal?.aborted) throw clientClosed(err);
+				const timedOut = controller.signal.aborted;
+				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", now(), cooldownMs);
+				failures.push({
+					node: node.url,
+					model: target.model,
+					reason: timedOut ? "timeout" : `connection failed: ${String(err)}`,
+				});
+				continue;
+			}
 			clearTimeout(timer);
+			const verdict = classifyStatus(response.status);
+			if (verdict === "ok") {
+				fleet.succeeded(node.url, now() - started, now());
+				const url = node.url;
+				return {
+					response: tracked(response, () => fleet.finished(url)),
+					node: url,
+					target: t,
+					abort: (reason) => controller.abort(reason),
+				};
+			}
 			call.clientSignal?.removeEventListener("abort", onClientAbort);
-			if (call.clientSignal?.aborted) throw new GatewayError("client_closed", "The client closed the request", { cause: err });
-			failures.push({ node: node.url, reason: controller.signal.aborted ? "timeout" : `connection failed: ${String(err)}` });
-			continue;
+			fleet.finished(node.url);
+			if (verdict === "next") {
+				await response.body?.cancel().catch(() => {});
+				fleet.failed(node.url, `status ${response.status}`, now(), cooldownMs);
+				failures.push({ node: node.url, model: target.model, reason: `status ${response.status}`, status: response.status });
+				continue;
+			}
+			const info = parseEngineError(await readCapped(response));
+			const secrets = nodeSecrets(call);
+			throw new GatewayError("engine_refused", relayText(info.message, secrets), {
+				status: response.status,
+				param: info.param === null ? null : relayText(info.param, secrets, 200),
+				code: info.code === null ? null : relayText(info.code, secrets, 100),
+				type: info.type && /^[a-z_]{1,64}$/.test(info.type) ? info.type : "invalid_request_error",
+			});
 		}
-		clearTimeout(timer);
-		const verdict = classifyStatus(response.status);
-		if (verdict === "ok") {
-			return { response, node: node.url, abort: (reason) => controller.abort(reason) };
-		}
-		call.clientSignal?.removeEventListener("abort", onClientAbort);
-		if (verdict === "next") {
-			await response.body?.cancel().catch(() => {});
-			failures.push({ node: node.url, reason: `status ${response.status}`, status: response.status });
-			continue;
-		}
-		const info = parseEngineError(await readCapped(response));
-		const secrets = nodeSecrets(call);
-		throw new GatewayError("engine_refused", relayText(info.message, secrets), {
-			status: response.status,
-			param: info.param === null ? null : relayText(info.param, secrets, 200),
-			code: info.code === null ? null : relayText(info.code, secrets, 100),
-			type: info.type && /^[a-z_]{1,64}$/.test(info.type) ? info.type : "invalid_request_error",
-		});
 	}
-	for (const f of failures) console.warn(`engine node ${f.node} failed: ${f.reason}`);
+	throw noNodeServed(failures);
+}
+
+/** Why nothing answered, as the client sees it; the details go to the log. */
+function noNodeServed(failures: NodeFailure[]): GatewayError {
+	for (const f of failures) console.warn(`engine node ${f.node} (${f.model}) failed: ${f.reason}`);
 	// Every node timed out before answering: the same 504 an engine going quiet later gets.
 	if (failures.length > 0 && failures.every((f) => f.reason === "timeout")) {
-		throw new GatewayError("upstream_timeout", "No inference node answered in time. Please retry shortly.");
+		return new GatewayError("upstream_timeout", "No inference node answered in time. Please retry shortly.");
 	}
-	// 503 when every node said it was busy (overloaded, rate limited); 502 when they were broken or unreachable.
-	const allBusy = failures.length > 0 && failures.every((f) => f.status === 429 || f.status === 503);
-	throw new GatewayError("upstream_unavailable", "No inference node could serve this request. Please retry shortly.", {
+	// 503 when every node said it was busy (overloaded, rate limited) or every node is drained;
+	// 502 when they were broken or unreachable.
+	const allBusy = failures.every((f) => f.status === 429 || f.status === 503);
+	return new GatewayError("upstream_unavailable", "No inference node could serve this request. Please retry shortly.", {
 		status: allBusy ? 503 : 502,
 		headers: allBusy ? { "retry-after": "1" } : {},
 	});

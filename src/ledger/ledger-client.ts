@@ -18,8 +18,10 @@ export interface RequestContext {
 	keyId: string;
 	requestId: string;
 	model: ModelConfig;
-	/** The model id as the client sent it. */
+	/** The model id as the client sent it; once a fallback model served, that model's id (the answer's `model`). */
 	requestedModel: string;
+	/** Set when a fallback model served: the id the client asked for (the usage record's `requested_model`). */
+	fallbackFrom?: string;
 	searchCount: number;
 	/** Limits checked with the hold, in the same ledger call (see KeyLedger.authorize). */
 	scopes?: ScopeLimits[];
@@ -124,6 +126,7 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 		record: {
 			key_id: req.keyId,
 			model: req.requestedModel,
+			requested_model: req.fallbackFrom ?? req.requestedModel,
 			node: outcome.node,
 			prompt_tokens: outcome.usage.prompt_tokens,
 			completion_tokens: outcome.usage.completion_tokens,

@@ -4,7 +4,10 @@ import type { SettleStatus } from "../types";
 export interface UsageRecordInput {
 	request_id?: string;
 	key_id: string;
+	/** The model that served (its prices were billed). */
 	model: string;
+	/** The model the client asked for (differs from `model` when a fallback served); absent on older records. */
+	requested_model?: string | null;
 	node: string | null;
 	prompt_tokens: number;
 	completion_tokens: number;
@@ -20,10 +23,10 @@ export interface UsageRecordInput {
 // handful of rows (D1 binds at most 100 parameters per statement). Column names follow
 // src/db/schema.ts (usage_records).
 const INSERT_FROM_JSON = `INSERT INTO usage_records
-	(request_id, key_id, model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at)
+	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at)
 SELECT
 	json_extract(value, '$.request_id'), json_extract(value, '$.key_id'), json_extract(value, '$.model'),
-	json_extract(value, '$.node'), json_extract(value, '$.prompt_tokens'), json_extract(value, '$.completion_tokens'),
+	json_extract(value, '$.requested_model'), json_extract(value, '$.node'), json_extract(value, '$.prompt_tokens'), json_extract(value, '$.completion_tokens'),
 	COALESCE(json_extract(value, '$.cost_nanos'), 0), json_extract(value, '$.status'),
 	CASE WHEN json_extract(value, '$.estimated') THEN 1 ELSE 0 END, COALESCE(json_extract(value, '$.search_count'), 0),
 	COALESCE(json_extract(value, '$.created_at'), ?2)

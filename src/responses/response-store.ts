@@ -1,7 +1,11 @@
 import { DurableObject } from "cloudflare:workers";
+import { loadConfig } from "../config";
 import type { RequestContext } from "../ledger/ledger-client";
 import { migrate } from "../storage/migrations";
 import { responseStoreMigrations } from "./response-store-schema";
+// Background runs execute here with the same chat pipeline as every other request.
+import { runBackground } from "./run-background";
+import { releaseHold } from "./run-response";
 import { JOB_SEQ } from "./stored-docs";
 import { type ConversationRefusal, type Item, RESPONSE_TTL_MS, Turns } from "./turns";
 
@@ -62,19 +66,6 @@ export interface ResponseStoreApi {
 	/** Marks a queued response in progress; false when it was cancelled or deleted meanwhile. */
 	start(id: string): boolean;
 	finish(id: string, response: Item): void;
-}
-
-export interface BackgroundHooks {
-	run(env: Env, job: BackgroundJob, signal: AbortSignal, store: ResponseStoreApi): Promise<void>;
-	/** Gives back the hold of a job that will never run (cancelled or deleted while queued, interrupted). */
-	release(env: Env, hold: HeldRequest): Promise<unknown>;
-}
-
-let hooks: BackgroundHooks | undefined;
-
-/** The worker registers how a background job runs (the chat pipeline), keeping this class free of route code. */
-export function registerBackgroundHooks(h: BackgroundHooks): void {
-	hooks = h;
 }
 
 type QueueRow = { id: string; state: "reserved" | "queued" | "running"; hold: string | null };
@@ -271,10 +262,11 @@ export class ResponseStore extends DurableObject<Env> {
 		const hold = holdOf(row);
 		const controller = new AbortController();
 		this.running.set(id, controller);
-		const run =
-			job && hooks
-				? hooks.run(this.env, { ...job, hold: hold ?? undefined }, controller.signal, this.api)
-				: Promise.reject(new Error(job ? "no background runner registered" : "the job is missing"));
+		const run = job
+			? runBackground(this.env, { ...job, hold: hold ?? undefined }, controller.signal, this.api, {
+					config: loadConfig(this.env.GATEWAY_CONFIG),
+				})
+			: Promise.reject(new Error("the job is missing"));
 		void run
 			.catch(async (err) => {
 				console.error(`background response ${id} failed`, err);
@@ -307,7 +299,7 @@ export class ResponseStore extends DurableObject<Env> {
 
 	private async release(hold: HeldRequest): Promise<void> {
 		try {
-			await hooks?.release(this.env, hold);
+			await releaseHold(this.env, hold);
 		} catch (err) {
 			console.error(`releasing the hold of ${hold.requestId} failed`, err);
 		}

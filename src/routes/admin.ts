@@ -14,6 +14,7 @@ import { jsonBody } from "../http/json-body";
 import { randomId } from "../ids";
 import { ledgerFor } from "../ledger/ledger-client";
 import { nanosToUsd, usdToNanos } from "../ledger/pricing";
+import { adminNodes } from "./admin-nodes";
 import { assertTokenPatch, CreateKey, Credit, PatchKey, scopeColumns } from "./key-input";
 import { cursorParam, intParam } from "./list-params";
 import { listUsage } from "./usage";
@@ -138,4 +139,5 @@ export const adminRoutes = new Hono<AppEnv>()
 		const result = await applyCredit(c.env, key.id, input.amount_usd, `api:${idem}`, input.note);
 		return c.json({ id: key.id, balance_usd: nanosToUsd(result.balanceNanos), applied: result.applied });
 	})
-	.get("/usage", listUsage);
+	.get("/usage", listUsage)
+	.route("/nodes", adminNodes);

@@ -193,9 +193,9 @@ describe("errors arrive as typed SDK exceptions", () => {
 		expect((noContent as InstanceType<typeof OpenAI.BadRequestError>).param).toBe("messages[0].content");
 	});
 
-	it("engine 400 → BadRequestError with the engine's message, not retried on the next node", async () => {
+	it("engine 400 → BadRequestError with the engine's message, not retried", async () => {
 		const m = marker("bad400");
-		const err = await rejection(client.chat.completions.create({ model: "test/bad400", messages: user(m) }));
+		const err = await rejection(client.chat.completions.create({ model: "test/refuses", messages: user(m) }));
 		expect(err).toBeInstanceOf(OpenAI.BadRequestError);
 		const e = err as InstanceType<typeof OpenAI.BadRequestError>;
 		expect(e.status).toBe(400);

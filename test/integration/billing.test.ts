@@ -407,7 +407,7 @@ describe("each outcome is billed as stated", () => {
 		expect(calls[0]?.aborted).toBe(true);
 	});
 
-	it("client disconnects while failover is still looking for a node (stream): settled, not left to expire", async () => {
+	it("client disconnects while the gateway waits for a node (stream): settled, not left to expire", async () => {
 		const k = await createKey({ balance_usd: 10 });
 		const since = await lastEngineId();
 		const msg = ping();
@@ -415,10 +415,10 @@ describe("each outcome is billed as stated", () => {
 		const pending = SELF.fetch(`${BASE}/v1/chat/completions`, {
 			method: "POST",
 			headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
-			body: JSON.stringify({ model: "test/failover", stream: true, messages: [{ role: "user", content: msg }] }),
+			body: JSON.stringify({ model: "test/all-hang", stream: true, messages: [{ role: "user", content: msg }] }),
 			signal: controller.signal,
 		});
-		// The fourth node never answers: the client gives up while the gateway waits for it.
+		// The node never answers: the client gives up while the gateway waits for it.
 		await waitFor(async () => (await engineCallsFor(since, msg)).some((c) => c.scenario === "hang"));
 		controller.abort();
 		await pending.then(
@@ -431,15 +431,15 @@ describe("each outcome is billed as stated", () => {
 		expect(end).toMatchObject({ spentNanos: 7 * IN, openHolds: 0 });
 		// No node after the one it was waiting for was tried.
 		const calls = await engineCallsFor(since, msg);
-		expect(calls.map((c) => c.scenario)).toEqual(["fail500", "drop", "fail429", "hang"]);
+		expect(calls.map((c) => c.scenario)).toEqual(["hang"]);
 	});
 
 	for (const stream of [false, true]) {
-		it(`engine refuses before any content (test/bad400, ${stream ? "stream" : "non-stream"}): nothing charged, hold released`, async () => {
+		it(`engine refuses before any content (test/refuses, ${stream ? "stream" : "non-stream"}): nothing charged, hold released`, async () => {
 			const k = await createKey({ balance_usd: 10 });
 			const since = await lastEngineId();
 			const msg = ping();
-			const res = await chat(k.key, { model: "test/bad400", stream, messages: [{ role: "user", content: msg }] });
+			const res = await chat(k.key, { model: "test/refuses", stream, messages: [{ role: "user", content: msg }] });
 			expect(res.status).toBe(400);
 			const body = (await res.json()) as ErrorBody;
 			expect(body.error.message).toBe("This model's maximum context length is 4096 tokens");
@@ -558,8 +558,10 @@ describe("each outcome is billed as stated", () => {
 				cost_nanos: COMPLETED,
 				estimated: false,
 			});
+			// The router's order: whichever broken nodes it tried (each once), then the healthy one.
 			const calls = await engineCallsFor(since, msg);
-			expect(calls.map((c) => c.scenario)).toEqual(["fail500", "drop", "fail429", "hang", "fail503", "ok"]);
+			expect(calls.at(-1)?.scenario).toBe("ok");
+			expect(new Set(calls.map((c) => c.scenario)).size).toBe(calls.length);
 			expect((await info(k.id)).spentNanos).toBe(COMPLETED);
 		});
 	}

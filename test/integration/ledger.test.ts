@@ -355,6 +355,7 @@ describe("KeyLedger: usage outbox", () => {
 				request_id: "u1",
 				key_id: keyId,
 				model: "test/ok",
+				requested_model: null,
 				node: "http://node.test/v1",
 				prompt_tokens: 345,
 				completion_tokens: 6000,

@@ -10,10 +10,11 @@ import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitF
 
 const APP = "https://app.example.com";
 /**
- * A background run (non-stream) on the slow engine: 50 ms a token, so 14 tokens answer in 0.7 s,
- * within the first-byte timeout, while long enough to see runs overlap. Capped, so "incomplete".
+ * A background run (non-stream) that lasts about 3 s (test/slowbody: headers at once, the body
+ * dribbled), so runs overlap however slowly the test sends its requests. Capped at 14 tokens
+ * of a longer answer, so "incomplete".
  */
-const SLOW = { model: "test/slow", max_output_tokens: 14, background: true };
+const SLOW = { model: "test/slowbody", max_output_tokens: 14, background: true };
 
 interface ResponseJson {
 	id: string;

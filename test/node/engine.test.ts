@@ -195,6 +195,7 @@ describe("dev engine", () => {
 			echoauth: true,
 			trickle: true,
 			slowheaders: true,
+			slowbody: true,
 			searchfail: true,
 			searchslow: true,
 		};

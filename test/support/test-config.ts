@@ -36,6 +36,7 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/noeol", [node("noeol")]),
 			model("test/echoauth", [{ url: node("echoauth"), api_key_env: "NODE_KEY" }]),
 			model("test/slowheaders", [node("slowheaders")]),
+			model("test/slowbody", [node("slowbody")]),
 			model("test/trickle", [node("trickle")]),
 			model("test/bigprompt", [node("bigprompt")]),
 			// An embeddings model: served on /v1/embeddings only, priced on input alone, no output cap.
@@ -46,12 +47,16 @@ export function testGatewayConfig(engineUrl: string) {
 				pricing: { input_usd_per_mtok: 1 },
 			}),
 			model("test/all-hang", [node("hang")]),
+			// A node that refuses every request, alone: nothing to fail over to, whatever order the router picks.
+			model("test/refuses", [node("bad400")]),
 			// Megabyte-sized Responses inputs and long previous_response_id chains.
 			model("test/big", [node()], { context_length: 10_000_000 }),
 		],
 		web_search: { provider: "searxng", url: `${engineUrl}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
 		first_byte_timeout_ms: 1000,
 		stream_idle_timeout_ms: 800,
+		// Enough attempts for test/failover to reach its healthy node whatever order the router picks.
+		routing: { max_attempts: 6 },
 	};
 }
 

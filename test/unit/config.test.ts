@@ -127,9 +127,69 @@ describe("modelNodes", () => {
 	it("normalises string and object nodes and drops trailing slashes", () => {
 		const cfg = parseConfig(config());
 		expect(modelNodes(cfg.models[0]!)).toEqual([
-			{ url: "http://10.0.0.5:8000/v1" },
-			{ url: "https://node-b.example/v1", apiKeyEnv: "NODE_B_KEY" },
+			{ url: "http://10.0.0.5:8000/v1", weight: 1 },
+			{ url: "https://node-b.example/v1", apiKeyEnv: "NODE_B_KEY", weight: 1 },
 		]);
+	});
+
+	it("keeps weights, health and metrics URLs", () => {
+		const nodes = [
+			{ url: "http://a.example/v1", weight: 3, health_url: "http://a.example/healthz", metrics_url: "http://a.example:9090/m" },
+			{ url: "http://b.example/v1", weight: 0 },
+		];
+		const cfg = parseConfig(config({ models: [model({ nodes })] }));
+		expect(modelNodes(cfg.models[0]!)).toEqual([
+			{ url: "http://a.example/v1", weight: 3, healthUrl: "http://a.example/healthz", metricsUrl: "http://a.example:9090/m" },
+			{ url: "http://b.example/v1", weight: 0 },
+		]);
+		// Normalised once per model: every request reads the same array.
+		expect(modelNodes(cfg.models[0]!)).toBe(modelNodes(cfg.models[0]!));
+	});
+});
+
+describe("routing and fallbacks", () => {
+	it("fills the routing defaults", () => {
+		expect(parseConfig(config()).routing).toEqual({ cooldown_ms: 15_000, health_check_interval_ms: 10_000, max_attempts: 3 });
+		const cfg = parseConfig(config({ routing: { max_attempts: 5 } }));
+		expect(cfg.routing).toEqual({ cooldown_ms: 15_000, health_check_interval_ms: 10_000, max_attempts: 5 });
+		expect(parseConfig(config()).models[0]?.fallbacks).toBeUndefined();
+	});
+
+	it.each([
+		[{ routing: { cooldown_ms: 0 } }, "routing.cooldown_ms"],
+		[{ routing: { max_attempts: 0 } }, "routing.max_attempts"],
+		[{ routing: { health_check_interval_ms: 10 } }, "routing.health_check_interval_ms"],
+		[{ routing: { retries: 2 } }, "routing"],
+	])("refuses a bad routing setting %j naming %s", (extra, path) => {
+		expect(configError(config(extra)).message).toContain(`${path}`);
+	});
+
+	it.each([
+		[{ weight: -1 }, "models.0.nodes.0"],
+		[{ weight: "2" }, "models.0.nodes.0"],
+		[{ health_url: "ftp://x.example/h" }, "models.0.nodes.0"],
+		[{ secret: "x" }, "models.0.nodes.0"],
+	])("refuses a bad node field %j", (extra, path) => {
+		const nodes = [{ url: "http://a.example/v1", ...extra }];
+		expect(configError(config({ models: [model({ nodes })] })).message).toContain(path);
+	});
+
+	it("accepts fallbacks to other models of the same kind", () => {
+		const cfg = parseConfig(config({ models: [model({ fallbacks: ["venym/b"] }), model({ id: "venym/b" })] }));
+		expect(cfg.models[0]?.fallbacks).toEqual(["venym/b"]);
+	});
+
+	it("refuses unknown, self and cross-endpoint fallbacks, naming the entry", () => {
+		expect(configError(config({ models: [model({ fallbacks: ["venym/nope"] })] })).message).toContain(
+			'models.0.fallbacks.0: unknown model id "venym/nope"',
+		);
+		expect(configError(config({ models: [model({ fallbacks: ["venym/qwen-27b"] })] })).message).toContain(
+			"models.0.fallbacks.0: a model cannot fall back to itself",
+		);
+		const embed = model({ id: "venym/embed", capabilities: ["embeddings"] });
+		expect(configError(config({ models: [model({ fallbacks: ["venym/embed"] }), embed] })).message).toContain(
+			"models.0.fallbacks.0",
+		);
 	});
 });
 

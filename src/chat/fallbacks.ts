@@ -1,0 +1,127 @@
+/**
+ * Fallback models on the chat pipeline: each candidate's engine body, caps and usage bounds,
+ * worked out at authorization so the hold covers the most expensive of them, and the switch
+ * to the candidate that served once the engine answered.
+ */
+import type { Principal } from "../app-env";
+import { modelAllowed } from "../auth/scopes";
+import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel } from "../config";
+import type { EngineTarget } from "../engine/call-engine";
+import { holdNanos, type RequestContext } from "../ledger/ledger-client";
+import { costNanos } from "../ledger/pricing";
+import { fallbackChain, type RequestedFallback } from "../routing/fallbacks";
+import { prepareChat } from "./prepare";
+import { promptBound, type UsageBounds } from "./usage-bounds";
+import type { ChatRequest } from "./validate";
+
+/** A model the request may fall back to, ready to send. */
+export interface ChatFallback {
+	/** The catalog model: its prices bill the request if it serves. */
+	model: ModelConfig;
+	/** The id the client sees when it serves (`:online` kept when the request had it). */
+	requestedId: string;
+	engineBody: Record<string, unknown>;
+	bounds: UsageBounds;
+	/** The worst case on this model: the hold must cover it. */
+	holdNanos: number;
+	/** The extra choices' worst case (n > 1), covered before admission. */
+	reserveNanos: number;
+	/** Output tokens held for it (every choice), for the tpm estimate. */
+	outputTokens: number;
+}
+
+export interface FallbackInput {
+	config: GatewayConfig;
+	principal?: Principal;
+	/** The validated body before `prepareChat` rewrote it for the primary model. */
+	body: ChatRequest;
+	primary: ResolvedModel;
+	requested: readonly RequestedFallback[];
+	promptTokens: number;
+	/** The prompt estimate the hold counts (grounding allowance included when web search is on). */
+	heldPromptTokens: number;
+	choices: number;
+	/** The key's output ceiling, or null. */
+	ceiling: number | null;
+	searchPrice: number;
+}
+
+/**
+ * The request's fallbacks, prepared. Must run before the primary's `prepareChat`, which
+ * rewrites the body in place; each candidate gets a shallow copy (the messages are shared, so
+ * a grounding message added later reaches every candidate). A model whose context cannot take
+ * the prompt is left out.
+ */
+export function chatFallbacks(input: FallbackInput): ChatFallback[] {
+	const { principal, primary } = input;
+	const chain = fallbackChain({
+		config: input.config,
+		primary: primary.model,
+		requested: input.requested,
+		allowed: (id) => !principal || modelAllowed(principal, id),
+	});
+	const out: ChatFallback[] = [];
+	for (const { model } of chain) {
+		if (model.context_length !== undefined && input.promptTokens >= model.context_length) continue;
+		const capped =
+			input.ceiling === null || input.ceiling >= model.max_output_tokens ? model : { ...model, max_output_tokens: input.ceiling };
+		const requestedId = primary.online ? `${model.id}:online` : model.id;
+		const prepared = prepareChat({ ...input.body }, { model: capped, requestedId, online: primary.online }, input.promptTokens);
+		const outputTokens = prepared.maxOutputTokens * input.choices;
+		const promptLimit = promptBound(model, input.heldPromptTokens);
+		out.push({
+			model,
+			requestedId,
+			engineBody: prepared.engineBody,
+			bounds: { maxPromptTokens: promptLimit, maxCompletionTokens: outputTokens },
+			holdNanos: holdNanos(model, promptLimit, outputTokens, input.searchPrice),
+			reserveNanos: input.choices > 1 ? costNanos(model.pricing, 0, prepared.maxOutputTokens * (input.choices - 1)) : 0,
+			outputTokens,
+		});
+	}
+	return out;
+}
+
+/** What `engineTargets` and `servedBy` need of an authorized chat. */
+interface Authorized {
+	req: RequestContext;
+	prepared: { engineBody: Record<string, unknown> };
+	bounds: UsageBounds;
+	fallbacks?: ChatFallback[];
+}
+
+/** The requested model, then its fallbacks, as the engine call tries them. */
+export function engineTargets(a: Authorized): EngineTarget[] {
+	const primary: EngineTarget = {
+		model: a.req.model.id,
+		nodes: modelNodes(a.req.model),
+		body: () => JSON.stringify(a.prepared.engineBody),
+	};
+	if (!a.fallbacks?.length) return [primary];
+	return [
+		primary,
+		...a.fallbacks.map((f) => ({ model: f.model.id, nodes: modelNodes(f.model), body: () => JSON.stringify(f.engineBody) })),
+	];
+}
+
+/**
+ * Switches the request to the model that served (`target` from the engine answer): its
+ * prices, its id in the answer and the usage record (which keeps the requested id as
+ * `requested_model`), its usage bounds.
+ */
+export function servedBy(a: Authorized, target: number): { requestedId: string; bounds: UsageBounds } {
+	const f = target > 0 ? a.fallbacks?.[target - 1] : undefined;
+	if (!f) return { requestedId: a.req.requestedModel, bounds: a.bounds };
+	a.req.fallbackFrom = a.req.requestedModel;
+	a.req.requestedModel = f.requestedId;
+	a.req.model = f.model;
+	return { requestedId: f.requestedId, bounds: f.bounds };
+}
+
+/** The request's affinity key: OpenAI's `prompt_cache_key`, else `user`. */
+export function affinityKey(body: Record<string, unknown>): string | undefined {
+	const key = body.prompt_cache_key;
+	if (typeof key === "string" && key) return key;
+	const user = body.user;
+	return typeof user === "string" && user ? user : undefined;
+}

@@ -1,0 +1,128 @@
+/**
+ * `GET /admin/nodes`: every node of every model as the router sees it (the shared view's
+ * probes and engine load, this isolate's in-flight count, cooldown and latency).
+ * `PATCH /admin/nodes`: an operator's weight or drain for a node, kept in the shared view until
+ * cleared, so a node can go out for maintenance without a redeploy. Mounted under the admin
+ * routes (admin token). Node secrets never appear: only URLs, without any credentials in them.
+ */
+import { Hono } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../app-env";
+import { type GatewayConfig, loadConfig, modelNodes } from "../config";
+import { GatewayError } from "../errors";
+import { jsonBody } from "../http/json-body";
+import { type Fleet, isolateFleet } from "../routing/fleet";
+import { classify } from "../routing/picker";
+import { nodeHealth, readSharedView } from "../routing/shared-view";
+import type { SharedView } from "../routing/view-types";
+
+/** A URL as shown: credentials in it (`user:pass@`) are masked. */
+export function displayUrl(url: string): string {
+	return url.replace(/^(https?:\/\/)[^/@]*@/, "$1***@");
+}
+
+function seconds(ms: number): number {
+	return Math.ceil(ms / 1000);
+}
+
+/** One row a node of a model. */
+function nodeRows(config: GatewayConfig, fleet: Fleet, now: number, only?: (model: string, url: string) => boolean) {
+	const rows = [];
+	for (const model of config.models) {
+		for (const node of modelNodes(model)) {
+			if (only && !only(model.id, node.url)) continue;
+			const rt = fleet.runtime(node.url);
+			const probe = fleet.probe(node.url);
+			const override = fleet.override(model.id, node.url);
+			const view = fleet.nodeView(model.id, node);
+			const cooling = rt.coolingUntil > now;
+			rows.push({
+				model: model.id,
+				url: displayUrl(node.url),
+				weight: view.weight,
+				configured_weight: node.weight,
+				drained: classify(view, now) === "drained",
+				override: override ? { weight: override.weight, drained: override.drained } : null,
+				healthy: !cooling && view.healthy,
+				cooling_until: cooling ? seconds(rt.coolingUntil) : null,
+				in_flight: rt.inFlight,
+				last_error: rt.lastError ?? probe?.error ?? null,
+				latency_ms: rt.latencyMs === null ? null : Math.round(rt.latencyMs),
+				checked_at: probe ? seconds(probe.checked_at) : null,
+				engine_load: probe?.load ?? null,
+			});
+		}
+	}
+	return rows;
+}
+
+/** The view now (registering the config's nodes, so the prober knows them); the isolate takes it too. */
+async function freshView(env: Env, config: GatewayConfig): Promise<SharedView | null> {
+	try {
+		const view = await readSharedView(env, config);
+		isolateFleet.ingest(view);
+		return view;
+	} catch (err) {
+		// The shared view being down is no reason to hide the isolate's own view.
+		console.warn("reading the fleet view failed", err);
+		return null;
+	}
+}
+
+const PatchNode = z
+	.strictObject({
+		url: z.string().min(1),
+		/** Only this model's use of the node; without it, every model the node serves. */
+		model: z.string().min(1).optional(),
+		/** A new weight (0 drains), or null to go back to the configured one. */
+		weight: z.number().nonnegative().max(1_000_000).nullable().optional(),
+		/** true: no new traffic; false: traffic again (at the weight in effect). */
+		drain: z.boolean().optional(),
+		/** Removes the override altogether. */
+		clear: z.literal(true).optional(),
+	})
+	.superRefine((v, ctx) => {
+		const changes = [v.weight !== undefined, v.drain !== undefined].filter(Boolean).length;
+		if (v.clear && changes > 0) {
+			ctx.addIssue({ code: "custom", path: ["clear"], message: "'clear' cannot be sent with 'weight' or 'drain'" });
+		} else if (!v.clear && changes === 0) {
+			ctx.addIssue({ code: "custom", path: ["weight"], message: "send 'weight', 'drain' or 'clear'" });
+		}
+	});
+
+/** The configured URL a PATCH names (as configured, or as shown), checked against the model when given. */
+function resolveTarget(config: GatewayConfig, url: string, modelId: string | undefined): string {
+	const wanted = url.replace(/\/+$/, "");
+	if (modelId !== undefined && !config.models.some((m) => m.id === modelId)) {
+		throw new GatewayError("not_found", `No model with id '${modelId}'.`, { param: "model" });
+	}
+	for (const model of config.models) {
+		if (modelId !== undefined && model.id !== modelId) continue;
+		for (const node of modelNodes(model)) {
+			if (node.url === wanted || displayUrl(node.url) === wanted) return node.url;
+		}
+	}
+	const where = modelId === undefined ? "" : ` of model '${modelId}'`;
+	throw new GatewayError("not_found", `No node${where} with url '${url}'.`, { param: "url" });
+}
+
+export const adminNodes = new Hono<AppEnv>()
+	.get("/", async (c) => {
+		const config = loadConfig(c.env.GATEWAY_CONFIG);
+		await freshView(c.env, config);
+		return c.json({ object: "list", data: nodeRows(config, isolateFleet, Date.now()) });
+	})
+	.patch("/", jsonBody(PatchNode), async (c) => {
+		const config = loadConfig(c.env.GATEWAY_CONFIG);
+		const input = c.req.valid("json");
+		const url = resolveTarget(config, input.url, input.model);
+		const view = await nodeHealth(c.env).setOverride({
+			url,
+			model: input.model ?? null,
+			...(input.weight !== undefined ? { weight: input.weight } : {}),
+			...(input.drain !== undefined ? { drained: input.drain } : {}),
+			...(input.clear ? { clear: true } : {}),
+		});
+		isolateFleet.ingest(view);
+		return c.json({ object: "list", data: nodeRows(config, isolateFleet, Date.now(), (_m, u) => u === url) });
+	});

@@ -1,0 +1,118 @@
+/**
+ * The isolate's memory of the engine fleet: each node's runtime state (shared by every
+ * request the isolate serves, so one request's failure spares the next) and the latest shared
+ * view (probes, engine load, operator overrides). Synchronous and allocation-light: it runs
+ * on every engine attempt.
+ */
+import type { EngineNode } from "../config";
+import { applyProbe, type NodeRuntime, newRuntime, recordFailure, recordSuccess } from "./node-state";
+import { type NodeView, pickNode } from "./picker";
+import type { NodeOverride, ProbeResult, SharedView } from "./view-types";
+
+export interface RoutedNode extends NodeView {
+	node: EngineNode;
+}
+
+function overrideKey(model: string | null, url: string): string {
+	return `${model ?? ""}\n${url}`;
+}
+
+export class Fleet {
+	private readonly runtimes = new Map<string, NodeRuntime>();
+	private overrides = new Map<string, NodeOverride>();
+	private view: SharedView | null = null;
+	/** When this isolate last asked for the shared view (ms), and whether it is asking now. */
+	viewRequestedAt = 0;
+	refreshing = false;
+
+	runtime(url: string): NodeRuntime {
+		let rt = this.runtimes.get(url);
+		if (!rt) {
+			rt = newRuntime();
+			this.runtimes.set(url, rt);
+		}
+		return rt;
+	}
+
+	/** The shared view, or null before the first one arrived (then every node counts as healthy). */
+	sharedView(): SharedView | null {
+		return this.view;
+	}
+
+	/** Takes a newer shared view: its overrides from now on, and probes that passed end cooldowns. */
+	ingest(view: SharedView): void {
+		if (this.view && view.at < this.view.at) return;
+		this.view = view;
+		this.overrides = new Map(view.overrides.map((o) => [overrideKey(o.model, o.url), o]));
+		for (const [url, probe] of Object.entries(view.nodes)) {
+			const rt = this.runtimes.get(url);
+			if (rt) applyProbe(rt, probe);
+		}
+	}
+
+	probe(url: string): ProbeResult | undefined {
+		return this.view?.nodes[url];
+	}
+
+	/** The operator's override for this node of this model: the model's own first, then the node-wide one. */
+	override(model: string, url: string): NodeOverride | undefined {
+		if (this.overrides.size === 0) return undefined;
+		return this.overrides.get(overrideKey(model, url)) ?? this.overrides.get(overrideKey(null, url));
+	}
+
+	weight(model: string, node: EngineNode): number {
+		const o = this.override(model, node.url);
+		if (!o) return node.weight;
+		if (o.drained) return 0;
+		return o.weight ?? node.weight;
+	}
+
+	/** The picker's view of one node. */
+	nodeView(model: string, node: EngineNode): RoutedNode {
+		const rt = this.runtime(node.url);
+		const probe = this.probe(node.url);
+		// A probe that failed counts until something newer succeeded: a request, or a later probe.
+		const probeFailed = probe !== undefined && !probe.healthy && probe.checked_at > rt.lastSuccessAt;
+		return {
+			node,
+			url: node.url,
+			weight: this.weight(model, node),
+			inFlight: rt.inFlight,
+			coolingUntil: rt.coolingUntil,
+			failedAt: Math.max(rt.lastFailureAt, probeFailed ? (probe?.checked_at ?? 0) : 0),
+			healthy: !probeFailed,
+			waiting: probe?.load?.waiting ?? 0,
+			kvCacheUsage: probe?.load?.kv_cache_usage ?? 0,
+		};
+	}
+
+	pick(
+		model: string,
+		nodes: readonly EngineNode[],
+		opts: { now: number; random: () => number; tried: ReadonlySet<string>; affinityKey?: string },
+	): EngineNode | null {
+		const views = nodes.map((n) => this.nodeView(model, n));
+		return pickNode(views, opts)?.node ?? null;
+	}
+
+	started(url: string): void {
+		this.runtime(url).inFlight += 1;
+	}
+
+	/** The attempt is over (failed, refused, or its answer's body ended). */
+	finished(url: string): void {
+		const rt = this.runtime(url);
+		rt.inFlight = Math.max(0, rt.inFlight - 1);
+	}
+
+	failed(url: string, reason: string, now: number, cooldownMs: number): void {
+		recordFailure(this.runtime(url), reason, now, cooldownMs);
+	}
+
+	succeeded(url: string, firstByteMs: number, now: number): void {
+		recordSuccess(this.runtime(url), firstByteMs, now);
+	}
+}
+
+/** The isolate's fleet: every request of the isolate reads and updates this one. */
+export const isolateFleet = new Fleet();

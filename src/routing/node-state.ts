@@ -1,0 +1,68 @@
+/**
+ * What an isolate remembers about one engine node: requests in flight, recent failures and
+ * the cooldown they earned, time to first byte. Pure functions over a plain record, with the
+ * clock passed in, so the rules are tested without a runtime.
+ */
+
+export interface NodeRuntime {
+	/** This isolate's requests on the node: from dispatch until the answer's body ends. */
+	inFlight: number;
+	/** Failures in a row; a success or a passing probe resets it. */
+	failures: number;
+	/** When it last failed (ms), 0 when never. */
+	lastFailureAt: number;
+	lastSuccessAt: number;
+	/** Skipped until then (ms), unless every other node is out too. */
+	coolingUntil: number;
+	/** Why it last failed, for operators (never an engine's text). */
+	lastError: string | null;
+	/** Recent time to first byte (an exponential average), null before any answer. */
+	latencyMs: number | null;
+}
+
+export function newRuntime(): NodeRuntime {
+	return {
+		inFlight: 0,
+		failures: 0,
+		lastFailureAt: 0,
+		lastSuccessAt: 0,
+		coolingUntil: 0,
+		lastError: null,
+		latencyMs: null,
+	};
+}
+
+/** A cooldown grows while a node keeps failing: the base, twice it, four times, up to sixteen times. */
+export const MAX_COOLDOWN_FACTOR = 16;
+
+export function cooldownMs(failures: number, baseMs: number): number {
+	const factor = Math.min(MAX_COOLDOWN_FACTOR, 2 ** Math.max(0, failures - 1));
+	return baseMs * factor;
+}
+
+export function recordFailure(rt: NodeRuntime, reason: string, now: number, baseCooldownMs: number): void {
+	rt.failures += 1;
+	rt.lastFailureAt = now;
+	rt.lastError = reason;
+	rt.coolingUntil = now + cooldownMs(rt.failures, baseCooldownMs);
+}
+
+/** Weight of the newest sample in the latency average. */
+const LATENCY_ALPHA = 0.3;
+
+export function recordSuccess(rt: NodeRuntime, firstByteMs: number, now: number): void {
+	rt.failures = 0;
+	rt.coolingUntil = 0;
+	rt.lastSuccessAt = now;
+	rt.latencyMs = rt.latencyMs === null ? firstByteMs : rt.latencyMs + LATENCY_ALPHA * (firstByteMs - rt.latencyMs);
+}
+
+/**
+ * A health probe that passed after the node's last failure ends its cooldown: the node
+ * answers again, so it gets traffic back without waiting the cooldown out. The failure count
+ * stays until a request succeeds, so a node that passes probes but keeps failing requests
+ * still earns longer cooldowns between the probes.
+ */
+export function applyProbe(rt: NodeRuntime, probe: { healthy: boolean; checked_at: number }): void {
+	if (probe.healthy && rt.coolingUntil > 0 && probe.checked_at > rt.lastFailureAt) rt.coolingUntil = 0;
+}

@@ -1,0 +1,165 @@
+/**
+ * A gateway with a config of the test's own, in front of named nodes of the development engine
+ * (dev/engine-nodes.mjs: `/n/<name>/v1`, behaviour and queue set at runtime). The worker's
+ * default export is called directly with the config in its env, so each test has its own
+ * fleet: node names are unique per test, and the isolate's memory of one test's nodes never
+ * meets another's.
+ */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import worker from "../../src/index";
+import { BASE } from "./gateway";
+import { TEST_ADMIN_TOKEN } from "./test-config";
+
+export function nodeUrl(name: string): string {
+	return `${env.ENGINE_URL}/n/${name}/v1`;
+}
+
+/** Makes a named node behave as a scenario, report a queue on /metrics, or go back to normal. */
+export async function setNode(
+	name: string,
+	change: { scenario?: string; queue?: { waiting?: number; running?: number } | null; reset?: boolean },
+): Promise<void> {
+	const res = await fetch(`${env.ENGINE_URL}/_engine/nodes/${encodeURIComponent(name)}`, {
+		method: "POST",
+		body: JSON.stringify(change),
+	});
+	if (!res.ok) throw new Error(`setNode ${name}: ${res.status}`);
+	await res.body?.cancel();
+}
+
+export interface NodeRecord {
+	id: number;
+	path: string;
+	node: string | null;
+	scenario: string;
+	body: Record<string, unknown> | null;
+	aborted: boolean;
+}
+
+/** The engine calls whose body contains `marker`, oldest first. */
+export async function callsWith(marker: string): Promise<NodeRecord[]> {
+	const res = await fetch(`${env.ENGINE_URL}/_engine/requests?contains=${encodeURIComponent(marker)}`);
+	return ((await res.json()) as NodeRecord[]).sort((a, b) => a.id - b.id);
+}
+
+/** How many of `calls` each node got. */
+export function perNode(calls: NodeRecord[]): Record<string, number> {
+	const out: Record<string, number> = {};
+	for (const c of calls) if (c.node) out[c.node] = (out[c.node] ?? 0) + 1;
+	return out;
+}
+
+export function marker(prefix = "m"): string {
+	return `${prefix}${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+}
+
+export function model(id: string, nodes: unknown[], extra: Record<string, unknown> = {}) {
+	return {
+		id,
+		engine_model: `engine-${id}`,
+		nodes,
+		max_output_tokens: 100,
+		context_length: 8192,
+		pricing: { input_usd_per_mtok: 1, output_usd_per_mtok: 2 },
+		...extra,
+	};
+}
+
+export function fleetConfig(models: unknown[], routing: Record<string, number> = {}) {
+	return {
+		models,
+		first_byte_timeout_ms: 600,
+		stream_idle_timeout_ms: 2000,
+		routing: { cooldown_ms: 60_000, health_check_interval_ms: 300, max_attempts: 3, ...routing },
+	};
+}
+
+export interface Answer {
+	res: Response;
+	text: string;
+	json: Record<string, unknown> | null;
+	ms: number;
+}
+
+/** The gateway with `config`: each call returns the whole answer once the request's background work is done. */
+export function gatewayWith(config: unknown) {
+	const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(config) };
+	const call = async (path: string, init: RequestInit): Promise<Answer> => {
+		const ctx = createExecutionContext();
+		const started = Date.now();
+		const req = new Request(`${BASE}${path}`, init) as Request<unknown, IncomingRequestCfProperties>;
+		const res = await worker.fetch(req, bindings, ctx);
+		const text = await res.text();
+		const ms = Date.now() - started;
+		await waitOnExecutionContext(ctx);
+		let json: Record<string, unknown> | null = null;
+		try {
+			json = JSON.parse(text) as Record<string, unknown>;
+		} catch {
+			// An event stream.
+		}
+		return { res, text, json, ms };
+	};
+	return {
+		chat: (key: string, body: Record<string, unknown>) =>
+			call("/v1/chat/completions", {
+				method: "POST",
+				headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+				body: JSON.stringify(body),
+			}),
+		post: (key: string, path: string, body: Record<string, unknown>) =>
+			call(path, {
+				method: "POST",
+				headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+				body: JSON.stringify(body),
+			}),
+		admin: (path: string, init: RequestInit = {}) =>
+			call(`/admin${path}`, {
+				...init,
+				headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json", ...init.headers },
+			}),
+	};
+}
+
+export interface NodeRow {
+	model: string;
+	url: string;
+	weight: number;
+	configured_weight: number;
+	drained: boolean;
+	healthy: boolean;
+	cooling_until: number | null;
+	in_flight: number;
+	last_error: string | null;
+	latency_ms: number | null;
+	checked_at: number | null;
+	engine_load: { source: string; waiting: number | null; running: number | null } | null;
+	override: { weight: number | null; drained: boolean } | null;
+}
+
+/** Polls GET /admin/nodes until `ok` holds for the row of `url` (which also hands the view to the isolate). */
+export async function waitForNode(
+	gateway: ReturnType<typeof gatewayWith>,
+	url: string,
+	ok: (row: NodeRow) => boolean,
+	timeoutMs = 8000,
+): Promise<NodeRow> {
+	const start = Date.now();
+	for (;;) {
+		const { json } = await gateway.admin("/nodes");
+		const row = (json?.data as NodeRow[] | undefined)?.find((r) => r.url === url);
+		if (row && ok(row)) return row;
+		if (Date.now() - start > timeoutMs) throw new Error(`waitForNode ${url}: last ${JSON.stringify(row)}`);
+		await new Promise((r) => setTimeout(r, 50));
+	}
+}
+
+/** The OpenAI error of an answer (empty when it has none). */
+export function errorOf(a: Answer): { message?: string; param?: string | null; code?: string | null } {
+	return (a.json?.error ?? {}) as { message?: string; param?: string | null; code?: string | null };
+}
+
+/** The rows of an /admin/nodes answer. */
+export function rowsOf(a: Answer): NodeRow[] {
+	return (a.json?.data ?? []) as NodeRow[];
+}
