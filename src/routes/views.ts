@@ -44,6 +44,7 @@ export function usageView(r: UsageRow) {
 		request_id: r.requestId,
 		key_id: r.keyId,
 		model: r.model,
+		requested_model: r.requestedModel ?? r.model,
 		node: r.node,
 		prompt_tokens: r.promptTokens,
 		completion_tokens: r.completionTokens,
