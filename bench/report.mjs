@@ -197,6 +197,60 @@ function streamRows(r, row) {
 	);
 }
 
+/**
+ * Responses streams (gateway only), set beside the chat lane's gateway figures of the same run:
+ * the widest paced level for TTFB, total and CPU per stream, and CPU per engine chunk.
+ */
+function responsesRows(r, row) {
+	const rs = r.responsesStreams;
+	if (!rs) return;
+	const vsChat = (v, chat, d = 1) => (chat === undefined ? "" : `${signed(v - chat, d)} vs chat`);
+	const p = rs.paced;
+	const chatLevel = r.pacedStreams.levels[p.concurrent]?.gateway;
+	const chatCpu = r.pacedStreams.levels[p.concurrent]?.cpuPerStream.gateway;
+	row(
+		`responses ×${p.concurrent} (${p.chunks}@${rs.paceMs}ms) TTFB p50 (ms)`,
+		"",
+		"",
+		f(p.ttfb.p50),
+		vsChat(p.ttfb.p50, chatLevel?.ttfb.p50, 2),
+	);
+	row(`responses ×${p.concurrent} total p50 (ms)`, "", "", f(p.total.p50, 0), vsChat(p.total.p50, chatLevel?.total.p50, 0));
+	row(
+		`responses ×${p.concurrent} workerd CPU/stream (ms)`,
+		"",
+		"",
+		f(p.cpuPerLongStreamMs),
+		vsChat(p.cpuPerLongStreamMs, chatCpu, 2),
+	);
+	const cc = r.cpuPerChunk;
+	for (const kind of ["paced", "burst"]) {
+		const x = rs[kind];
+		row(
+			`responses CPU/streamed chunk, ${kind}, marginal (µs)`,
+			"",
+			"",
+			f(x.marginal, 1),
+			vsChat(x.marginal, cc[kind]?.gateway.marginal),
+		);
+		row(
+			`responses CPU/streamed chunk, ${kind}, all-in avg (µs)`,
+			"",
+			"",
+			f(x.average, 1),
+			vsChat(x.average, cc[kind]?.gateway.average),
+		);
+	}
+	const b = rs.burst;
+	row(
+		`responses burst ×${b.concurrent} (${b.chunks} chunks) total p50 (ms)`,
+		"",
+		"",
+		f(b.total.p50, 0),
+		vsChat(b.total.p50, r.burstStreams.gateway?.total.p50, 0),
+	);
+}
+
 /** The ledger on its own, and the usage-record integrity check. */
 function ledgerRows(r, row) {
 	for (const [inflight, l] of Object.entries(r.ledger)) {
@@ -228,6 +282,7 @@ export function printTable(r) {
 	latencyRows(r, row);
 	capacityRows(r, row);
 	streamRows(r, row);
+	responsesRows(r, row);
 	ledgerRows(r, row);
 
 	const head = ["metric", "direct", "floor", "gateway", "gateway vs floor", "target", "status"];

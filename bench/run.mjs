@@ -14,6 +14,7 @@ import { capacityPhase } from "./phases/capacity.mjs";
 import { createContext } from "./phases/context.mjs";
 import { fixedRatePhase, sequentialPhase } from "./phases/latency.mjs";
 import { componentsPhase, ledgerPhase } from "./phases/ledger.mjs";
+import { responsesPhase } from "./phases/responses.mjs";
 import { streamPhases } from "./phases/streams.mjs";
 import { usagePhase } from "./phases/usage.mjs";
 import { warmUp } from "./phases/warmup.mjs";
@@ -99,6 +100,8 @@ function meta(ctx) {
 		date: new Date().toISOString(),
 		smoke: SMOKE,
 		git: gitState(),
+		// With --skip-build the bundle was built elsewhere: `git` is then the rig's tree, not the bundle's.
+		bundle: argv["skip-build"] ?? null,
 		host: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version, clockTicksPerSecond },
 		miniflare: info.miniflareVersion,
 		workerd: info.workerdVersion,
@@ -119,6 +122,7 @@ async function runPhases(rig) {
 	await fixedRatePhase(ctx, results);
 	await capacityPhase(ctx, results);
 	await streamPhases(ctx, results);
+	await responsesPhase(ctx, results);
 	await ledgerPhase(ctx, results);
 	await componentsPhase(ctx, results);
 	await usagePhase(ctx, results);

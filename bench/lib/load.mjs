@@ -29,6 +29,8 @@ export async function sequential(targets, perTarget, request) {
 export async function fixedRate(target, rate, durationMs, request) {
 	const latency = [];
 	let errors = 0;
+	/** Failed requests by HTTP status, or by socket error when there was none. */
+	const errorKinds = {};
 	const pending = [];
 	const interval = 1000 / rate;
 	const start = performance.now();
@@ -44,14 +46,18 @@ export async function fixedRate(target, rate, durationMs, request) {
 			pending.push(
 				send(target, path, body).then((r) => {
 					if (r.ok) latency.push(lag + r.total);
-					else errors++;
+					else {
+						errors++;
+						const why = r.status || r.error;
+						errorKinds[why] = (errorKinds[why] ?? 0) + 1;
+					}
 				}),
 			);
 		}
 		await sleep(1);
 	}
 	await Promise.all(pending);
-	return { latency, errors, sent: i, elapsedMs: performance.now() - start };
+	return { latency, errors, errorKinds, sent: i, elapsedMs: performance.now() - start };
 }
 
 /** Closed loop: `inflight` clients, each sending its next request when the last one ends. */
@@ -76,15 +82,15 @@ export async function closedLoop(target, inflight, durationMs, request) {
 	return { latency, errors, done, elapsedMs, rps: (done * 1000) / elapsedMs };
 }
 
-/** `count` streams, `concurrent` at a time, all started together per batch. */
+/** `count` streams, `concurrent` at a time, all started together per batch. A request may ask to keep the body text. */
 export async function streams(target, concurrent, count, request) {
 	const results = [];
 	for (let started = 0; started < count; started += concurrent) {
 		const n = Math.min(concurrent, count - started);
 		const batch = await Promise.all(
 			Array.from({ length: n }, () => {
-				const { path, body } = request(target);
-				return send(target, path, body);
+				const { path, body, keepText } = request(target);
+				return send(target, path, body, { keepText });
 			}),
 		);
 		results.push(...batch);

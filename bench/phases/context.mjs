@@ -12,7 +12,7 @@ const QUIET_CPU_MS = 2;
 
 const WORDS = "the quick brown fox jumps over a lazy dog while bench frames keep flowing".split(" ");
 /** A prompt the engine echoes back as exactly `chunks` content chunks ("Echo:" + n−1 words). */
-function promptFor(chunks) {
+export function promptFor(chunks) {
 	return Array.from({ length: chunks - 1 }, (_, i) => WORDS[i % WORDS.length]).join(" ");
 }
 

@@ -39,7 +39,7 @@ export async function sequentialPhase(ctx, results) {
 export async function fixedRatePhase(ctx, results) {
 	const { P, targets, check } = ctx;
 	ctx.log(`fixed rate: ${P.rate} req/s, ${P.rateRounds} rounds × ${P.rateSliceMs} ms per target`);
-	const rate = Object.fromEntries(targets.map((t) => [t.name, { latency: [], errors: 0, sent: 0 }]));
+	const rate = Object.fromEntries(targets.map((t) => [t.name, { latency: [], errors: 0, errorKinds: {}, sent: 0 }]));
 	for (let round = 0; round < P.rateRounds; round++) {
 		for (let j = 0; j < targets.length; j++) {
 			const t = targets[(round + j) % targets.length];
@@ -47,13 +47,15 @@ export async function fixedRatePhase(ctx, results) {
 			const r = await fixedRate(t, P.rate, P.rateSliceMs, ctx.nonStream);
 			rate[t.name].latency.push(...r.latency);
 			rate[t.name].errors += r.errors;
+			for (const [why, n] of Object.entries(r.errorKinds)) rate[t.name].errorKinds[why] = (rate[t.name].errorKinds[why] ?? 0) + n;
 			rate[t.name].sent += r.sent;
 			if (t.name === "gateway") ctx.countGateway(r.sent);
 		}
 	}
 	results.fixedRate = { rate: P.rate };
 	for (const t of targets) {
-		check(rate[t.name].errors === 0, `fixed rate ${t.name}: ${rate[t.name].errors} errors`);
-		results.fixedRate[t.name] = { ...summarize(rate[t.name].latency), errors: rate[t.name].errors };
+		const { errors, errorKinds } = rate[t.name];
+		check(errors === 0, `fixed rate ${t.name}: ${errors} errors (${JSON.stringify(errorKinds)})`);
+		results.fixedRate[t.name] = { ...summarize(rate[t.name].latency), errors, errorKinds };
 	}
 }
