@@ -71,18 +71,9 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		searchPrice,
 	});
 	const prepared = prepareChat(body, ceiling === null ? resolved : withCeiling(resolved, ceiling), promptTokens);
-	const req: RequestContext = {
-		keyId: principal ? ledgerKeyId(principal) : run.keyId,
-		requestId: run.requestId,
-		model: resolved.model,
-		requestedModel: resolved.requestedId,
-		searchCount: 0,
-	};
+	const req = requestContext(run, resolved);
 	const outputTokens = prepared.maxOutputTokens * choices;
-	if (principal) {
-		req.scopes = ledgerScopes(principal);
-		req.tokenEstimate = heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens));
-	}
+	withScopes(run, req, heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens)));
 	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output, the search,
 	// on the most expensive model that may serve.
 	const promptLimit = promptBound(resolved.model, heldPromptTokens);
@@ -103,6 +94,40 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		maxCompletionTokens: outputTokens,
 	};
 	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds, ...(fallbacks.length ? { fallbacks } : {}) };
+}
+
+/** What the ledger is told about a request: the key that pays, the request, the model. */
+export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestContext {
+	return {
+		keyId: run.principal ? ledgerKeyId(run.principal) : run.keyId,
+		requestId: run.requestId,
+		model: resolved.model,
+		requestedModel: resolved.requestedId,
+		searchCount: 0,
+	};
+}
+
+/** The caller's limits, checked with the hold, and the tokens counted against its tpm until settlement. */
+export function withScopes(run: ChatRun, req: RequestContext, tokenEstimate: number): void {
+	if (!run.principal) return;
+	req.scopes = ledgerScopes(run.principal);
+	req.tokenEstimate = tokenEstimate;
+}
+
+/**
+ * The model a non-chat endpoint (legacy completions, embeddings) serves: it exists, serves that
+ * endpoint, the key may use it, and it asks no web search (chat and Responses only).
+ */
+export function resolveFor(run: ChatRun, id: string, endpoint: "completions" | "embeddings"): ResolvedModel {
+	const resolved = resolveModel(run.config, id);
+	if (resolved.online) {
+		throw new GatewayError("invalid_request", "Web search is offered on chat completions and Responses only.", {
+			param: "model",
+		});
+	}
+	assertServes(resolved.model, endpoint);
+	if (run.principal) assertModelAllowed(run.principal, resolved.model.id);
+	return resolved;
 }
 
 /** An embeddings model serves /v1/embeddings only, and only an embeddings model does. */

@@ -4,15 +4,21 @@
  * bounds, settlement). Every prompt × `n` (or `best_of`, whichever is larger) is covered by the hold.
  */
 import { z } from "zod";
-import { assertModelAllowed, ledgerKeyId, ledgerScopes, outputCeiling } from "../auth/scopes";
-import { type AuthorizedChat, assertFitsContext, assertServes, choiceCount } from "../chat/authorize-chat";
+import { outputCeiling } from "../auth/scopes";
+import {
+	type AuthorizedChat,
+	assertFitsContext,
+	choiceCount,
+	requestContext,
+	resolveFor,
+	withScopes,
+} from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
 import { outputCap } from "../chat/prepare";
 import { promptBound } from "../chat/usage-bounds";
-import { resolveModel } from "../config";
 import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
-import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
+import { authorizeRequest, holdNanos } from "../ledger/ledger-client";
 import { costNanos } from "../ledger/pricing";
 import { estimateTokens } from "../stream/estimate";
 
@@ -62,14 +68,7 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 	if (bestOf < n) {
 		throw new GatewayError("invalid_request", `Invalid 'best_of': it must be at least 'n' (${n}).`, { param: "best_of" });
 	}
-	const resolved = resolveModel(config, body.model);
-	if (resolved.online) {
-		throw new GatewayError("invalid_request", "Web search is offered on chat completions and Responses only.", {
-			param: "model",
-		});
-	}
-	assertServes(resolved.model, "completions");
-	if (principal) assertModelAllowed(principal, resolved.model.id);
+	const resolved = resolveFor(run, body.model, "completions");
 	const estimates = promptEstimates(body.prompt);
 	if (estimates.length > MAX_PROMPTS) {
 		throw new GatewayError("invalid_request", `Invalid 'prompt': at most ${MAX_PROMPTS} prompts in one request.`, {
@@ -97,17 +96,8 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 	const outputTokens = maxTokens * bestOf * prompts;
 	let promptLimit = 0;
 	for (const e of estimates) promptLimit += promptBound(resolved.model, e);
-	const req: RequestContext = {
-		keyId: principal ? ledgerKeyId(principal) : run.keyId,
-		requestId: run.requestId,
-		model: resolved.model,
-		requestedModel: resolved.requestedId,
-		searchCount: 0,
-	};
-	if (principal) {
-		req.scopes = ledgerScopes(principal);
-		req.tokenEstimate = promptTokens + outputTokens;
-	}
+	const req = requestContext(run, resolved);
+	withScopes(run, req, promptTokens + outputTokens);
 	const hold = holdNanos(resolved.model, promptLimit, outputTokens);
 	// As for chat's n: beyond one generation, the extras' worst case must be covered before admission.
 	const extra = bestOf * prompts - 1;

@@ -4,16 +4,15 @@
  * within bounds, else the estimate) and recorded, through the same ledger as chat.
  */
 import { z } from "zod";
-import { assertModelAllowed, ledgerKeyId, ledgerScopes } from "../auth/scopes";
-import { assertFitsContext, assertServes } from "../chat/authorize-chat";
+import { assertFitsContext, requestContext, resolveFor, withScopes } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
 import { boundedUsage } from "../chat/usage-bounds";
-import { modelNodes, resolveModel } from "../config";
+import { modelNodes } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
-import { authorizeRequest, holdNanos, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
 import { engineRouting } from "../routing/shared-view";
 import { estimateTokens } from "../stream/estimate";
@@ -65,37 +64,21 @@ export interface EmbeddingsResult {
 }
 
 export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<EmbeddingsResult> {
-	const { env, config, principal } = run;
+	const { env, config } = run;
 	if (rawBody === null || typeof rawBody !== "object" || Array.isArray(rawBody)) {
 		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
 	}
 	const parsed = EmbeddingsRequestSchema.safeParse(rawBody, { reportInput: true });
 	if (!parsed.success) throw zodToGatewayError(parsed.error);
 	const body = rawBody as EmbeddingsRequest;
-	const resolved = resolveModel(config, body.model);
-	if (resolved.online) {
-		throw new GatewayError("invalid_request", "Web search is offered on chat completions and Responses only.", {
-			param: "model",
-		});
-	}
-	assertServes(resolved.model, "embeddings");
-	if (principal) assertModelAllowed(principal, resolved.model.id);
+	const resolved = resolveFor(run, body.model, "embeddings");
 	const estimates = inputEstimates(body.input);
 	for (const e of estimates) assertFitsContext(resolved.model, e);
 	const promptTokens = estimates.reduce((a, b) => a + b, 0);
 	const bound = inputBounds(body.input, resolved.model.context_length);
 
-	const req: RequestContext = {
-		keyId: principal ? ledgerKeyId(principal) : run.keyId,
-		requestId: run.requestId,
-		model: resolved.model,
-		requestedModel: resolved.requestedId,
-		searchCount: 0,
-	};
-	if (principal) {
-		req.scopes = ledgerScopes(principal);
-		req.tokenEstimate = promptTokens;
-	}
+	const req = requestContext(run, resolved);
+	withScopes(run, req, promptTokens);
 	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(env, req, holdNanos(resolved.model, bound, 0));
 	const headers: Record<string, string> = { "x-request-id": run.requestId, ...rateHeaders };
 	// From here on the request holds money: every path settles exactly once.

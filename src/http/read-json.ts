@@ -1,5 +1,6 @@
 import { GatewayError } from "../errors";
 import { depthParam, MAX_JSON_DEPTH, tooDeep } from "./json-depth";
+import { readCappedText } from "./read-capped";
 
 /**
  * Reads a JSON request body, refusing anything over `maxBytes` without buffering it whole.
@@ -50,26 +51,7 @@ export function tooLarge(maxBytes: number): GatewayError {
 }
 
 async function readText(req: Request, maxBytes: number): Promise<string> {
-	if (!req.body) return "";
-	const reader = req.body.getReader();
-	const chunks: Uint8Array[] = [];
-	let size = 0;
-	for (;;) {
-		const { done, value } = await reader.read();
-		if (done) break;
-		size += value.byteLength;
-		if (size > maxBytes) {
-			await reader.cancel().catch(() => {});
-			throw tooLarge(maxBytes);
-		}
-		chunks.push(value);
-	}
-	if (chunks.length === 1) return new TextDecoder().decode(chunks[0]);
-	const all = new Uint8Array(size);
-	let offset = 0;
-	for (const c of chunks) {
-		all.set(c, offset);
-		offset += c.byteLength;
-	}
-	return new TextDecoder().decode(all);
+	const text = await readCappedText(req.body, maxBytes);
+	if (text === null) throw tooLarge(maxBytes);
+	return text;
 }

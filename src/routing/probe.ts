@@ -4,6 +4,7 @@
  * `/api/ps`). What a node answers to is remembered, so a steady round costs a node two small
  * GETs: one when it exposes no load at all. `fetch` and the clock are passed in.
  */
+import { readCappedText } from "../http/read-capped";
 import { type EngineLoad, loadFromMetrics, loadFromOllamaPs, loadFromSlots } from "./engine-load";
 import type { ProbeResult, ProbeTarget } from "./view-types";
 
@@ -39,28 +40,8 @@ export function serverRoot(url: string): string {
 
 type Answer = { status: number; text: string | null } | { error: "timeout" | "connection failed" };
 
-async function readCapped(res: Response, max: number): Promise<string | null> {
-	if (!res.body) return "";
-	const reader = res.body.getReader();
-	const chunks: Uint8Array[] = [];
-	let size = 0;
-	for (;;) {
-		const { done, value } = await reader.read();
-		if (done) break;
-		size += value.byteLength;
-		if (size > max) {
-			await reader.cancel().catch(() => {});
-			return null;
-		}
-		chunks.push(value);
-	}
-	const all = new Uint8Array(size);
-	let at = 0;
-	for (const c of chunks) {
-		all.set(c, at);
-		at += c.byteLength;
-	}
-	return new TextDecoder().decode(all);
+function readCapped(res: Response, max: number): Promise<string | null> {
+	return readCappedText(res.body, max);
 }
 
 async function get(deps: ProbeDeps, url: string, target: ProbeTarget, read: boolean): Promise<Answer> {
