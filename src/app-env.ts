@@ -11,11 +11,6 @@ export interface Principal {
 	key: ApiKeyRow;
 	/** For a short-lived `vk-tmp-` token: the key that minted it, whose balance it draws on and whose scopes also apply. */
 	parent?: ApiKeyRow;
-	/**
-	 * @deprecated The caller key id again (= `key.id`): use `callerKeyId(principal)`. Kept while
-	 * src/routes/responses.ts reads it; principals stored with queued background responses carry it.
-	 */
-	keyId: string;
 }
 
 export interface AppEnv {

@@ -61,9 +61,7 @@ export async function authenticate(env: Env, secret: string | null, now: number,
 		if (!record) return refuse(cache, ctx, unauthorized("Incorrect API key provided."));
 		ctx.waitUntil(cache.write(hash, record));
 	}
-	const principal: Principal = record.parent
-		? { keyId: record.key.id, key: record.key, parent: record.parent }
-		: { keyId: record.key.id, key: record.key };
+	const principal: Principal = record.parent ? { key: record.key, parent: record.parent } : { key: record.key };
 	try {
 		assertUsable(principal, now);
 	} catch (err) {

@@ -28,9 +28,6 @@ export function payerKeyId(p: Principal): string {
 	return p.parent?.id ?? p.key.id;
 }
 
-/** @deprecated Renamed `payerKeyId`; kept until src/chat/run-chat.ts switches. */
-export const ledgerKeyId = payerKeyId;
-
 /** True when `origin` (as a browser sends it) matches one of the patterns. */
 export function originMatches(patterns: readonly string[], origin: string): boolean {
 	const o = origin.toLowerCase();

@@ -2,7 +2,7 @@
  * The first step of a chat run: validate, resolve the model, cap, and place the ledger hold
  * (402/403/429 here). Nothing reaches an engine; a refused request costs nothing.
  */
-import { assertModelAllowed, ledgerKeyId, ledgerScopes, outputCeiling } from "../auth/scopes";
+import { assertModelAllowed, ledgerScopes, outputCeiling, payerKeyId } from "../auth/scopes";
 import { EMBEDDINGS, type ModelConfig, type ResolvedModel, resolveModel } from "../config";
 import { GatewayError } from "../errors";
 import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
@@ -99,7 +99,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 /** What the ledger is told about a request: the key that pays, the request, the model. */
 export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestContext {
 	return {
-		keyId: run.principal ? ledgerKeyId(run.principal) : run.keyId,
+		payerKeyId: run.principal ? payerKeyId(run.principal) : run.callerKeyId,
 		requestId: run.requestId,
 		model: resolved.model,
 		requestedModel: resolved.requestedId,

@@ -9,8 +9,8 @@ import type { Usage } from "../types";
 export interface ChatRun {
 	env: Env;
 	config: GatewayConfig;
-	/** The calling key's id. */
-	keyId: string;
+	/** The calling key's id (`callerKeyId(principal)`): a `vk-tmp-` token's own; its stored responses live under it. */
+	callerKeyId: string;
 	/**
 	 * The authenticated caller. Its scopes apply (allowed models, output ceiling, rpm/tpm, spend
 	 * caps) and a `vk-tmp-` token bills the key that minted it. Without it the key is unscoped.

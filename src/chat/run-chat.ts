@@ -42,7 +42,7 @@ export const HOLD_KEEPALIVE_MS = 5 * 60 * 1000;
 /** Extends a placed hold by another lifetime (the ledger's authorize replay); never throws. */
 async function keepHoldAlive(env: Env, req: RequestContext): Promise<void> {
 	try {
-		await ledgerFor(env, req.keyId).authorize({ keyId: req.keyId, requestId: req.requestId, holdNanos: 0 });
+		await ledgerFor(env, req.payerKeyId).authorize({ keyId: req.payerKeyId, requestId: req.requestId, holdNanos: 0 });
 	} catch (err) {
 		console.warn(`keeping the hold of ${req.requestId} alive failed`, err);
 	}

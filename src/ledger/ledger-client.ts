@@ -11,11 +11,8 @@ export function ledgerFor(env: Env, keyId: string): DurableObjectStub<KeyLedger>
 }
 
 export interface RequestContext {
-	/**
-	 * The payer key id: the key whose ledger pays (for a `vk-tmp-` token, the key that minted it),
-	 * `payerKeyId(principal)`. To be renamed `payerKeyId` once the chat and Responses callers switch.
-	 */
-	keyId: string;
+	/** The payer key id: the key whose ledger pays (for a `vk-tmp-` token, the key that minted it), `payerKeyId(principal)`. */
+	payerKeyId: string;
 	requestId: string;
 	model: ModelConfig;
 	/** The model id as the client sent it; once a fallback model served, that model's id (the answer's `model`). */
@@ -47,8 +44,8 @@ export async function authorizeRequest(
 	hold: number,
 	opts: { reserveNanos?: number; ttlMs?: number } = {},
 ): Promise<AuthorizeResult & { ok: true; headers: Record<string, string> }> {
-	const result = await ledgerFor(env, req.keyId).authorize({
-		keyId: req.keyId,
+	const result = await ledgerFor(env, req.payerKeyId).authorize({
+		keyId: req.payerKeyId,
 		requestId: req.requestId,
 		holdNanos: hold,
 		...(opts.reserveNanos ? { reserveNanos: opts.reserveNanos } : {}),
@@ -120,11 +117,11 @@ export function outcomeCostNanos(req: RequestContext, outcome: Outcome, extraNan
 export async function settleRequest(env: Env, req: RequestContext, outcome: Outcome, extraNanos = 0): Promise<SettleResult> {
 	const cost = outcomeCostNanos(req, outcome, extraNanos);
 	// A fresh stub per call: after an exception a stub may be broken.
-	return ledgerFor(env, req.keyId).settle({
+	return ledgerFor(env, req.payerKeyId).settle({
 		requestId: req.requestId,
 		costNanos: cost,
 		record: {
-			key_id: req.keyId,
+			key_id: req.payerKeyId,
 			model: req.requestedModel,
 			requested_model: req.fallbackFrom ?? req.requestedModel,
 			node: outcome.node,

@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config";
-import type { RequestContext } from "../ledger/ledger-client";
 import { migrate } from "../storage/migrations";
+import { type BackgroundJob, type HeldRequest, readHold, readJob } from "./background-job";
 import { responseStoreMigrations } from "./response-store-schema";
 // Background runs execute here with the same chat pipeline as every other request.
 import { runBackground } from "./run-background";
@@ -9,6 +9,7 @@ import { releaseHold } from "./run-response";
 import { JOB_SEQ } from "./stored-docs";
 import { type ConversationRefusal, type Item, RESPONSE_TTL_MS, Turns } from "./turns";
 
+export type { BackgroundJob, HeldRequest } from "./background-job";
 export { RESPONSE_TTL_MS } from "./turns";
 
 /** How many background responses of one key run at once; the others wait in the queue. */
@@ -20,20 +21,6 @@ const RESERVATION_TTL_MS = 5 * 60 * 1000;
  * (large ones failed to store), jobs in `jobs`. 2: turns.ts and stored-docs.ts, jobs in `queue`.
  * 3: `item_index` (stored-docs.ts), item id → where the item is, for `item_reference` inputs.
  */
-
-/** The hold a queued background response runs on: enough to release it if it never runs. */
-export type HeldRequest = Pick<RequestContext, "keyId" | "requestId" | "model" | "requestedModel">;
-
-/** A background run waiting for (or under) the alarm. */
-export interface BackgroundJob {
-	id: string;
-	requestId: string;
-	keyId: string;
-	/** What the runner needs to redo the request (the validated request without its input, which is stored as items). */
-	payload: Record<string, unknown>;
-	/** Placed when the job was queued; absent only while the slot is reserved. */
-	hold?: HeldRequest;
-}
 
 export interface BeginInput {
 	id: string;
@@ -71,7 +58,7 @@ export interface ResponseStoreApi {
 type QueueRow = { id: string; state: "reserved" | "queued" | "running"; hold: string | null };
 
 function holdOf(row: { hold: string | null }): HeldRequest | null {
-	return row.hold ? (JSON.parse(row.hold) as HeldRequest) : null;
+	return readHold(row.hold);
 }
 
 /**
@@ -258,7 +245,7 @@ export class ResponseStore extends DurableObject<Env> {
 	private start(row: QueueRow): void {
 		const { id } = row;
 		this.sql.exec("UPDATE queue SET state = 'running' WHERE id = ?", id);
-		const job = this.turns.docs.one<BackgroundJob>(id, JOB_SEQ);
+		const job = readJob(this.turns.docs.one(id, JOB_SEQ));
 		const hold = holdOf(row);
 		const controller = new AbortController();
 		this.running.set(id, controller);

@@ -42,7 +42,7 @@ export async function runBackground(
 	job: BackgroundJob,
 	signal: AbortSignal,
 	store: ResponseStoreApi,
-	run: Omit<ChatRun, "clientSignal" | "waitUntil" | "env" | "keyId" | "requestId">,
+	run: Omit<ChatRun, "clientSignal" | "waitUntil" | "env" | "callerKeyId" | "requestId">,
 ): Promise<void> {
 	const p = job.payload as {
 		/** The validated request, its input left out (stored as the response's input items). */
@@ -63,7 +63,7 @@ export async function runBackground(
 		const chatRun: ChatRun = {
 			...run,
 			env,
-			keyId: job.keyId,
+			callerKeyId: job.callerKeyId,
 			principal,
 			requestId: job.requestId,
 			clientSignal: signal,

@@ -12,9 +12,9 @@ import { ResponsesStreamEncoder } from "./stream-encoder";
 import { ResponsesEventBuilder } from "./stream-events";
 import { inputItems, responsesToChat } from "./to-chat";
 
-export function responseStore(env: Env, keyId: string): DurableObjectStub<ResponseStore> {
+export function responseStore(env: Env, callerKeyId: string): DurableObjectStub<ResponseStore> {
 	const ns = env.RESPONSES as DurableObjectNamespace<ResponseStore>;
-	return ns.get(ns.idFromName(keyId));
+	return ns.get(ns.idFromName(callerKeyId));
 }
 
 /**
@@ -95,14 +95,14 @@ export function releaseHold(env: Env, hold: HeldRequest): Promise<unknown> {
 }
 
 /** Stores the final response; a failure is logged and shows on the stored response, which is marked failed. */
-async function finish(env: Env, keyId: string, response: ResponseObject): Promise<void> {
+async function finish(env: Env, callerKeyId: string, response: ResponseObject): Promise<void> {
 	try {
-		await responseStore(env, keyId).finish(response.id, response as unknown as Record<string, unknown>);
+		await responseStore(env, callerKeyId).finish(response.id, response as unknown as Record<string, unknown>);
 	} catch (err) {
 		console.error(`response ${response.id}: storing its output failed`, err);
 		try {
 			// A fresh stub: after an exception a stub may be broken.
-			await responseStore(env, keyId).markFailed(response.id, STORAGE_FAILED);
+			await responseStore(env, callerKeyId).markFailed(response.id, STORAGE_FAILED);
 		} catch (again) {
 			console.error(`response ${response.id}: marking it failed failed too`, again);
 		}
@@ -134,7 +134,7 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 			param: "store",
 		});
 	}
-	const stub = responseStore(run.env, run.keyId);
+	const stub = responseStore(run.env, run.callerKeyId);
 	// The conversation so far and the items the input references, read (not written) before anything is held.
 	const { prior, items } = await conversationBefore(stub, req, requested, run.config);
 	if (req.background) return enqueue(run, req, meta, items, prior, headers);
@@ -174,12 +174,14 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 	if (result.kind === "completion") {
 		const response = responseFromCompletion(result.body, meta);
 		// Awaited, so the response can be read back (or continued) as soon as it is answered.
-		if (store) await finish(run.env, run.keyId, response);
+		if (store) await finish(run.env, run.callerKeyId, response);
 		return { kind: "json", body: response, headers: { ...result.headers, ...headers } };
 	}
 	const streamed = encoder as ResponsesStreamEncoder;
 	if (store)
-		run.waitUntil(result.done.then((end) => finish(run.env, run.keyId, streamed.finalResponse(end, run.clientSignal.aborted))));
+		run.waitUntil(
+			result.done.then((end) => finish(run.env, run.callerKeyId, streamed.finalResponse(end, run.clientSignal.aborted))),
+		);
 	return { kind: "stream", stream: result.stream, headers: { ...result.headers, ...headers } };
 }
 
@@ -219,8 +221,8 @@ function beginInput(meta: ResponseMeta, req: ResponsesRequest, items: ResponseIn
 }
 
 function heldRequest(authorized: AuthorizedChat): HeldRequest {
-	const { keyId, requestId, model, requestedModel } = authorized.req;
-	return { keyId, requestId, model, requestedModel };
+	const { payerKeyId, requestId, model, requestedModel } = authorized.req;
+	return { payerKeyId, requestId, model, requestedModel };
 }
 
 /**
@@ -236,7 +238,7 @@ async function enqueue(
 	prior: ResponseInputItem[],
 	headers: Record<string, string>,
 ): Promise<ResponseResult> {
-	const stub = responseStore(run.env, run.keyId);
+	const stub = responseStore(run.env, run.callerKeyId);
 	const cap = run.config.max_queued_responses;
 	// Cheap first: a full queue is refused before a hold is placed (begin checks again, atomically).
 	if (await stub.queueFull(cap)) conversationOf({ ok: false, reason: "queue_full" }, req, run.config);
@@ -248,7 +250,7 @@ async function enqueue(
 	const job: BackgroundJob = {
 		id: meta.id,
 		requestId: run.requestId,
-		keyId: run.keyId,
+		callerKeyId: run.callerKeyId,
 		// The input is stored once, as the response's input items.
 		payload: { request: { ...req, input: [] }, createdAt: meta.createdAt, principal: run.principal ?? null },
 	};
@@ -266,7 +268,7 @@ async function enqueue(
 	}
 	if (!committed) {
 		run.waitUntil(releaseHold(run.env, hold));
-		run.waitUntil(responseStore(run.env, run.keyId).abandon(meta.id));
+		run.waitUntil(responseStore(run.env, run.callerKeyId).abandon(meta.id));
 		throw new GatewayError("internal", "The background response could not be queued. Please retry.");
 	}
 	return { kind: "json", body: queued, headers: { ...authorized.rateHeaders, ...headers } };

@@ -17,8 +17,7 @@ function runOf(c: Context<AppEnv>): ChatRun {
 	return {
 		env: c.env,
 		config: loadConfig(c.env.GATEWAY_CONFIG),
-		// ChatRun.keyId is the caller's key id (the ledger that pays comes from the principal).
-		keyId: callerKeyId(principal),
+		callerKeyId: callerKeyId(principal),
 		principal,
 		requestId: c.get("requestId"),
 		clientSignal: c.req.raw.signal,

@@ -1,5 +1,6 @@
 import { type Context, Hono } from "hono";
 import type { AppEnv } from "../app-env";
+import { callerKeyId } from "../auth/scopes";
 import type { ChatRun } from "../chat/run-chat";
 import { loadConfig } from "../config";
 import { GatewayError } from "../errors";
@@ -11,7 +12,7 @@ function chatRun(c: Context<AppEnv>): ChatRun {
 	return {
 		env: c.env,
 		config: loadConfig(c.env.GATEWAY_CONFIG),
-		keyId: c.get("principal").keyId,
+		callerKeyId: callerKeyId(c.get("principal")),
 		principal: c.get("principal"),
 		requestId: c.get("requestId"),
 		clientSignal: c.req.raw.signal,
@@ -26,7 +27,7 @@ function notFound(id: string): GatewayError {
 type Stored = Record<string, unknown>;
 
 function store(c: Context<AppEnv>) {
-	return responseStore(c.env, c.get("principal").keyId);
+	return responseStore(c.env, callerKeyId(c.get("principal")));
 }
 
 async function stored(c: Context<AppEnv>, id: string): Promise<Stored> {

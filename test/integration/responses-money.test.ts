@@ -142,7 +142,7 @@ describe("a hold outlives no running request", () => {
 			{
 				env,
 				config: loadConfig(env.GATEWAY_CONFIG),
-				keyId: k.id,
+				callerKeyId: k.id,
 				requestId,
 				clientSignal: new AbortController().signal,
 				waitUntil: (p) => waits.push(p),
