@@ -41,6 +41,7 @@ function workerPlugin(redis: boolean) {
 			main: "./src/index.ts",
 			wrangler: { configPath: "./wrangler.toml" },
 			miniflare: {
+				r2Buckets: ["USAGE_ARCHIVE"],
 				bindings: {
 					GATEWAY_CONFIG: JSON.stringify(testGatewayConfig(engineUrl)),
 					ADMIN_TOKEN: TEST_ADMIN_TOKEN,

@@ -24,6 +24,15 @@ const METRICS = [
 	["latency @rate p50, gateway (ms)", (r) => r.fixedRate.gateway.p50, 2],
 	["latency @rate p50, gateway − floor (ms)", (r) => r.fixedRate.gateway.p50 - r.fixedRate.floor.p50, 2],
 	["latency @rate p99, gateway (ms)", (r) => r.fixedRate.gateway.p99, 1],
+	[
+		"latency sequential p50, portkey − direct (ms)",
+		(r) => (r.sequential.portkey ? r.sequential.portkey.p50 - r.sequential.direct.p50 : undefined),
+		3,
+	],
+	["latency sequential p50, gateway − direct (ms)", (r) => r.sequential.gateway.p50 - r.sequential.direct.p50, 3],
+	["ledger calls/request sequential, gateway", (r) => r.ledgerCalls?.sequential?.gateway?.perRequest, 2],
+	["ledger far: sequential p50, gateway (ms)", (r) => r.ledgerAtDistance?.sequential.gateway.p50, 2],
+	["ledger far: stream TTFB p50, gateway (ms)", (r) => r.ledgerAtDistance?.stream.gateway.ttfb.p50, 2],
 	["req/s @16 in flight, gateway", (r) => r.capacity[16]?.gateway.rps, 0],
 	[
 		"req/s @16 in flight, % of floor",

@@ -8,10 +8,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { clockTicksPerSecond } from "./lib/proc.mjs";
-import { startRig } from "./lib/rig.mjs";
+import { parseVariant, startRig } from "./lib/rig.mjs";
 import { roundAll } from "./lib/stats.mjs";
 import { capacityPhase } from "./phases/capacity.mjs";
 import { createContext } from "./phases/context.mjs";
+import { distancePhase } from "./phases/distance.mjs";
 import { fixedRatePhase, sequentialPhase } from "./phases/latency.mjs";
 import { componentsPhase, ledgerPhase } from "./phases/ledger.mjs";
 import { responsesPhase } from "./phases/responses.mjs";
@@ -30,6 +31,12 @@ const { values: argv } = parseArgs({
 		rate: { type: "string" },
 		"skip-build": { type: "string" },
 		report: { type: "string" },
+		// Another gateway target with its own GATEWAY_CONFIG: `name=<json merged in>` or a preset name (lib/rig.mjs).
+		variant: { type: "string", multiple: true, default: [] },
+		// After the main phases: every ledger call of every gateway target waits this long (phases/distance.mjs).
+		"ledger-delay-ms": { type: "string" },
+		// Leave Portkey's gateway out.
+		"no-portkey": { type: "boolean", default: false },
 	},
 });
 const SMOKE = argv.smoke;
@@ -55,6 +62,9 @@ const FULL = {
 	ledgerMs: 3000,
 	ledgerInflight: [1, 16],
 	componentOps: 1000,
+	ledgerDelayMs: 0,
+	distanceSequential: 200,
+	distanceStreams: 20,
 };
 const SMOKE_PARAMS = {
 	warmup: 10,
@@ -76,9 +86,16 @@ const SMOKE_PARAMS = {
 	ledgerMs: 300,
 	ledgerInflight: [1, 4],
 	componentOps: 20,
+	// The smoke run always checks the ledger-distance wrapper, with a short delay.
+	ledgerDelayMs: 10,
+	distanceSequential: 5,
+	distanceStreams: 2,
 };
 const P = SMOKE ? SMOKE_PARAMS : FULL;
 if (argv.rate) P.rate = Number(argv.rate);
+if (argv["ledger-delay-ms"] !== undefined) P.ledgerDelayMs = Number(argv["ledger-delay-ms"]);
+const VARIANTS = argv.variant.map(parseVariant);
+const PORTKEY = !argv["no-portkey"];
 const OUT = argv.out ?? (SMOKE ? path.join(os.tmpdir(), "venym-bench-smoke.json") : path.join(BENCH, "results.json"));
 
 const log = (...a) => console.log(`[bench ${process.uptime().toFixed(1)}s]`, ...a);
@@ -109,6 +126,9 @@ function meta(ctx) {
 		compatibilityFlags: info.compatibilityFlags,
 		gatewayBindings: info.bindings,
 		params: P,
+		targets: ctx.targets.map((t) => ({ name: t.name, kind: t.kind, ...(t.config ? { gatewayConfig: t.config } : {}) })),
+		variants: VARIANTS,
+		portkey: info.portkeyVersion,
 		idleCpuMsPerSecond: ctx.idleCpuMsPerSecond(),
 	};
 }
@@ -125,6 +145,7 @@ async function runPhases(rig) {
 	await responsesPhase(ctx, results);
 	await ledgerPhase(ctx, results);
 	await componentsPhase(ctx, results);
+	await distancePhase(ctx, results);
 	await usagePhase(ctx, results);
 	results.problems = ctx.problems;
 	return results;
@@ -132,7 +153,14 @@ async function runPhases(rig) {
 
 async function main() {
 	const maxSockets = Math.max(...P.loads, ...P.pacedLevels.map((l) => l.concurrent), P.burst.concurrent) + 8;
-	const rig = await startRig({ paceMs: P.paceMs, maxSockets, bundleDir: argv["skip-build"], log });
+	const rig = await startRig({
+		paceMs: P.paceMs,
+		maxSockets,
+		bundleDir: argv["skip-build"],
+		variants: VARIANTS,
+		portkey: PORTKEY,
+		log,
+	});
 	let results;
 	try {
 		results = await runPhases(rig);

@@ -42,7 +42,8 @@ async function quiet(pids) {
 
 const rig = await startRig({ paceMs: 20, maxSockets: 140, log });
 try {
-	const [, floor, gateway] = rig.targets;
+	const floor = rig.targets.find((t) => t.name === "floor");
+	const gateway = rig.targets.find((t) => t.name === "gateway");
 	const target = (shape) =>
 		shape === "gateway" ? gateway : { ...floor, headers: shape === "pipe" ? {} : { "x-bench-shape": shape } };
 	for (const shape of SHAPES) await streams(target(shape), 4, 4, request(target(shape)));

@@ -1,4 +1,5 @@
 import type { ApiKeyRow } from "./db/schema";
+import type { RequestLog } from "./observability/request-log";
 
 /**
  * The authenticated caller. Three ids, three names: the caller key id (`callerKeyId(p)`,
@@ -18,5 +19,7 @@ export interface AppEnv {
 	Variables: {
 		requestId: string;
 		principal: Principal;
+		/** The request's log line (src/observability): set on the inference routes only. */
+		log: RequestLog | undefined;
 	};
 }

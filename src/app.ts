@@ -5,10 +5,14 @@ import { applyCors, cors } from "./auth/cors";
 import { GatewayError, toErrorResponse } from "./errors";
 import { fromHonoException } from "./http/hono-errors";
 import { randomId } from "./ids";
+import { errorText, logEvent } from "./observability/log-event";
+import { requestLog } from "./observability/middleware";
 import { adminRoutes } from "./routes/admin";
 import { chatCompletions, completions, embeddings } from "./routes/chat";
+import { consoleRoutes } from "./routes/console";
 import { ownKey } from "./routes/key";
 import { modelsRoutes } from "./routes/models";
+import { openApiDocument } from "./routes/openapi";
 import { responsesRoutes } from "./routes/responses";
 import { tokensRoutes } from "./routes/tokens";
 
@@ -21,12 +25,18 @@ app.use("*", async (c, next) => {
 	if (!c.res.headers.has("x-request-id")) c.res.headers.set("x-request-id", id);
 });
 
+// One JSON line per inference request (src/observability), around CORS and authentication so their refusals count.
+app.use("/v1/*", requestLog);
+
 // Preflights carry no Authorization, so CORS is answered before authentication. /admin gets none.
 app.use("/v1/*", cors);
 
 app.get("/", (c) => c.json({ name: "venym-gateway", docs: "https://platform.openai.com/docs/api-reference" }));
 app.get("/healthz", (c) => c.json({ ok: true }));
+app.get("/openapi.json", openApiDocument);
 
+// The console page is public (its data calls carry the admin token): served before the admin guard.
+app.route("/", consoleRoutes);
 app.route("/admin", adminRoutes);
 
 app.use("/v1/*", requireKey);
@@ -46,7 +56,10 @@ app.notFound(() => {
 app.onError((thrown, c) => {
 	const err = fromHonoException(thrown);
 	const { status, body, headers } = toErrorResponse(err);
-	if (status >= 500 && !(err instanceof GatewayError && err.kind === "config_invalid")) console.error("request failed", err);
+	if (status >= 500 && !(err instanceof GatewayError && err.kind === "config_invalid")) {
+		logEvent("error", "request failed", { request_id: c.get("requestId"), status, error: errorText(err) });
+	}
+	c.get("log")?.failed(body.error.code, status);
 	const res = c.json(body, status as 500, headers);
 	// Browsers hide an error body without CORS headers: the cors middleware put them on this
 	// response already, unless it let the request pass (an OPTIONS that is no preflight).

@@ -84,6 +84,26 @@ const WebSearchSchema = z
 		}
 	});
 
+/** Raw usage records in D1: how long they are kept (the hourly rollups are kept for good). */
+const UsageSchema = z.strictObject({
+	/** Raw usage records older than this many days (counted in whole UTC days) are deleted by the scheduled cleanup. */
+	retention_days: z.number().int().min(1).max(3650).default(90),
+	/**
+	 * `"r2"`: each UTC day's records must be written to the R2 bucket bound as `USAGE_ARCHIVE`
+	 * before they are deleted; without that binding nothing is deleted. When absent, records are
+	 * exported whenever the binding exists.
+	 */
+	archive: z.enum(["r2"]).optional(),
+});
+
+/** Edge allowances (docs/allowances.md): how isolates reserve a share of a key's balance ahead of need. */
+const LedgerSchema = z.strictObject({
+	/** How long an allowance lives without a refill; 0 turns allowances off (every request takes the synchronous hold). */
+	allowance_ttl_ms: z.number().int().min(0).max(300_000).default(30_000),
+	/** A key's available balance must cover this many of a request's holds before an isolate is granted an allowance. */
+	allowance_min_headroom: z.number().int().min(2).max(1_000_000_000).default(100),
+});
+
 export const GatewayConfigSchema = z
 	.strictObject({
 		models: z.array(ModelSchema).min(1),
@@ -103,6 +123,8 @@ export const GatewayConfigSchema = z
 			.positive()
 			.default(4 * 1024 * 1024),
 		routing: RoutingSchema.prefault({}),
+		usage: UsageSchema.prefault({}),
+		ledger: LedgerSchema.prefault({}),
 	})
 	.superRefine((cfg, ctx) => {
 		const seen = new Set<string>();
@@ -130,6 +152,8 @@ export const GatewayConfigSchema = z
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 export type ModelConfig = GatewayConfig["models"][number];
 export type RoutingConfig = GatewayConfig["routing"];
+export type UsageConfig = GatewayConfig["usage"];
+export type LedgerConfig = GatewayConfig["ledger"];
 export interface EngineNode {
 	/** The node's OpenAI base URL (ending in /v1), without a trailing slash; it names the node everywhere. */
 	url: string;

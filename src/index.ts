@@ -1,4 +1,5 @@
 import { app } from "./app";
+import { scheduled } from "./maintenance/scheduled";
 
 export { KeyLedger } from "./ledger/key-ledger";
 export { ResponseStore } from "./responses/response-store";
@@ -6,4 +7,5 @@ export { NodeHealth } from "./routing/node-health";
 
 export default {
 	fetch: app.fetch,
+	scheduled,
 } satisfies ExportedHandler<Env>;

@@ -1,12 +1,14 @@
 // The fake engine for the bench, in its own process (forked by bench/run.mjs).
-// It is dev/engine.mjs unchanged, plus one path prefix: `/p/<ms>/…` paces streamed chunks
+// It is dev/engine.mjs unchanged, plus two path prefixes: `/p/<ms>/…` paces streamed chunks
 // by <ms> exactly like the `x-engine-delay-ms` header does. The gateway builds its own
 // engine headers, so a path is the only way a paced node can be named in GATEWAY_CONFIG.
-// The prefix is applied in the same request listener: no extra hop for any target.
+// `/n/<label>/…` is dropped: several distinct node URLs for one engine (routing variants).
+// The prefixes are applied in the same request listener: no extra hop for any target.
 import http from "node:http";
 import { startEngine } from "../../dev/engine.mjs";
 
 const PACED = /^\/p\/(\d+)(\/.*)$/;
+const NAMED = /^\/n\/[^/]+(\/.*)$/;
 
 let server;
 const createServer = http.createServer;
@@ -20,6 +22,8 @@ http.createServer = createServer;
 const [listener] = server.listeners("request");
 server.removeAllListeners("request");
 server.on("request", (req, res) => {
+	const n = NAMED.exec(req.url ?? "");
+	if (n) req.url = n[1];
 	const m = PACED.exec(req.url ?? "");
 	if (m) {
 		req.url = m[2];

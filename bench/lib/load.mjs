@@ -15,7 +15,10 @@ export async function sequential(targets, perTarget, request) {
 			const r = await send(t, path, body, { keepText: i === perTarget - 1 });
 			const slot = out[t.name];
 			if (r.ok) slot.latency.push(r.total);
-			else slot.errors++;
+			else {
+				slot.errors++;
+				slot.firstError ??= `${r.status} ${r.error ?? ""}`;
+			}
 			if (i === perTarget - 1) slot.sample = r;
 		}
 	}

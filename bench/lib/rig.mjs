@@ -1,5 +1,7 @@
-// Starts the three targets the bench compares: the fake engine (own process), the floor
-// and the gateway (own workerd processes, hosted by bench/lib/workerd-host.mjs).
+// Starts the targets the bench compares: the fake engine (own process), the floor and the
+// gateway (own workerd processes, hosted by bench/lib/workerd-host.mjs), one more gateway per
+// variant (--variant: its own workerd and GATEWAY_CONFIG), and Portkey's gateway (own Node
+// process, bench/lib/portkey-process.mjs) unless it is left out.
 import { fork, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -28,8 +30,8 @@ process.on("SIGINT", () => {
 	process.exit(130);
 });
 
-function startChild(file) {
-	const child = fork(file, [], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+function startChild(file, { quiet = false } = {}) {
+	const child = fork(file, [], { stdio: ["ignore", quiet ? "ignore" : "inherit", "inherit", "ipc"] });
 	children.push(child);
 	let nextId = 1;
 	const pending = new Map();
@@ -82,17 +84,98 @@ function gatewayConfig(engineUrl, paceMs) {
 }
 
 /**
- * Builds the bundle, starts engine, floor and gateway, and creates a funded key.
- * `maxSockets` sizes each target's keep-alive pool; `inspectorPort` opens the gateway's
- * DevTools inspector (bench/profile.mjs only: it slows workerd down).
+ * Named variants for --variant <name> (without "=json"). `{engine}` stands for the engine's
+ * base URL; `/n/<label>` is a path prefix the bench engine drops (several node URLs, one engine).
  */
-export async function startRig({ paceMs, maxSockets, bundleDir, inspectorPort, log = () => {} }) {
+export const VARIANT_PRESETS = {
+	// Issue 16 "before": edge allowances off (GATEWAY_CONFIG ledger.allowance_ttl_ms 0), so every
+	// request takes the synchronous hold from the ledger before the engine call.
+	"gateway-sync": { ledger: { allowance_ttl_ms: 0 } },
+	// Issue 13 A/B: the bench model routed over three weighted object nodes (the main gateway has one plain-string node).
+	routed3: {
+		models: [
+			{
+				id: GW_MODEL,
+				nodes: [
+					{ url: "{engine}/n/a/v1", weight: 1 },
+					{ url: "{engine}/n/b/v1", weight: 2 },
+					{ url: "{engine}/n/c/v1", weight: 3 },
+				],
+			},
+		],
+	},
+};
+
+/** `name=<json>` or a preset name → {name, patch}. */
+export function parseVariant(arg) {
+	const eq = arg.indexOf("=");
+	const name = eq < 0 ? arg : arg.slice(0, eq);
+	if (!/^[a-z0-9][a-z0-9-]*$/i.test(name) || ["direct", "floor", "gateway", "portkey", "engine"].includes(name)) {
+		throw new Error(`--variant ${arg}: the name must be [a-z0-9-]+ and not a target's name`);
+	}
+	if (eq < 0) {
+		const patch = VARIANT_PRESETS[name];
+		if (!patch)
+			throw new Error(`--variant ${name}: no such preset (${Object.keys(VARIANT_PRESETS).join(", ")}); use name=<json>`);
+		return { name, patch };
+	}
+	return { name, patch: JSON.parse(arg.slice(eq + 1)) };
+}
+
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * The bench GATEWAY_CONFIG with a variant's patch merged in: objects merge key by key, arrays
+ * and scalars replace, except `models`, whose entries merge into the model with the same `id`
+ * (or are added). `{engine}` in any string becomes the engine's base URL.
+ */
+export function mergeConfig(base, patch, engineUrl) {
+	const fill = (v) =>
+		typeof v === "string"
+			? v.replaceAll("{engine}", engineUrl)
+			: Array.isArray(v)
+				? v.map(fill)
+				: isObject(v)
+					? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, fill(x)]))
+					: v;
+	const merge = (a, b) => {
+		if (!isObject(a) || !isObject(b)) return b;
+		const out = { ...a };
+		for (const [k, v] of Object.entries(b)) out[k] = k in a ? merge(a[k], v) : v;
+		return out;
+	};
+	const p = fill(patch);
+	const out = merge(base, { ...p, models: undefined });
+	if (p.models === undefined) {
+		out.models = base.models;
+		return out;
+	}
+	out.models = base.models.map((m) => merge(m, p.models.find((pm) => pm.id === m.id) ?? {}));
+	for (const pm of p.models) if (!base.models.some((m) => m.id === pm.id)) out.models.push(pm);
+	return out;
+}
+
+/** The headers that point Portkey at the engine, per request (its "custom host"). */
+const portkeyHeaders = (engineUrl) => ({ "x-portkey-provider": "openai", "x-portkey-custom-host": `${engineUrl}/v1` });
+
+/**
+ * Builds the bundle, starts engine, floor, gateway (and its variants) and Portkey, and creates
+ * a funded key on each gateway. `maxSockets` sizes each target's keep-alive pool;
+ * `inspectorPort` opens the main gateway's DevTools inspector (bench/profile.mjs only: it slows
+ * workerd down). `variants`: [{name, patch}] (parseVariant). `portkey`: start Portkey's gateway.
+ *
+ * Each target: {name, kind: "direct"|"floor"|"gateway"|"portkey", url, key, agent, headers,
+ * stream (false: not in stream phases), instance (gateways: the workerd-host instance name)}.
+ */
+export async function startRig({ paceMs, maxSockets, bundleDir, inspectorPort, variants = [], portkey = false, log = () => {} }) {
 	const stateDir = mkdtempSync(path.join(os.tmpdir(), "venym-bench-"));
 	let engine;
 	let host;
+	let pk;
 	const stop = async () => {
 		await host?.rpc("stop").catch(() => {});
 		engine?.child.send({ type: "stop" });
+		pk?.child.send({ type: "stop" });
 		rmSync(stateDir, { recursive: true, force: true });
 	};
 	try {
@@ -100,33 +183,69 @@ export async function startRig({ paceMs, maxSockets, bundleDir, inspectorPort, l
 		const bundle = bundleDir ?? buildBundle(path.join(stateDir, "bundle"));
 		engine = startChild(path.join(LIB, "engine-process.mjs"));
 		const engineInfo = await engine.ready;
+		// Portkey starts (about 2.5 s: its banner waits on a spinner) while workerd does.
+		if (portkey) pk = startChild(path.join(LIB, "portkey-process.mjs"), { quiet: true });
 		host = startChild(path.join(LIB, "workerd-host.mjs"));
 		await host.ready;
+		const base = gatewayConfig(engineInfo.url, paceMs);
+		const specs = [
+			{ name: "gateway", gatewayConfig: base },
+			...variants.map((v) => ({ name: v.name, gatewayConfig: mergeConfig(base, v.patch, engineInfo.url) })),
+		];
 		const info = await host.rpc("start", {
 			bundleDir: bundle,
 			engineUrl: engineInfo.url,
 			stateDir,
 			adminToken: ADMIN_TOKEN,
-			gatewayConfig: gatewayConfig(engineInfo.url, paceMs),
+			gateways: specs,
 			inspectorPort,
 		});
+		const pkInfo = pk ? await pk.ready : null;
 		log(
 			`engine ${engineInfo.url} (pid ${engineInfo.pid}); floor ${info.floorUrl} (workerd pid ${info.floorPid}); ` +
-				`gateway ${info.gatewayUrl} (workerd pid ${info.gatewayPid})`,
+				info.gateways.map((g) => `${g.name} ${g.url} (workerd pid ${g.pid})`).join("; ") +
+				(pkInfo ? `; portkey ${pkInfo.version} ${pkInfo.url} (node pid ${pkInfo.pid})` : ""),
 		);
-		const created = await fetch(`${info.gatewayUrl}/admin/keys`, {
-			method: "POST",
-			headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-			body: JSON.stringify({ name: "bench", balance_usd: 1e6 }),
-		});
-		if (created.status !== 201) throw new Error(`POST /admin/keys: ${created.status} ${await created.text()}`);
-		const key = await created.json();
-		const mk = (name, url) => ({ name, url, key: key.key, agent: makeAgent(maxSockets), bodies: {} });
+		const targets = [
+			{ name: "direct", kind: "direct", url: engineInfo.url },
+			{ name: "floor", kind: "floor", url: info.floorUrl },
+		];
+		if (pkInfo)
+			targets.push({ name: "portkey", kind: "portkey", url: pkInfo.url, headers: portkeyHeaders(engineInfo.url), stream: false });
+		const keys = {};
+		for (const g of info.gateways) {
+			const created = await fetch(`${g.url}/admin/keys`, {
+				method: "POST",
+				headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+				body: JSON.stringify({ name: "bench", balance_usd: 1e6 }),
+			});
+			if (created.status !== 201) throw new Error(`${g.name}: POST /admin/keys: ${created.status} ${await created.text()}`);
+			keys[g.name] = await created.json();
+			targets.push({
+				name: g.name,
+				kind: "gateway",
+				url: g.url,
+				key: keys[g.name].key,
+				instance: g.name,
+				config: specs.find((s) => s.name === g.name).gatewayConfig,
+			});
+		}
+		const key = keys.gateway;
+		for (const t of targets) {
+			t.key ??= key.key;
+			t.agent = makeAgent(maxSockets);
+			t.bodies = {};
+			t.stream ??= true;
+		}
+		const pids = { floor: info.floorPid, engine: engineInfo.pid };
+		for (const g of info.gateways) pids[g.name] = g.pid;
+		if (pkInfo) pids.portkey = pkInfo.pid;
 		return {
-			targets: [mk("direct", engineInfo.url), mk("floor", info.floorUrl), mk("gateway", info.gatewayUrl)],
-			pids: { floor: info.floorPid, gateway: info.gatewayPid, engine: engineInfo.pid },
+			targets,
+			pids,
 			key,
-			info,
+			keys,
+			info: { ...info, portkeyVersion: pkInfo?.version ?? null, engineUrl: engineInfo.url },
 			bundleDir: bundle,
 			rpc: host.rpc,
 			stop,

@@ -3,7 +3,9 @@
 //   - the gateway: the bundle `wrangler deploy --dry-run --outdir` produced, with the
 //     bindings wrangler.toml declares (D1 DB, Durable Objects LEDGER and RESPONSES, vars),
 //     GATEWAY_CONFIG pointing at the bench engine and a bench ADMIN_TOKEN; plus a small
-//     ledger driver worker bound to the gateway's KeyLedger class;
+//     ledger driver worker bound to the gateway's KeyLedger class. Its entry module is
+//     bench/workers/ledger-distance.mjs, which counts (and can delay) the Worker's ledger calls.
+//     Each --variant is one more such instance, with its own GATEWAY_CONFIG;
 //   - the floor: bench/workers/floor.mjs, a bare pass-through to the engine.
 // Each is its own Miniflare instance, hence its own workerd process and /proc CPU account.
 // Requests go straight to workerd's socket (mf.ready), never through wrangler dev.
@@ -77,26 +79,28 @@ function migrationStatements() {
 		.filter(Boolean);
 }
 
-let gateway;
+/** The gateway instances by name ("gateway", then one per --variant), each its own workerd. */
+const gateways = new Map();
 let floor;
 
-async function start({ bundleDir, engineUrl, stateDir, adminToken, gatewayConfig, inspectorPort }) {
-	const configPath = path.join(ROOT, "wrangler.toml");
-	const { workerOptions } = wrangler.unstable_getMiniflareWorkerOptions(configPath);
-	const config = wrangler.unstable_readConfig({ config: configPath });
-	// Vars from wrangler.toml (not a developer's .dev.vars), then the bench's own values.
-	const bindings = { ...(config.vars ?? {}), GATEWAY_CONFIG: JSON.stringify(gatewayConfig), ADMIN_TOKEN: adminToken };
-	gateway = await startInstance({
+/** The entry module: bench/workers/ledger-distance.mjs, loaded as if it sat beside the bundle's index.js. */
+const wrapperSource = readFileSync(path.join(BENCH, "workers", "ledger-distance.mjs"), "utf8");
+
+async function startGateway({ name, bundleDir, workerOptions, bindings, stateDir, inspectorPort }) {
+	const instance = await startInstance({
 		inspectorPort,
-		d1Persist: path.join(stateDir, "d1"),
-		durableObjectsPersist: path.join(stateDir, "do"),
+		d1Persist: path.join(stateDir, name, "d1"),
+		durableObjectsPersist: path.join(stateDir, name, "do"),
 		workers: [
 			{
 				...workerOptions,
 				name: "gateway",
 				modules: true,
-				scriptPath: path.join(bundleDir, "index.js"),
+				script: wrapperSource,
+				scriptPath: path.join(bundleDir, "__bench_ledger_distance.mjs"),
 				modulesRoot: bundleDir,
+				// The bundle's index.js is an ES module (it was the entry, which is always one; imported, a .js is CommonJS by default).
+				modulesRules: [...(workerOptions.modulesRules ?? []), { type: "ESModule", include: ["**/*.js"] }],
 				bindings,
 			},
 			{
@@ -110,8 +114,36 @@ async function start({ bundleDir, engineUrl, stateDir, adminToken, gatewayConfig
 			},
 		],
 	});
-	const db = await gateway.mf.getD1Database("DB");
+	const db = await instance.mf.getD1Database("DB");
 	await db.batch(migrationStatements().map((s) => db.prepare(s)));
+	gateways.set(name, instance);
+	return instance;
+}
+
+/**
+ * `gateways`: [{name, gatewayConfig}], the first is the main "gateway". Each gets its own
+ * Miniflare instance (workerd process, CPU account, D1 and Durable Object storage).
+ */
+async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: specs, inspectorPort }) {
+	const configPath = path.join(ROOT, "wrangler.toml");
+	const { workerOptions } = wrangler.unstable_getMiniflareWorkerOptions(configPath);
+	const config = wrangler.unstable_readConfig({ config: configPath });
+	const started = [];
+	let bindings;
+	// One at a time: a new instance's workerd pid is the child process that was not there before.
+	for (const [i, spec] of specs.entries()) {
+		// Vars from wrangler.toml (not a developer's .dev.vars), then the bench's own values.
+		bindings = { ...(config.vars ?? {}), GATEWAY_CONFIG: JSON.stringify(spec.gatewayConfig), ADMIN_TOKEN: adminToken };
+		const instance = await startGateway({
+			name: spec.name,
+			bundleDir,
+			workerOptions,
+			bindings,
+			stateDir,
+			inspectorPort: i === 0 ? inspectorPort : undefined,
+		});
+		started.push({ name: spec.name, url: instance.url, pid: instance.pid });
+	}
 	floor = await startInstance({
 		name: "floor",
 		modules: true,
@@ -121,8 +153,9 @@ async function start({ bundleDir, engineUrl, stateDir, adminToken, gatewayConfig
 		bindings: { ENGINE_URL: engineUrl },
 	});
 	return {
-		gatewayUrl: gateway.url,
-		gatewayPid: gateway.pid,
+		gateways: started,
+		gatewayUrl: started[0].url,
+		gatewayPid: started[0].pid,
 		floorUrl: floor.url,
 		floorPid: floor.pid,
 		compatibilityDate: workerOptions.compatibilityDate,
@@ -139,22 +172,22 @@ async function start({ bundleDir, engineUrl, stateDir, adminToken, gatewayConfig
 }
 
 /** A request to the probe worker (bench/workers/probe.mjs), inside the gateway's workerd. */
-async function probe({ path: probePath, query = {}, method = "GET" }) {
-	const worker = await gateway.mf.getWorker("probe");
+async function probe({ instance = "gateway", path: probePath, query = {}, method = "GET" }) {
+	const worker = await gateways.get(instance).mf.getWorker("probe");
 	const res = await worker.fetch(`http://probe${probePath}?${new URLSearchParams(query)}`, { method });
 	const text = await res.text();
 	if (!res.ok) throw new Error(`probe ${probePath}: ${res.status} ${text}`);
 	return JSON.parse(text);
 }
 
-async function usageCount({ keyId }) {
-	const db = await gateway.mf.getD1Database("DB");
+async function usageCount({ instance = "gateway", keyId }) {
+	const db = await gateways.get(instance).mf.getD1Database("DB");
 	const row = await db.prepare("SELECT COUNT(*) AS n FROM usage_records WHERE key_id = ?").bind(keyId).first();
 	return { count: row?.n ?? 0 };
 }
 
 async function stop() {
-	await Promise.allSettled([gateway?.mf.dispose(), floor?.mf.dispose()]);
+	await Promise.allSettled([...[...gateways.values()].map((g) => g.mf.dispose()), floor?.mf.dispose()]);
 	return {};
 }
 

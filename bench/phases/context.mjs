@@ -1,13 +1,14 @@
 // What every phase of the bench shares: the targets and the bodies sent to them, CPU windows
-// that open and close on a quiet workerd, the count of gateway requests (each must leave one
-// usage record in D1) and the checks that failed.
+// that open and close on a quiet workerd, the count of requests per gateway target (each must
+// leave one usage record in its D1), the ledger-call counters of the gateway targets and the
+// checks that failed.
 import { setTimeout as sleep } from "node:timers/promises";
 import { cpuDelta, cpuSample } from "../lib/proc.mjs";
 import { ENGINE_MODEL, GW_MODEL, GW_PACED_MODEL } from "../lib/rig.mjs";
 
 /** At least this long after a window, for waitUntil settlement and the ledger's usage flush (alarm at +200 ms). */
 const SETTLE_MS = 600;
-/** A workerd using less than this much CPU per 200 ms is idle (no deferred work left). */
+/** A workerd (or Portkey's Node) using less than this much CPU per 200 ms is idle (no deferred work left). */
 const QUIET_CPU_MS = 2;
 
 const WORDS = "the quick brown fox jumps over a lazy dog while bench frames keep flowing".split(" ");
@@ -18,14 +19,14 @@ export function promptFor(chunks) {
 
 const nonStreamBody = (t) =>
 	JSON.stringify({
-		model: t.name === "gateway" ? GW_MODEL : ENGINE_MODEL,
+		model: t.kind === "gateway" ? GW_MODEL : ENGINE_MODEL,
 		messages: [{ role: "user", content: "hello from the bench" }],
 		max_tokens: 16,
 	});
 
 /** The body the engine receives is the same for every target: the gateway's rewrites are pre-applied for the others. */
 function streamBody(t, chunks, paced) {
-	const gw = t.name === "gateway";
+	const gw = t.kind === "gateway";
 	return JSON.stringify({
 		model: gw ? (paced ? GW_PACED_MODEL : GW_MODEL) : ENGINE_MODEL,
 		messages: [{ role: "user", content: promptFor(chunks) }],
@@ -45,8 +46,11 @@ export const expectedFrames = (chunks) => chunks + 3;
 export function createContext({ rig, params, smoke, log }) {
 	const { targets, pids } = rig;
 	for (const t of targets) t.bodies.nonStream = nonStreamBody(t);
-	let idleCpuPerMs = { floor: 0, gateway: 0, engine: 0 };
-	let gatewayRequests = 0;
+	let idleCpuPerMs = Object.fromEntries(Object.keys(pids).map((k) => [k, 0]));
+	/** Requests sent to each gateway target (each must leave a usage record in its D1). */
+	const sentTo = Object.fromEntries(targets.filter((t) => t.kind === "gateway").map((t) => [t.name, 0]));
+	/** The processes a window waits on: every target's server process but the engine. */
+	const quietNames = Object.keys(pids).filter((k) => k !== "engine");
 	const problems = [];
 
 	/**
@@ -61,7 +65,7 @@ export function createContext({ rig, params, smoke, log }) {
 			const now = cpuSample(pids);
 			const d = cpuDelta(last, now);
 			last = now;
-			if (d.floor.sched < QUIET_CPU_MS && d.gateway.sched < QUIET_CPU_MS) return performance.now() - start;
+			if (quietNames.every((k) => d[k].sched < QUIET_CPU_MS)) return performance.now() - start;
 		}
 		return performance.now() - start;
 	}
@@ -75,19 +79,66 @@ export function createContext({ rig, params, smoke, log }) {
 		smoke,
 		log,
 		targets,
+		/** The gateway targets: "gateway", then each --variant. */
+		gateways: targets.filter((t) => t.kind === "gateway"),
+		/** Everything that serves streams (Portkey does not: see bench/README.md). */
+		streamTargets: targets.filter((t) => t.stream),
+		/** The targets the stream phases run for the per-chunk figures: direct, floor, gateway. */
+		baseTargets: targets.filter((t) => ["direct", "floor", "gateway"].includes(t.name)),
 		byName: Object.fromEntries(targets.map((t) => [t.name, t])),
 		key: rig.key,
+		keys: rig.keys,
 		info: rig.info,
 		rpc: rig.rpc,
 		problems,
 		check,
 		quiesce,
-		/** Every request sent to the gateway; each must leave a usage record in D1. */
+		/** `n` requests sent to target `t`: counted when it is a gateway (each must leave a usage record in D1). */
+		count(t, n) {
+			if (t.kind === "gateway") sentTo[t.name] += n;
+		},
+		/** `n` requests sent to every target, as the interleaved loads do. */
+		countAll(n) {
+			for (const name of Object.keys(sentTo)) sentTo[name] += n;
+		},
+		/** Every request sent to the main gateway. */
 		countGateway(n) {
-			gatewayRequests += n;
+			sentTo.gateway += n;
 		},
 		get gatewayRequests() {
-			return gatewayRequests;
+			return sentTo.gateway;
+		},
+		requestsSentTo: (name) => sentTo[name],
+
+		/** The gateway target's ledger-call counters (bench/workers/ledger-distance.mjs). */
+		async ledgerCalls(t) {
+			const res = await fetch(`${t.url}/__bench/ledger`);
+			if (!res.ok) throw new Error(`${t.name} /__bench/ledger: ${res.status} ${await res.text()}`);
+			return res.json();
+		},
+		/** Sets the delay of every ledger call of gateway target `t` (0: none). */
+		async setLedgerDelay(t, ms) {
+			const res = await fetch(`${t.url}/__bench/ledger?delay_ms=${ms}`, { method: "POST" });
+			if (!res.ok) throw new Error(`${t.name} /__bench/ledger: ${res.status} ${await res.text()}`);
+			return res.json();
+		},
+		/** Ledger calls per request of each gateway target over `fn` (which sends `perTarget(t)` requests to each). */
+		async countLedgerCalls(fn, perTarget) {
+			const gws = targets.filter((t) => t.kind === "gateway");
+			const before = await Promise.all(gws.map((t) => this.ledgerCalls(t)));
+			const result = await fn();
+			const after = await Promise.all(gws.map((t) => this.ledgerCalls(t)));
+			const calls = {};
+			gws.forEach((t, i) => {
+				const n = perTarget(t, result);
+				const byMethod = {};
+				for (const [m, c] of Object.entries(after[i].byMethod)) {
+					const d = c - (before[i].byMethod[m] ?? 0);
+					if (d) byMethod[m] = d / Math.max(1, n);
+				}
+				calls[t.name] = { perRequest: (after[i].calls - before[i].calls) / Math.max(1, n), requests: n, byMethod };
+			});
+			return { result, calls };
 		},
 		/** Time for waitUntil settlement and the ledger's usage flush after a burst of requests. */
 		settle: () => sleep(SETTLE_MS),
@@ -131,7 +182,7 @@ export function createContext({ rig, params, smoke, log }) {
 			return (t) => {
 				const key = `${chunks}:${paced}`;
 				t.bodies[key] ??= streamBody(t, chunks, paced);
-				const pathPrefix = t.name !== "gateway" && paced ? `/p/${params.paceMs}` : "";
+				const pathPrefix = t.kind !== "gateway" && paced ? `/p/${params.paceMs}` : "";
 				return { path: `${pathPrefix}/v1/chat/completions`, body: t.bodies[key] };
 			};
 		},

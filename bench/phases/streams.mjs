@@ -10,7 +10,8 @@ const chunkSlope = (longPerStream, shortPerStream, longChunks, shortChunks) =>
 
 /** 4. Paced streams: TTFB and total time at each concurrency, and the CPU they cost. */
 async function pacedStreams(ctx, results) {
-	const { P, targets } = ctx;
+	const { P } = ctx;
+	const targets = ctx.streamTargets;
 	results.pacedStreams = { chunks: P.pacedChunks, paceMs: P.paceMs, levels: {} };
 	const perStreamCpu = {};
 	for (const level of P.pacedLevels) {
@@ -22,7 +23,7 @@ async function pacedStreams(ctx, results) {
 			for (const t of targets) {
 				await ctx.quiesce();
 				const rs = await streams(t, level.concurrent, level.count, ctx.streamRequest(P.pacedChunks, true));
-				if (t.name === "gateway") ctx.countGateway(rs.length);
+				ctx.count(t, rs.length);
 				ctx.checkStreams(t.name, `paced c=${level.concurrent}`, rs, P.pacedChunks);
 				out[t.name] = {
 					ttfb: summarize(rs.map((r) => r.first)),
@@ -33,7 +34,8 @@ async function pacedStreams(ctx, results) {
 				};
 			}
 		});
-		out.cpuPerStream = { floor: measured.cpu.floor.sched / level.count, gateway: measured.cpu.gateway.sched / level.count };
+		out.cpuPerStream = { floor: measured.cpu.floor.sched / level.count };
+		for (const gw of ctx.gateways) out.cpuPerStream[gw.name] = measured.cpu[gw.name].sched / level.count;
 		perStreamCpu[level.concurrent] = out.cpuPerStream;
 		results.pacedStreams.levels[level.concurrent] = out;
 	}
@@ -49,7 +51,7 @@ async function pacedChunkCost(ctx, results, perStreamCpu) {
 		for (const t of [byName.floor, byName.gateway]) {
 			await ctx.quiesce();
 			const rs = await streams(t, widest.concurrent, widest.count, ctx.streamRequest(P.pacedShortChunks, true));
-			if (t.name === "gateway") ctx.countGateway(rs.length);
+			ctx.count(t, rs.length);
 			ctx.checkStreams(t.name, "paced short", rs, P.pacedShortChunks);
 		}
 	});
@@ -68,7 +70,9 @@ async function pacedChunkCost(ctx, results, perStreamCpu) {
 
 /** 5b. Unpaced streams, long and short, per target: total time and the per-chunk slope. */
 async function burstStreams(ctx, results) {
-	const { P, targets } = ctx;
+	const { P } = ctx;
+	// Direct, floor and the main gateway only: the variants' stream cost is in the paced rows.
+	const targets = ctx.baseTargets;
 	const { concurrent: bc, chunks: bLong, shortChunks: bShort } = P.burst;
 	ctx.log(`burst streams: ${bc} × ${bLong} chunks and ${bc} × ${bShort} chunks, unpaced, per target`);
 	results.burstStreams = { chunks: bLong, concurrent: bc };
@@ -77,7 +81,7 @@ async function burstStreams(ctx, results) {
 	for (const t of targets) {
 		const long = await ctx.withCpu(() => streams(t, bc, bc, ctx.streamRequest(bLong, false)));
 		const shortRun = await ctx.withCpu(() => streams(t, bc, bc, ctx.streamRequest(bShort, false)));
-		if (t.name === "gateway") ctx.countGateway(2 * bc);
+		ctx.count(t, 2 * bc);
 		ctx.checkStreams(t.name, "burst", long.result, bLong);
 		ctx.checkStreams(t.name, "burst short", shortRun.result, bShort);
 		results.burstStreams[t.name] = {

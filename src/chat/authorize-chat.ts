@@ -35,6 +35,11 @@ export interface AuthorizedChat {
 export interface AuthorizeOptions {
 	/** How long the hold lives unsettled (default: the ledger's 15 minutes); a queued background run needs longer. */
 	holdTtlMs?: number;
+	/**
+	 * Always the ledger, never an edge allowance (docs/allowances.md): for a run that picks up a hold
+	 * already placed (a queued background response), so its replay finds that hold.
+	 */
+	synchronousHold?: boolean;
 }
 
 /**
@@ -87,6 +92,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, {
 		reserveNanos: reserve,
 		ttlMs: opts.holdTtlMs,
+		synchronous: opts.synchronousHold,
 	});
 	req.balanceNanos = balanceNanos;
 	const bounds: UsageBounds = {
@@ -104,6 +110,8 @@ export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestCo
 		model: resolved.model,
 		requestedModel: resolved.requestedId,
 		searchCount: 0,
+		// Every lane built here (chat, Responses, legacy completions, embeddings) may be served from an edge allowance.
+		edge: { ledger: run.config.ledger, waitUntil: run.waitUntil },
 	};
 }
 

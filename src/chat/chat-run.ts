@@ -1,6 +1,7 @@
 /** What a chat run is given and what it gives back, shared by the authorize and run steps and their callers. */
 import type { Principal } from "../app-env";
 import type { GatewayConfig } from "../config";
+import type { RequestLog } from "../observability/request-log";
 import type { Source } from "../search/grounding";
 import type { StreamEnd } from "../stream/chat-reducer";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
@@ -28,6 +29,8 @@ export interface ChatRun {
 	streamEncoder?: (sources: Source[]) => StreamEncoder;
 	/** How often a running request extends its hold (default HOLD_KEEPALIVE_MS). */
 	holdKeepAliveMs?: number;
+	/** The request's log line (src/observability): the engine call and settlement fill it in. */
+	log?: RequestLog;
 }
 
 export type ChatResult =

@@ -1,7 +1,8 @@
 /**
- * Fallback models on the chat pipeline: each candidate's engine body, caps and usage bounds,
- * worked out at authorization so the hold covers the most expensive of them, and the switch
- * to the candidate that served once the engine answered.
+ * Fallback models on the chat pipeline (chat, Responses, legacy completions) and embeddings:
+ * each candidate's engine body, caps and usage bounds, worked out at authorization so the hold
+ * covers the most expensive of them, and the switch to the candidate that served once the
+ * engine answered.
  */
 import type { Principal } from "../app-env";
 import { modelAllowed } from "../auth/scopes";
@@ -46,13 +47,23 @@ export interface FallbackInput {
 	searchPrice: number;
 }
 
+/** What serving a request on one candidate model takes; null when the model cannot take it (its context). */
+export type CandidatePlan = Omit<ChatFallback, "model" | "requestedId">;
+
+export interface PlanFallbacksInput {
+	config: GatewayConfig;
+	principal?: Principal;
+	/** The requested model (of one kind: its fallbacks must be of the same, see `fallbackChain`). */
+	primary: ResolvedModel;
+	requested: readonly RequestedFallback[];
+}
+
 /**
- * The request's fallbacks, prepared. Must run before the primary's `prepareChat`, which
- * rewrites the body in place; each candidate gets a shallow copy (the messages are shared, so
- * a grounding message added later reaches every candidate). A model whose context cannot take
- * the prompt is left out.
+ * The fallback chain (the request's list, then the model's configured `fallbacks`; 400/403 for
+ * a bad listed entry), each candidate planned by its lane: `plan` returns null for a model that
+ * cannot take the request, which is left out. A `:online` request keeps its suffix on every id.
  */
-export function chatFallbacks(input: FallbackInput): ChatFallback[] {
+export function planFallbacks(input: PlanFallbacksInput, plan: (model: ModelConfig) => CandidatePlan | null): ChatFallback[] {
 	const { principal, primary } = input;
 	const chain = fallbackChain({
 		config: input.config,
@@ -62,24 +73,36 @@ export function chatFallbacks(input: FallbackInput): ChatFallback[] {
 	});
 	const out: ChatFallback[] = [];
 	for (const { model } of chain) {
-		if (model.context_length !== undefined && input.promptTokens >= model.context_length) continue;
+		const planned = plan(model);
+		if (planned) out.push({ model, requestedId: primary.online ? `${model.id}:online` : model.id, ...planned });
+	}
+	return out;
+}
+
+/**
+ * The request's fallbacks, prepared. Must run before the primary's `prepareChat`, which
+ * rewrites the body in place; each candidate gets a shallow copy (the messages are shared, so
+ * a grounding message added later reaches every candidate). A model whose context cannot take
+ * the prompt is left out.
+ */
+export function chatFallbacks(input: FallbackInput): ChatFallback[] {
+	const { primary } = input;
+	return planFallbacks(input, (model) => {
+		if (model.context_length !== undefined && input.promptTokens >= model.context_length) return null;
 		const capped =
 			input.ceiling === null || input.ceiling >= model.max_output_tokens ? model : { ...model, max_output_tokens: input.ceiling };
 		const requestedId = primary.online ? `${model.id}:online` : model.id;
 		const prepared = prepareChat({ ...input.body }, { model: capped, requestedId, online: primary.online }, input.promptTokens);
 		const outputTokens = prepared.maxOutputTokens * input.choices;
 		const promptLimit = promptBound(model, input.heldPromptTokens);
-		out.push({
-			model,
-			requestedId,
+		return {
 			engineBody: prepared.engineBody,
 			bounds: { maxPromptTokens: promptLimit, maxCompletionTokens: outputTokens },
 			holdNanos: holdNanos(model, promptLimit, outputTokens, input.searchPrice),
 			reserveNanos: input.choices > 1 ? costNanos(model.pricing, 0, prepared.maxOutputTokens * (input.choices - 1)) : 0,
 			outputTokens,
-		});
-	}
-	return out;
+		};
+	});
 }
 
 /** What `engineTargets` and `servedBy` need of an authorized chat. */

@@ -1,9 +1,11 @@
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
+import { parseEngineError } from "../engine/classify";
 import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import type { SettleResult } from "../ledger/key-ledger";
-import { ledgerFor, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { keepReservationAlive, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
+import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { engineRouting } from "../routing/shared-view";
 import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
@@ -42,9 +44,10 @@ export const HOLD_KEEPALIVE_MS = 5 * 60 * 1000;
 /** Extends a placed hold by another lifetime (the ledger's authorize replay); never throws. */
 async function keepHoldAlive(env: Env, req: RequestContext): Promise<void> {
 	try {
-		await ledgerFor(env, req.payerKeyId).authorize({ keyId: req.payerKeyId, requestId: req.requestId, holdNanos: 0 });
+		// A request served from an edge allowance first moves its hold into the ledger (docs/allowances.md).
+		await keepReservationAlive(env, req);
 	} catch (err) {
-		console.warn(`keeping the hold of ${req.requestId} alive failed`, err);
+		logEvent("warn", "keeping the hold alive failed", { request_id: req.requestId, error: errorText(err) });
 	}
 }
 
@@ -95,6 +98,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	const keepAlive = setInterval(() => void keepHoldAlive(env, req), run.holdKeepAliveMs ?? HOLD_KEEPALIVE_MS);
 	const settle = (outcome: Outcome, extraNanos: number) => {
 		clearInterval(keepAlive);
+		run.log?.settled(req, outcome, outcomeCostNanos(req, outcome, extraNanos));
 		settleNow(settleSafely(env, req, outcome, extraNanos));
 		return settlement;
 	};
@@ -113,6 +117,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			clientSignal,
 		);
 		headers["x-venym-web-search"] = search.status satisfies SearchStatus;
+		if (run.log) run.log.webSearch = search.status;
 		// Charged whenever the backend was called and answered, whatever the engine does next (a
 		// refused or failed engine call must not make searches free); no query: nothing was called.
 		if (search.status === "ok" || search.status === "empty") {
@@ -135,6 +140,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
 			routing: engineRouting(env, config, run.waitUntil),
 			affinityKey: affinityKey(prepared.engineBody),
+			observer: run.log,
 		});
 	} catch (err) {
 		const gone = err instanceof GatewayError && err.kind === "client_closed";
@@ -189,7 +195,11 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		const gone = clientSignal.aborted;
 		if (!gone && err instanceof GatewayError) {
 			// Idle or oversized: nothing is charged, the hold is released now.
-			console.warn(`engine ${answer.node} failed request ${requestId}: ${err.message}`);
+			logEvent("warn", "engine answer failed", {
+				request_id: requestId,
+				node: hostOf(answer.node),
+				error: errorText(err.message),
+			});
 			void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, searchNanos);
 			throw err;
 		}
@@ -203,12 +213,16 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	// Some servers answer 200 with an error body instead of an error status.
 	if (!isCompletion(engineJson)) {
 		void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, searchNanos);
-		const info = engineErrorOf(engineJson);
-		console.warn(`engine ${answer.node} answered 200 without a completion: ${info}`);
+		logEvent("warn", "engine answered 200 without a completion", {
+			request_id: requestId,
+			node: hostOf(answer.node),
+			error: engineErrorOf(engineJson),
+		});
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 });
 	}
 	const completion = rewriteCompletion(engineJson, requestedId, promptTokens, bounds);
-	if (completion.outOfBounds) console.warn(`engine ${answer.node} reported usage out of bounds; billed the estimate`);
+	if (completion.outOfBounds)
+		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(answer.node) });
 	if (sources.length) attachSources(completion.body, sources);
 	const outcome: Outcome = { status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node };
 	// Settlement runs under waitUntil rather than before the answer: the cost is known here, and
@@ -222,18 +236,24 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 
 /** Why a stream did not complete, for the operator (the client only sees a generic frame). */
 function logStreamEnd(requestId: string, node: string, end: StreamEnd): void {
-	if (end.usageOutOfBounds) console.warn(`engine ${node} reported usage out of bounds for ${requestId}; billed the estimate`);
+	if (end.usageOutOfBounds)
+		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(node) });
 	if (end.status !== "engine_error") return;
 	const cause = end.error ? `${end.error.message}${end.error.code ? ` (code ${end.error.code})` : ""}` : "unknown";
-	console.warn(`engine ${node} failed mid-stream for ${requestId}${end.idleTimedOut ? " (idle timeout)" : ""}: ${cause}`);
+	logEvent("warn", `engine failed mid-stream${end.idleTimedOut ? " (idle timeout)" : ""}`, {
+		request_id: requestId,
+		node: hostOf(node),
+		error: errorText(cause),
+	});
 }
 
 function isCompletion(v: unknown): v is Record<string, unknown> {
 	return typeof v === "object" && v !== null && Array.isArray((v as { choices?: unknown }).choices);
 }
 
+/** The engine's error message, if its body has one: never the body itself, which may carry prompt or completion text. */
 function engineErrorOf(v: unknown): string {
-	return JSON.stringify(v).slice(0, 300);
+	return errorText(parseEngineError(JSON.stringify(v) ?? "", "no error message").message).slice(0, 300);
 }
 
 /** `venym.sources` on the response, and url_citation annotations on each message that cites [n]. */

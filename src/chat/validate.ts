@@ -49,7 +49,7 @@ export type VenymOptionsInput = z.infer<typeof VenymOptions>;
  * multipliers the hold does not cover (`best_of`, beam search), and a client-supplied chat
  * template (rendered by the engine, unseen by the estimate).
  */
-const REFUSED_FIELDS: Record<string, string> = {
+export const REFUSED_FIELDS: Record<string, string> = {
 	n_predict: "use 'max_tokens'",
 	num_predict: "use 'max_tokens'",
 	best_of: "use 'n'",

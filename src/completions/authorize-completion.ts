@@ -1,7 +1,8 @@
 /**
  * Legacy `POST /v1/completions`: validated, capped and held like chat, then run by the same
- * pipeline (engine call with failover, stream layers with a `text_completion` encoder, usage
- * bounds, settlement). Every prompt × `n` (or `best_of`, whichever is larger) is covered by the hold.
+ * pipeline (engine call with failover and fallback models, stream layers with a `text_completion`
+ * encoder, usage bounds, settlement). Every prompt × `n` (or `best_of`, whichever is larger) is
+ * covered by the hold, on the most expensive model that may serve.
  */
 import { z } from "zod";
 import { outputCeiling } from "../auth/scopes";
@@ -14,12 +15,15 @@ import {
 	withScopes,
 } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
+import { type CandidatePlan, planFallbacks } from "../chat/fallbacks";
 import { outputCap } from "../chat/prepare";
 import { promptBound } from "../chat/usage-bounds";
+import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
 import { authorizeRequest, holdNanos } from "../ledger/ledger-client";
 import { costNanos } from "../ledger/pricing";
+import { takeRequestFallbacks } from "../routing/fallbacks";
 import { estimateTokens } from "../stream/estimate";
 
 /** OpenAI's default for legacy completions. */
@@ -32,7 +36,7 @@ const Prompt = z.union([z.string(), z.array(z.string()).min(1), TokenArray, z.ar
 const MaxTokens = z.number().int().positive().nullable().optional();
 
 /** Only what the gateway reads is checked; every other field goes to the engine untouched. */
-const CompletionRequestSchema = z.looseObject({
+export const CompletionRequestSchema = z.looseObject({
 	model: z.string().min(1),
 	prompt: Prompt,
 	stream: z.boolean().nullable().optional(),
@@ -63,6 +67,7 @@ function validate(rawBody: unknown): CompletionRequest {
 export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promise<AuthorizedChat> {
 	const { config, principal } = run;
 	const body = validate(rawBody);
+	const requestedFallbacks = takeRequestFallbacks(body);
 	const n = choiceCount(body.n, config.max_n);
 	const bestOf = body.best_of === undefined || body.best_of === null ? n : choiceCount(body.best_of, config.max_n);
 	if (bestOf < n) {
@@ -77,40 +82,78 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 	}
 	const longest = Math.max(...estimates);
 	assertFitsContext(resolved.model, longest);
+	const shape: PromptShape = {
+		estimates,
+		longest,
+		bestOf,
+		ceiling: principal ? outputCeiling(principal) : null,
+		stream: body.stream === true,
+	};
+	const primary = completionPlan(resolved.model, body, shape);
+	// Fallbacks are chat models too (the config and `fallbackChain` refuse an embeddings one); one
+	// whose context cannot take the longest prompt is left out.
+	const fallbacks = planFallbacks({ config, principal, primary: resolved, requested: requestedFallbacks }, (model) =>
+		model.context_length !== undefined && longest >= model.context_length ? null : completionPlan(model, body, shape),
+	);
 
-	// max_tokens defaults to 16 and is capped like chat: the model, the context left, the key's ceiling.
-	const ceiling = principal ? outputCeiling(principal) : null;
-	let cap = outputCap(resolved.model, longest);
-	if (ceiling !== null) cap = Math.min(cap, ceiling);
-	const maxTokens = Math.min(body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS, cap);
-	const out = body as Record<string, unknown>;
-	out.model = resolved.model.engine_model;
-	out.max_tokens = maxTokens;
-	const stream = body.stream === true;
-	if (stream) out.stream_options = { include_usage: true };
-	else delete out.stream_options;
-
-	const prompts = estimates.length;
 	const promptTokens = estimates.reduce((a, b) => a + b, 0);
-	// Every prompt gets `best_of` generations (n of them returned); all are billed.
-	const outputTokens = maxTokens * bestOf * prompts;
-	let promptLimit = 0;
-	for (const e of estimates) promptLimit += promptBound(resolved.model, e);
 	const req = requestContext(run, resolved);
-	withScopes(run, req, promptTokens + outputTokens);
-	const hold = holdNanos(resolved.model, promptLimit, outputTokens);
-	// As for chat's n: beyond one generation, the extras' worst case must be covered before admission.
-	const extra = bestOf * prompts - 1;
-	const reserve = extra > 0 ? costNanos(resolved.model.pricing, 0, maxTokens * extra) : 0;
+	withScopes(run, req, promptTokens + Math.max(primary.outputTokens, ...fallbacks.map((f) => f.outputTokens)));
+	// The most the request can cost on whichever candidate serves.
+	const hold = Math.max(primary.holdNanos, ...fallbacks.map((f) => f.holdNanos));
+	const reserve = Math.max(primary.reserveNanos, ...fallbacks.map((f) => f.reserveNanos));
 	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, { reserveNanos: reserve });
 	req.balanceNanos = balanceNanos;
 	return {
 		req,
-		prepared: { engineBody: out, stream, maxOutputTokens: maxTokens, webSearch: { enabled: false, results: 0 } },
+		prepared: {
+			engineBody: primary.engineBody,
+			stream: shape.stream,
+			maxOutputTokens: primary.maxTokens,
+			webSearch: { enabled: false, results: 0 },
+		},
 		promptTokens,
 		searchPrice: 0,
 		rateHeaders,
-		bounds: { maxPromptTokens: promptLimit, maxCompletionTokens: outputTokens },
+		bounds: primary.bounds,
 		lane: "completions",
+		...(fallbacks.length ? { fallbacks } : {}),
+	};
+}
+
+/** What every candidate model plans from: the prompts, the generations asked, the key's output ceiling. */
+interface PromptShape {
+	estimates: number[];
+	longest: number;
+	bestOf: number;
+	ceiling: number | null;
+	stream: boolean;
+}
+
+/**
+ * The request on one model: its engine body (a shallow copy: the prompts are shared), max_tokens
+ * (default 16, capped like chat: the model, the context left, the key's ceiling), usage bounds,
+ * hold and reserve.
+ */
+function completionPlan(model: ModelConfig, body: CompletionRequest, shape: PromptShape): CandidatePlan & { maxTokens: number } {
+	let cap = outputCap(model, shape.longest);
+	if (shape.ceiling !== null) cap = Math.min(cap, shape.ceiling);
+	const maxTokens = Math.min(body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS, cap);
+	const engineBody: Record<string, unknown> = { ...body, model: model.engine_model, max_tokens: maxTokens };
+	if (shape.stream) engineBody.stream_options = { include_usage: true };
+	else delete engineBody.stream_options;
+	// Every prompt gets `best_of` generations (n of them returned); all are billed.
+	const generations = shape.bestOf * shape.estimates.length;
+	const outputTokens = maxTokens * generations;
+	let promptLimit = 0;
+	for (const e of shape.estimates) promptLimit += promptBound(model, e);
+	return {
+		engineBody,
+		maxTokens,
+		bounds: { maxPromptTokens: promptLimit, maxCompletionTokens: outputTokens },
+		holdNanos: holdNanos(model, promptLimit, outputTokens),
+		// As for chat's n: beyond one generation, the extras' worst case must be covered before admission.
+		reserveNanos: generations > 1 ? costNanos(model.pricing, 0, maxTokens * (generations - 1)) : 0,
+		outputTokens,
 	};
 }

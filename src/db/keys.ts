@@ -1,4 +1,4 @@
-import { and, desc, eq, lt, or } from "drizzle-orm";
+import { and, desc, eq, lt, or, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { PageCursor } from "./page-cursor";
 import { type ApiKeyRow, apiKeys } from "./schema";
@@ -26,15 +26,23 @@ export function keyStore(d1: D1Database) {
 		/**
 		 * Newest first, ties on created_at broken by id; `before` is the cursor of the last row of the
 		 * previous page, so keys created in the same millisecond are neither skipped nor repeated.
+		 * `nameContains` keeps keys whose name contains it, ignoring ASCII case. instr() rather than LIKE:
+		 * no wildcard to escape, and D1 caps LIKE patterns at 50 bytes.
 		 */
-		async list(limit: number, before?: PageCursor): Promise<ApiKeyRow[]> {
+		async list(limit: number, before?: PageCursor, nameContains?: string): Promise<ApiKeyRow[]> {
 			return db
 				.select()
 				.from(apiKeys)
 				.where(
-					before
-						? or(lt(apiKeys.createdAt, before.createdAt), and(eq(apiKeys.createdAt, before.createdAt), lt(apiKeys.id, before.id)))
-						: undefined,
+					and(
+						before
+							? or(
+									lt(apiKeys.createdAt, before.createdAt),
+									and(eq(apiKeys.createdAt, before.createdAt), lt(apiKeys.id, before.id)),
+								)
+							: undefined,
+						nameContains ? sql`instr(lower(${apiKeys.name}), lower(${nameContains})) > 0` : undefined,
+					),
 				)
 				.orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
 				.limit(limit)

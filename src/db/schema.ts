@@ -1,4 +1,4 @@
-import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 /** API keys. Only the SHA-256 digest of the secret is stored; balances live in each key's ledger Durable Object. */
 export const apiKeys = sqliteTable(
@@ -44,9 +44,39 @@ export const usageRecords = sqliteTable(
 		estimated: integer("estimated", { mode: "boolean" }).notNull(),
 		searchCount: integer("search_count").notNull().default(0),
 		createdAt: integer("created_at").notNull(),
+		/**
+		 * The flush attempt that inserted the row (a random token per attempt; null on rows from before
+		 * rollups). The flush rolls up only the rows carrying its own token, so a retried flush, whose rows
+		 * are already there with an earlier attempt's token, adds nothing to usage_hourly.
+		 */
+		flushId: integer("flush_id"),
 	},
 	(t) => [index("usage_key_created_idx").on(t.keyId, t.createdAt), index("usage_created_idx").on(t.createdAt)],
 );
 
+/**
+ * Usage per hour, paying key and served model: the sums of the usage records, written in the same
+ * D1 batch as the records (ledger/outbox.ts), so they always add up. Deleting old raw records
+ * (maintenance/retention.ts) never touches them; the summary API reads only these.
+ */
+export const usageHourly = sqliteTable(
+	"usage_hourly",
+	{
+		/** Start of the UTC hour, unix ms. */
+		hour: integer("hour").notNull(),
+		/** The paying key, as on the usage records. */
+		keyId: text("key_id").notNull(),
+		/** The model that served. */
+		model: text("model").notNull(),
+		requests: integer("requests").notNull(),
+		promptTokens: integer("prompt_tokens").notNull(),
+		completionTokens: integer("completion_tokens").notNull(),
+		costNanos: integer("cost_nanos").notNull(),
+		searchCount: integer("search_count").notNull(),
+	},
+	(t) => [primaryKey({ columns: [t.hour, t.keyId, t.model] }), index("usage_hourly_key_hour_idx").on(t.keyId, t.hour)],
+);
+
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type UsageRow = typeof usageRecords.$inferSelect;
+export type UsageHourlyRow = typeof usageHourly.$inferSelect;

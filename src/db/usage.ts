@@ -6,8 +6,12 @@ import { type UsageRow, usageRecords } from "./schema";
 export interface UsageQuery {
 	/** Only this key's records. */
 	keyId?: string;
+	/** Only records of this served model. */
+	model?: string;
 	/** Only records created at or after this time (unix ms). */
 	since?: number;
+	/** Only records created before this time (unix ms). */
+	until?: number;
 	/** The cursor of the last row of the previous page (`id` is its request id). */
 	before?: PageCursor;
 	limit: number;
@@ -26,7 +30,9 @@ export function usageStore(d1: D1Database) {
 				.where(
 					and(
 						q.keyId ? eq(usageRecords.keyId, q.keyId) : undefined,
+						q.model !== undefined ? eq(usageRecords.model, q.model) : undefined,
 						q.since !== undefined ? gte(usageRecords.createdAt, q.since) : undefined,
+						q.until !== undefined ? lt(usageRecords.createdAt, q.until) : undefined,
 						before
 							? or(
 									lt(usageRecords.createdAt, before.createdAt),

@@ -1,19 +1,23 @@
 /**
  * `POST /v1/embeddings` for models with the `embeddings` capability: validated, held, sent to
- * the model's nodes with failover, billed for input tokens at the input price (engine usage
- * within bounds, else the estimate) and recorded, through the same ledger as chat.
+ * the model's nodes with failover (then to its fallback models, embeddings models too), billed
+ * for input tokens at the serving model's input price (engine usage within bounds, else the
+ * estimate) and recorded, through the same ledger as chat.
  */
 import { z } from "zod";
 import { assertFitsContext, requestContext, resolveFor, withScopes } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
+import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallbacks";
 import { boundedUsage } from "../chat/usage-bounds";
-import { modelNodes } from "../config";
+import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
 import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
+import { hostOf, logEvent } from "../observability/log-event";
+import { takeRequestFallbacks } from "../routing/fallbacks";
 import { engineRouting } from "../routing/shared-view";
 import { estimateTokens } from "../stream/estimate";
 import type { Outcome } from "../types";
@@ -22,7 +26,7 @@ import type { Outcome } from "../types";
 export const MAX_EMBEDDING_INPUTS = 2048;
 
 const TokenArray = z.array(z.number().int().nonnegative()).min(1);
-const EmbeddingsRequestSchema = z.looseObject({
+export const EmbeddingsRequestSchema = z.looseObject({
 	model: z.string().min(1),
 	input: z.union([
 		z.string().min(1),
@@ -71,33 +75,50 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	const parsed = EmbeddingsRequestSchema.safeParse(rawBody, { reportInput: true });
 	if (!parsed.success) throw zodToGatewayError(parsed.error);
 	const body = rawBody as EmbeddingsRequest;
+	const requestedFallbacks = takeRequestFallbacks(body);
 	const resolved = resolveFor(run, body.model, "embeddings");
 	const estimates = inputEstimates(body.input);
 	for (const e of estimates) assertFitsContext(resolved.model, e);
 	const promptTokens = estimates.reduce((a, b) => a + b, 0);
-	const bound = inputBounds(body.input, resolved.model.context_length);
+	const longest = Math.max(...estimates);
+	const primary = embeddingsPlan(resolved.model, body);
+	// Fallbacks are embeddings models too (the config and `fallbackChain` refuse a chat one); one
+	// whose context cannot take the longest input is left out.
+	const fallbacks = planFallbacks(
+		{ config, principal: run.principal, primary: resolved, requested: requestedFallbacks },
+		(model) => (model.context_length !== undefined && longest >= model.context_length ? null : embeddingsPlan(model, body)),
+	);
 
 	const req = requestContext(run, resolved);
 	withScopes(run, req, promptTokens);
-	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(env, req, holdNanos(resolved.model, bound, 0));
+	// The most the request can cost on whichever candidate serves.
+	const hold = Math.max(primary.holdNanos, ...fallbacks.map((f) => f.holdNanos));
+	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(env, req, hold);
 	const headers: Record<string, string> = { "x-request-id": run.requestId, ...rateHeaders };
 	// From here on the request holds money: every path settles exactly once.
-	const settle = (outcome: Outcome) => run.waitUntil(settleSafely(env, req, outcome));
+	const settle = (outcome: Outcome) => {
+		run.log?.settled(req, outcome, outcomeCostNanos(req, outcome));
+		run.waitUntil(settleSafely(env, req, outcome));
+	};
 
-	const engineBody = { ...body, model: resolved.model.engine_model };
+	const authorized = { req, prepared: primary, bounds: primary.bounds, fallbacks };
 	let text: string;
 	let node: string;
+	let bound: number;
 	try {
 		const answer = await callEngine({
-			targets: [{ model: resolved.model.id, nodes: modelNodes(resolved.model), body: JSON.stringify(engineBody) }],
+			targets: engineTargets(authorized),
 			path: "/embeddings",
 			secrets: env as unknown as Record<string, unknown>,
 			clientSignal: run.clientSignal,
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
 			routing: engineRouting(env, config, run.waitUntil),
 			affinityKey: body.user || undefined,
+			observer: run.log,
 		});
 		node = answer.node;
+		// A fallback model may have served: its id, price and input bound from here on.
+		bound = servedBy(authorized, answer.target).bounds.maxPromptTokens;
 		text = await readEngineBody(answer.response, {
 			idleTimeoutMs: config.stream_idle_timeout_ms,
 			abort: (reason) => answer.abort(reason),
@@ -125,7 +146,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	}
 	if (!json) {
 		settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node });
-		console.warn(`engine ${node} sent an invalid embeddings answer for ${run.requestId}`);
+		logEvent("warn", "engine sent an invalid embeddings answer", { request_id: run.requestId, node: hostOf(node) });
 		throw withHeaders(
 			new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 }),
 			rateHeaders,
@@ -140,12 +161,24 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	);
 	const outcome: Outcome = { status: "completed", usage, estimated, node };
 	settle(outcome);
-	json.model = resolved.requestedId;
+	json.model = req.requestedModel;
 	json.usage = { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens };
 	const cost = outcomeCostNanos(req, outcome);
 	headers["x-venym-cost-usd"] = String(nanosToUsd(cost));
 	headers["x-venym-balance-usd"] = String(nanosToUsd(balanceNanos - cost));
 	return { body: json, headers };
+}
+
+/** The request on one model: its engine body (a shallow copy: the inputs are shared), input bound and hold. */
+function embeddingsPlan(model: ModelConfig, body: EmbeddingsRequest): CandidatePlan {
+	const bound = inputBounds(body.input, model.context_length);
+	return {
+		engineBody: { ...body, model: model.engine_model },
+		bounds: { maxPromptTokens: bound, maxCompletionTokens: 0 },
+		holdNanos: holdNanos(model, bound, 0),
+		reserveNanos: 0,
+		outputTokens: 0,
+	};
 }
 
 function withHeaders(err: unknown, headers: Record<string, string>): unknown {

@@ -1,5 +1,6 @@
 import type { EngineNode, RoutingConfig } from "../config";
 import { GatewayError } from "../errors";
+import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { type Fleet, isolateFleet } from "../routing/fleet";
 import { classifyStatus, parseEngineError } from "./classify";
 import { readCapped, relayText } from "./relay-text";
@@ -38,6 +39,16 @@ export interface EngineCall {
 	affinityKey?: string;
 	/** For tests: the fetch to call instead of the global one. */
 	fetch?: typeof fetch;
+	/** Told of each attempt and of the answer: the request's log line (src/observability/request-log.ts). */
+	observer?: EngineObserver;
+}
+
+export interface EngineObserver {
+	readonly requestId: string;
+	/** A node is tried (its URL: keep only the host). */
+	attempt(node: string): void;
+	/** The headers of the answer the client gets arrived: a 2xx, or a refusal (4xx) relayed as is. */
+	answered(node: string): void;
 }
 
 export interface EngineAnswer {
@@ -120,6 +131,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			const node = fleet.pick(target.model, target.nodes, { now: now(), random, tried, affinityKey: call.affinityKey });
 			if (!node) break;
 			tried.add(node.url);
+			call.observer?.attempt(node.url);
 			body ??= typeof target.body === "string" ? target.body : target.body();
 
 			const controller = new AbortController();
@@ -148,7 +160,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				failures.push({
 					node: node.url,
 					model: target.model,
-					reason: timedOut ? "timeout" : `connection failed: ${String(err)}`,
+					reason: timedOut ? "timeout" : `connection failed: ${errorText(err)}`,
 				});
 				continue;
 			}
@@ -156,6 +168,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			const verdict = classifyStatus(response.status);
 			if (verdict === "ok") {
 				fleet.succeeded(node.url, now() - started, now());
+				call.observer?.answered(node.url);
 				const url = node.url;
 				return {
 					response: tracked(response, () => fleet.finished(url)),
@@ -172,6 +185,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				failures.push({ node: node.url, model: target.model, reason: `status ${response.status}`, status: response.status });
 				continue;
 			}
+			call.observer?.answered(node.url);
 			const info = parseEngineError(await readCapped(response));
 			const secrets = nodeSecrets(call);
 			throw new GatewayError("engine_refused", relayText(info.message, secrets), {
@@ -182,12 +196,19 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			});
 		}
 	}
-	throw noNodeServed(failures);
+	throw noNodeServed(failures, call.observer?.requestId);
 }
 
 /** Why nothing answered, as the client sees it; the details go to the log. */
-function noNodeServed(failures: NodeFailure[]): GatewayError {
-	for (const f of failures) console.warn(`engine node ${f.node} (${f.model}) failed: ${f.reason}`);
+function noNodeServed(failures: NodeFailure[], requestId: string | undefined): GatewayError {
+	for (const f of failures) {
+		logEvent("warn", "engine node failed", {
+			request_id: requestId ?? null,
+			node: hostOf(f.node),
+			model: f.model,
+			reason: f.reason,
+		});
+	}
 	// Every node timed out before answering: the same 504 an engine going quiet later gets.
 	if (failures.length > 0 && failures.every((f) => f.reason === "timeout")) {
 		return new GatewayError("upstream_timeout", "No inference node answered in time. Please retry shortly.");

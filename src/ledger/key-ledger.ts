@@ -1,24 +1,30 @@
 import { DurableObject } from "cloudflare:workers";
 import { migrate } from "../storage/migrations";
 import { LedgerAlarm } from "./ledger-alarm";
+import { LedgerAllowances } from "./ledger-allowances";
+import { type CreditEntry, LedgerCredits } from "./ledger-credits";
+import { LedgerHolds } from "./ledger-holds";
 import { LedgerOutbox } from "./ledger-outbox";
 import { LEDGER_MIGRATIONS } from "./ledger-schema";
 import type {
+	AdoptInput,
+	AllowanceState,
 	AuthorizeInput,
 	AuthorizeResult,
 	CreditInput,
 	CreditResult,
+	GrantInput,
+	GrantResult,
 	LedgerInfo,
 	LedgerState,
+	RevokeInput,
 	SettleInput,
 	SettleResult,
 } from "./ledger-types";
-import { isLimited, LedgerLimits, type RateState } from "./limits";
+import { LedgerLimits } from "./limits";
 
+export { HOLD_TTL_MS } from "./ledger-holds";
 export type * from "./ledger-types";
-
-/** How long a hold lives without settlement before the alarm voids it. */
-export const HOLD_TTL_MS = 15 * 60 * 1000;
 
 /**
  * The ledger of one API key: its balance, open holds and usage outbox. It is the only writer
@@ -30,6 +36,9 @@ export class KeyLedger extends DurableObject<Env> {
 	private readonly limits: LedgerLimits;
 	private readonly outbox: LedgerOutbox;
 	private readonly alarms: LedgerAlarm;
+	private readonly allowances: LedgerAllowances;
+	private readonly credits: LedgerCredits;
+	private readonly holds: LedgerHolds;
 	/** Loaded on first use (see LedgerState). */
 	private state: LedgerState | undefined;
 
@@ -39,6 +48,14 @@ export class KeyLedger extends DurableObject<Env> {
 		migrate(ctx.storage, LEDGER_MIGRATIONS);
 		this.limits = new LedgerLimits(this.sql);
 		this.outbox = new LedgerOutbox(this.sql);
+		this.allowances = new LedgerAllowances(this.sql);
+		this.holds = new LedgerHolds(
+			this.sql,
+			this.limits,
+			(fn) => ctx.storage.transactionSync(fn),
+			(at) => this.alarms.ensure(at),
+		);
+		this.credits = new LedgerCredits(this.sql, (fn) => ctx.storage.transactionSync(fn));
 		// setAlarm is a storage write covered by the output gate, not an outbound call.
 		this.alarms = new LedgerAlarm(this.sql, (at) => void ctx.storage.setAlarm(at));
 	}
@@ -48,88 +65,9 @@ export class KeyLedger extends DurableObject<Env> {
 	 * (requests and tokens per minute, then spend caps). A repeated call for the same request is a no-op.
 	 */
 	authorize(input: AuthorizeInput): AuthorizeResult {
-		const now = input.now ?? Date.now();
 		const st = this.load();
 		this.rememberKey(input.keyId);
-		const available = st.balance - st.held;
-		const hold = Math.max(0, Math.round(input.holdNanos));
-		const reserve = Math.max(0, Math.round(input.reserveNanos ?? 0));
-		const expiresAt = now + (input.ttlMs ?? HOLD_TTL_MS);
-		// Scopes without any limit need no checks and no limit rows (the common case).
-		const scopes = (input.scopes ?? []).filter(isLimited);
-		if (scopes.length === 0 && available > 0 && available >= reserve) {
-			// The common case is one statement: the insert is also the replay check (a request that
-			// already settled, or already holds, writes nothing and takes the lookup below).
-			const placed = this.sql.exec(
-				"INSERT INTO holds (request_id, amount, created_at, expires_at) SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM settlements WHERE request_id = ?1) ON CONFLICT DO NOTHING",
-				input.requestId,
-				hold,
-				now,
-				expiresAt,
-			).rowsWritten;
-			if (placed > 0) {
-				st.held += hold;
-				this.alarms.ensure(expiresAt);
-				return { ok: true, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
-			}
-		}
-		// One lookup for both replays: a request that already settled must not reopen a hold that
-		// nothing would release, and a repeated authorize returns the hold it placed.
-		const prior = this.sql
-			.exec<{ hold: number | null; settled: number }>(
-				"SELECT (SELECT amount FROM holds WHERE request_id = ?1) AS hold, EXISTS (SELECT 1 FROM settlements WHERE request_id = ?1) AS settled",
-				input.requestId,
-			)
-			.one();
-		if (prior.settled) return { ok: true, availableNanos: available, holdNanos: 0, balanceNanos: st.balance };
-		if (prior.hold !== null) {
-			// A replay is a run picking up the hold placed for it (a queued background response):
-			// the hold lives on for at least another TTL from now.
-			this.sql.exec(
-				"UPDATE holds SET expires_at = MAX(COALESCE(expires_at, created_at + ?2), ?3) WHERE request_id = ?1",
-				input.requestId,
-				HOLD_TTL_MS,
-				expiresAt,
-			);
-			this.alarms.ensure(expiresAt);
-			return { ok: true, availableNanos: available, holdNanos: prior.hold, balanceNanos: st.balance };
-		}
-		const tokens = input.tokens ?? 0;
-		let rate: RateState | undefined;
-		if (scopes.length) {
-			const checked = this.limits.check(
-				scopes,
-				tokens,
-				now,
-				st.keyId ? { scope: st.keyId, spentNanos: st.spent } : undefined,
-				reserve,
-			);
-			if (checked.refusal) return { ok: false, rate: checked.rate, ...checked.refusal };
-			if (checked.rate.requests || checked.rate.tokens) rate = checked.rate;
-		}
-		if (available <= 0 || available < reserve) {
-			const refusal = { ok: false as const, availableNanos: available, requiredNanos: Math.max(hold, reserve) };
-			return rate ? { ...refusal, rate } : refusal;
-		}
-		const insertHold = () =>
-			this.sql.exec(
-				"INSERT INTO holds (request_id, amount, created_at, expires_at) VALUES (?, ?, ?, ?)",
-				input.requestId,
-				hold,
-				now,
-				expiresAt,
-			);
-		if (scopes.length === 0) insertHold();
-		else {
-			this.ctx.storage.transactionSync(() => {
-				insertHold();
-				if (this.limits.admit(input.requestId, scopes, tokens, now)) st.limitedHolds++;
-			});
-		}
-		st.held += hold;
-		this.alarms.ensure(expiresAt);
-		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
-		return rate ? { ...admitted, rate } : admitted;
+		return this.holds.authorize(st, input);
 	}
 
 	/** Releases the hold and debits the real cost, once per request id; a replay returns the stored result. */
@@ -140,6 +78,8 @@ export class KeyLedger extends DurableObject<Env> {
 		const balanceAfter = st.balance - cost;
 		const spentAfter = st.spent + cost;
 		let released = 0;
+		let held = false;
+		let allowance: { used: number; state: AllowanceState } | undefined;
 		const applied = this.ctx.storage.transactionSync(() => {
 			// The insert is the idempotency check (a replay writes nothing) and puts the record in the outbox.
 			const record = {
@@ -162,7 +102,10 @@ export class KeyLedger extends DurableObject<Env> {
 				input.requestId,
 			)) {
 				released += h.amount;
+				held = true;
 			}
+			// Served from an allowance (no hold of its own, unless it adopted one): the reservation covered it.
+			if (input.allowanceId !== undefined && !held) allowance = this.allowances.settle(input.allowanceId, cost, now);
 			this.sql.exec(
 				"INSERT INTO meta (k, v) VALUES ('balance', ?), ('spent', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
 				balanceAfter,
@@ -184,50 +127,32 @@ export class KeyLedger extends DurableObject<Env> {
 					input.requestId,
 				)
 				.one();
-			return { requestId: input.requestId, costNanos: prior.cost, balanceNanos: prior.balance_after, applied: false };
+			const replay = { requestId: input.requestId, costNanos: prior.cost, balanceNanos: prior.balance_after, applied: false };
+			return input.allowanceId === undefined ? replay : { ...replay, allowance: this.allowances.state(input.allowanceId, now) };
 		}
 		st.balance = balanceAfter;
 		st.spent = spentAfter;
-		st.held -= released;
+		st.held -= released + (allowance?.used ?? 0);
 		// Flush soon, batching whatever else settles in the meantime.
 		this.alarms.ensure(now + 200);
-		return { requestId: input.requestId, costNanos: cost, balanceNanos: balanceAfter, applied: true };
+		const result = { requestId: input.requestId, costNanos: cost, balanceNanos: balanceAfter, applied: true };
+		if (input.allowanceId === undefined) return result;
+		return { ...result, allowance: allowance?.state ?? this.allowances.state(input.allowanceId, now) };
 	}
 
-	/** Adds credit (or removes it, with a negative amount); idempotent by key. */
+	/** Adds credit (or removes it, with a negative amount); idempotent by key (ledger-credits.ts). */
 	credit(input: CreditInput): CreditResult {
 		const st = this.load();
 		this.rememberKey(input.keyId);
-		const amount = Math.round(input.amountNanos);
-		const prior = this.sql
-			.exec<{ amount: number; balance_after: number }>(
-				"SELECT amount, balance_after FROM credits WHERE idempotency_key = ?",
-				input.idempotencyKey,
-			)
-			.toArray()[0];
-		if (prior) {
-			// The same key with another amount is a different request, not a replay.
-			if (prior.amount !== amount) return { balanceNanos: st.balance, applied: false, refused: "idempotency_mismatch" };
-			return { balanceNanos: prior.balance_after, applied: false };
-		}
-		const after = st.balance + amount;
-		// A debit may take back credit, never more than there is: the balance stays at or above zero.
-		if (!Number.isSafeInteger(after) || (amount < 0 && after < 0)) {
-			return { balanceNanos: st.balance, applied: false, refused: amount < 0 ? "below_zero" : "too_large" };
-		}
-		this.ctx.storage.transactionSync(() => {
-			this.sql.exec("INSERT INTO meta (k, v) VALUES ('balance', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", after);
-			this.sql.exec(
-				"INSERT INTO credits (idempotency_key, amount, balance_after, note, created_at) VALUES (?, ?, ?, ?, ?)",
-				input.idempotencyKey,
-				amount,
-				after,
-				input.note ?? null,
-				input.now ?? Date.now(),
-			);
-		});
-		st.balance = after;
-		return { balanceNanos: after, applied: true };
+		const result = this.credits.apply(st, input);
+		// Credit taken back may leave less than the isolates reserved: they stop using their allowances at their next call.
+		if (result.applied && input.amountNanos < 0) this.allowances.revokeAll();
+		return result;
+	}
+
+	/** The key's credit history, newest first. */
+	creditHistory(limit: number): CreditEntry[] {
+		return this.credits.history(limit);
 	}
 
 	info(): LedgerInfo {
@@ -244,13 +169,70 @@ export class KeyLedger extends DurableObject<Env> {
 		};
 	}
 
+	/** The allowances isolates hold (docs/allowances.md): how many, and what they reserve (part of `heldNanos`). */
+	allowanceInfo(): { allowances: number; allowanceNanos: number } {
+		this.load();
+		const t = this.allowances.totals();
+		return { allowances: t.count, allowanceNanos: t.amount };
+	}
+
+	/**
+	 * Reserves part of the available balance for an isolate (an edge allowance, docs/allowances.md),
+	 * or tops up and extends one it has; counted as held until it expires.
+	 */
+	grant(input: GrantInput): GrantResult {
+		const st = this.load();
+		this.rememberKey(input.keyId);
+		return this.allowances.grant(st, input, input.now ?? Date.now(), (at) => this.alarms.ensure(at));
+	}
+
+	/**
+	 * Moves a running request's share of an allowance into a hold of its own, so a request that
+	 * outlives its allowance stays covered (its keep-alive then extends that hold). A no-op for a
+	 * request that already settled or already holds.
+	 */
+	adopt(input: AdoptInput): { adopted: boolean; allowance: AllowanceState } {
+		const now = input.now ?? Date.now();
+		const st = this.load();
+		const prior = this.holds.prior(input.requestId);
+		if (prior.settled || prior.hold !== null) {
+			return { adopted: prior.hold !== null, allowance: this.allowances.state(input.allowanceId, now) };
+		}
+		const hold = Math.max(0, Math.round(input.holdNanos));
+		const { moved, expiresAt } = this.ctx.storage.transactionSync(() => {
+			const m = this.allowances.adopt(input, now);
+			return { moved: m, expiresAt: this.holds.insert(input.requestId, hold, now) };
+		});
+		st.held += hold - moved.moved;
+		this.alarms.ensure(expiresAt);
+		return { adopted: true, allowance: moved.state };
+	}
+
+	/** An isolate gives back the part of its allowance its running requests do not need. */
+	release(input: { allowanceId: string; keepNanos: number }): void {
+		this.allowances.release(this.load(), input.allowanceId, input.keepNanos);
+	}
+
+	/**
+	 * An admin change (PATCH, DELETE of this ledger's key or of a token it pays for): every allowance
+	 * is revoked (isolates drop it at their next call), none is granted for a while, and a revoked
+	 * key gets no new hold from now on.
+	 */
+	revoke(input: RevokeInput): { allowancesRevoked: number } {
+		const now = input.now ?? Date.now();
+		return this.ctx.storage.transactionSync(() => this.allowances.revoke(this.load(), input, now));
+	}
+
 	/** Voids expired holds and flushes the usage outbox to D1 (ledger-alarm.ts). */
 	override async alarm(): Promise<void> {
 		this.load();
 		await this.alarms.run(Date.now(), {
-			expireHolds: (now) => this.expireHolds(now),
+			expireHolds: (now) => {
+				this.expireHolds(now);
+				this.expireAllowances(now);
+			},
 			pruneWindows: (now) => this.limits.pruneWindows(now),
-			nextHoldExpiry: () => this.nextHoldExpiry(),
+			nextHoldExpiry: () => minOf(this.holds.nextExpiry(), this.allowances.nextExpiry()),
 			outbox: this.outbox,
 			d1: this.env.DB,
 		});
@@ -258,18 +240,12 @@ export class KeyLedger extends DurableObject<Env> {
 
 	/** Voids holds past their expiry, each exactly once. Returns how many were voided. */
 	expireHolds(now: number = Date.now()): number {
-		const st = this.load();
-		let voided = 0;
-		for (const h of this.sql.exec<{ amount: number }>(
-			"DELETE FROM holds WHERE COALESCE(expires_at, created_at + ?2) <= ?1 RETURNING amount",
-			now,
-			HOLD_TTL_MS,
-		)) {
-			st.held -= h.amount;
-			voided++;
-		}
-		if (voided > 0 && st.limitedHolds > 0) st.limitedHolds = this.limits.pruneHolds();
-		return voided;
+		return this.holds.expire(this.load(), now);
+	}
+
+	/** Deletes allowances past their expiry (the alarm runs at the earliest); returns what they still reserved. */
+	expireAllowances(now: number = Date.now()): number {
+		return this.allowances.expire(this.load(), now);
 	}
 
 	/** Spend of one scope in the period containing `now` (lifetime when `period` is null). */
@@ -277,11 +253,6 @@ export class KeyLedger extends DurableObject<Env> {
 		const st = this.load();
 		if (!input.period && input.scope === st.keyId) return { spentNanos: st.spent };
 		return { spentNanos: this.limits.spent(input.scope, input.period ?? "total", input.now ?? Date.now()) };
-	}
-
-	private nextHoldExpiry(): number | null {
-		const sql = "SELECT MIN(COALESCE(expires_at, created_at + ?)) AS t FROM holds";
-		return this.sql.exec<{ t: number | null }>(sql, HOLD_TTL_MS).one().t;
 	}
 
 	private rememberKey(keyId: string): void {
@@ -296,13 +267,24 @@ export class KeyLedger extends DurableObject<Env> {
 		const meta = new Map<string, unknown>();
 		for (const row of this.sql.exec<{ k: string; v: SqlStorageValue }>("SELECT k, v FROM meta")) meta.set(row.k, row.v);
 		const held = this.sql.exec<{ t: number }>("SELECT COALESCE(SUM(amount), 0) AS t FROM holds").one().t;
+		const revoked = new Set<string>();
+		for (const r of this.sql.exec<{ scope: string }>("SELECT scope FROM revoked_scopes")) revoked.add(r.scope);
 		this.state = {
 			balance: Number(meta.get("balance") ?? 0),
 			spent: Number(meta.get("spent") ?? 0),
-			held,
+			// Allowances count as held, like holds.
+			held: held + this.allowances.totals().amount,
 			limitedHolds: this.limits.openLimitedHolds(),
 			keyId: (meta.get("key_id") as string | undefined) ?? null,
+			revoked,
+			grantsPausedUntil: Number(meta.get("grants_paused_until") ?? 0),
 		};
 		return this.state;
 	}
+}
+
+function minOf(a: number | null, b: number | null): number | null {
+	if (a === null) return b;
+	if (b === null) return a;
+	return Math.min(a, b);
 }

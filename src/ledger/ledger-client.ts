@@ -1,8 +1,19 @@
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
+import { errorText, logEvent } from "../observability/log-event";
 import type { Outcome } from "../types";
+import {
+	type AllowanceTicket,
+	adoptNow,
+	afterSettle,
+	afterSyncHold,
+	beforeSettle,
+	type EdgeContext,
+	noteBalance,
+	takeLocal,
+} from "./allowance-cache";
 import type { AuthorizeResult, KeyLedger, SettleResult } from "./key-ledger";
-import type { LimitRefusal, RateState, RateWindow, ScopeLimits } from "./limits";
+import { isLimited, type LimitRefusal, type RateState, type RateWindow, type ScopeLimits } from "./limits";
 import { costNanos, nanosToUsd, usageCostNanos } from "./pricing";
 
 /** The ledger of a key: for a request, the payer's (auth/scopes.ts `payerKeyId`), never a `vk-tmp-` token's own. */
@@ -24,8 +35,15 @@ export interface RequestContext {
 	scopes?: ScopeLimits[];
 	/** Tokens counted against tpm until settlement: the prompt estimate plus the output cap. */
 	tokenEstimate?: number;
-	/** The ledger's balance when the hold was placed, for the x-venym-balance-usd header. */
+	/**
+	 * The ledger's balance when the hold was placed, for the x-venym-balance-usd header; for a request
+	 * served from an allowance, the last balance this isolate knows (approximate).
+	 */
 	balanceNanos?: number;
+	/** Edge allowances for this request (set by `requestContext`, chat/authorize-chat.ts); absent: always the synchronous hold. */
+	edge?: EdgeContext;
+	/** Set when the hold was taken from this isolate's allowance rather than placed in the ledger (docs/allowances.md). */
+	allowance?: AllowanceTicket;
 }
 
 /** The hold for a request: the prompt estimate plus the capped output, at the model's prices. */
@@ -42,9 +60,19 @@ export async function authorizeRequest(
 	env: Env,
 	req: RequestContext,
 	hold: number,
-	opts: { reserveNanos?: number; ttlMs?: number } = {},
+	opts: { reserveNanos?: number; ttlMs?: number; synchronous?: boolean } = {},
 ): Promise<AuthorizeResult & { ok: true; headers: Record<string, string> }> {
-	const result = await ledgerFor(env, req.payerKeyId).authorize({
+	const edge = allowanceEdge(req, opts);
+	const ledger = () => ledgerFor(env, req.payerKeyId);
+	if (edge) {
+		// Served from this isolate's allowance: no ledger call before the engine.
+		const local = takeLocal(ledger, req.payerKeyId, req.requestId, hold, opts.reserveNanos ?? 0, edge, Date.now());
+		if (local) {
+			req.allowance = local.ticket;
+			return { ok: true, availableNanos: local.balanceNanos, holdNanos: hold, balanceNanos: local.balanceNanos, headers: {} };
+		}
+	}
+	const result = await ledger().authorize({
 		keyId: req.payerKeyId,
 		requestId: req.requestId,
 		holdNanos: hold,
@@ -53,7 +81,14 @@ export async function authorizeRequest(
 		...(req.scopes ? { scopes: req.scopes, tokens: req.tokenEstimate ?? 0 } : {}),
 	});
 	const headers = rateLimitHeaders(result.rate);
-	if (result.ok) return { ...result, headers };
+	if (result.ok) {
+		if (edge) {
+			noteBalance(req.payerKeyId, result.balanceNanos);
+			afterSyncHold(ledger, req.payerKeyId, hold, result.availableNanos, edge, Date.now());
+		}
+		return { ...result, headers };
+	}
+	if (result.refused === "revoked") throw new GatewayError("invalid_api_key", "This API key has been revoked.", { headers });
 	if (result.refused !== undefined) throw limitError(result, headers);
 	const available = nanosToUsd(result.availableNanos);
 	const required = nanosToUsd(result.requiredNanos);
@@ -62,6 +97,19 @@ export async function authorizeRequest(
 		`Insufficient balance: available $${available.toFixed(6)}, this request may cost up to $${required.toFixed(6)}. Add credits to continue.`,
 		{ extra: { available_usd: available, required_usd: required }, headers },
 	);
+}
+
+/**
+ * Allowances serve a request only when nothing about it needs the ledger's exact answer: allowances
+ * are on, the hold has the default lifetime (a queued background response's hold is placed in the
+ * ledger), and neither the key nor the token that called has rpm, tpm or a spend cap (counted
+ * exactly with each hold). Everything else takes the synchronous hold.
+ */
+function allowanceEdge(req: RequestContext, opts: { ttlMs?: number; synchronous?: boolean }): EdgeContext | undefined {
+	const edge = req.edge;
+	if (!edge?.ledger || !(edge.ledger.allowance_ttl_ms > 0) || opts.ttlMs || opts.synchronous) return undefined;
+	if (req.scopes?.some(isLimited)) return undefined;
+	return edge;
 }
 
 function limitError(refusal: LimitRefusal, headers: Record<string, string>): GatewayError {
@@ -116,10 +164,13 @@ export function outcomeCostNanos(req: RequestContext, outcome: Outcome, extraNan
 
 export async function settleRequest(env: Env, req: RequestContext, outcome: Outcome, extraNanos = 0): Promise<SettleResult> {
 	const cost = outcomeCostNanos(req, outcome, extraNanos);
+	// An adoption under way lands first: the ledger then knows whether the request holds.
+	if (req.allowance) await beforeSettle(req.allowance);
 	// A fresh stub per call: after an exception a stub may be broken.
 	return ledgerFor(env, req.payerKeyId).settle({
 		requestId: req.requestId,
 		costNanos: cost,
+		...(req.allowance ? { allowanceId: req.allowance.allowanceId } : {}),
 		record: {
 			key_id: req.payerKeyId,
 			model: req.requestedModel,
@@ -141,13 +192,32 @@ export async function settleSafely(
 	outcome: Outcome,
 	extraNanos = 0,
 ): Promise<SettleResult | null> {
+	let result: SettleResult | null = null;
 	for (let attempt = 0; attempt < 3; attempt++) {
 		try {
-			return await settleRequest(env, req, outcome, extraNanos);
+			result = await settleRequest(env, req, outcome, extraNanos);
+			break;
 		} catch (err) {
 			if ((err as { overloaded?: boolean }).overloaded) break;
-			console.error(`settle ${req.requestId} failed (attempt ${attempt + 1})`, err);
+			logEvent("error", "settlement failed", { request_id: req.requestId, attempt: attempt + 1, error: errorText(err) });
 		}
 	}
-	return null;
+	if (req.allowance) {
+		const cost = outcomeCostNanos(req, outcome, extraNanos);
+		afterSettle(() => ledgerFor(env, req.payerKeyId), req.allowance, result, cost, req.edge);
+	}
+	return result;
+}
+
+/**
+ * Keeps a running request's reservation alive: a hold is extended by another lifetime (the
+ * ledger's authorize replay); a take from an allowance is first moved into a hold of its own.
+ */
+export async function keepReservationAlive(env: Env, req: RequestContext): Promise<void> {
+	const ticket = req.allowance;
+	if (ticket && !ticket.adopted) {
+		await adoptNow(() => ledgerFor(env, req.payerKeyId), ticket);
+		if (!ticket.adopted) return;
+	}
+	await ledgerFor(env, req.payerKeyId).authorize({ keyId: req.payerKeyId, requestId: req.requestId, holdNanos: 0 });
 }

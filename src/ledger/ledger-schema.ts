@@ -41,4 +41,16 @@ export const LEDGER_MIGRATIONS: readonly Migration[] = [
 			if (!hasColumn(sql, "holds", "expires_at")) sql.exec("ALTER TABLE holds ADD COLUMN expires_at INTEGER");
 		},
 	},
+	{
+		// Edge allowances (ledger-allowances.ts, docs/allowances.md): an isolate's reservation, counted
+		// as held until its expiry; and the keys (this ledger's own, or tokens it pays for) revoked
+		// since, which the ledger refuses to hold for.
+		name: "allowances and revoked scopes",
+		up(sql) {
+			sql.exec(`
+				CREATE TABLE IF NOT EXISTS allowances (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, unit INTEGER NOT NULL, expires_at INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
+				CREATE TABLE IF NOT EXISTS revoked_scopes (scope TEXT PRIMARY KEY, at INTEGER NOT NULL);
+			`);
+		},
+	},
 ];

@@ -12,7 +12,9 @@ export type AuthorizeResult =
 			rate?: RateState;
 	  }
 	| { ok: false; availableNanos: number; requiredNanos: number; rate?: RateState; refused?: undefined }
-	| ({ ok: false; rate: RateState } & LimitRefusal);
+	| ({ ok: false; rate: RateState } & LimitRefusal)
+	/** The key (or the token that called) was revoked: the admin call told this ledger (see RevokeInput). */
+	| { ok: false; refused: "revoked"; scope: string; rate?: undefined };
 
 export interface AuthorizeInput {
 	/** This ledger's key: the payer of every request it holds (a `vk-tmp-` token's parent). */
@@ -42,6 +44,11 @@ export interface SettleInput {
 	costNanos: number;
 	record: UsageRecordInput;
 	now?: number;
+	/**
+	 * The allowance the request was served from (no hold of its own): its reservation goes down by
+	 * the cost. Ignored when the request holds (it adopted its share) or the allowance is gone.
+	 */
+	allowanceId?: string;
 }
 
 export interface SettleResult {
@@ -50,6 +57,66 @@ export interface SettleResult {
 	balanceNanos: number;
 	/** false when this request had already been settled: nothing was debited this time. */
 	applied: boolean;
+	/** With `allowanceId`: that allowance as it stands after this settlement (see AllowanceState). */
+	allowance?: AllowanceState;
+}
+
+/**
+ * An allowance as the ledger sees it after a call: `live` (usable), `revoked` (the key, its limits
+ * or its balance changed: the isolate stops using it and gives back what it does not need) or
+ * `gone` (expired or never granted).
+ */
+export type AllowanceState = "live" | "revoked" | "gone";
+
+export interface GrantInput {
+	/** This ledger's key. */
+	keyId: string;
+	/** Chosen by the isolate, fresh for each allowance it starts (never reused after it is gone). */
+	allowanceId: string;
+	/** One request's hold: the unit of the headroom rule and of the allowance's size. */
+	holdNanos: number;
+	/** How large the isolate wants the allowance (its reservation after the grant). */
+	wantNanos: number;
+	ttlMs: number;
+	/** The available balance must cover this many holds before anything is granted. */
+	minHeadroom: number;
+	/** false: start a new allowance; true: top up and extend one the isolate already has (refused when it is gone). */
+	extend: boolean;
+	now?: number;
+}
+
+export type GrantResult =
+	| {
+			ok: true;
+			/** What this grant added to the reservation (may be 0 on an extension that is already full). */
+			grantedNanos: number;
+			/** The reservation now. */
+			amountNanos: number;
+			/** How long from now it lives (the isolate adds this to when it sent the call, never to the ledger's clock). */
+			ttlMs: number;
+			balanceNanos: number;
+	  }
+	| { ok: false; reason: "headroom" | "revoked" | "gone" | "paused"; balanceNanos: number };
+
+export interface AdoptInput {
+	allowanceId: string;
+	requestId: string;
+	/** The request's hold: moved out of the allowance into a hold of its own (HOLD_TTL_MS). */
+	holdNanos: number;
+	now?: number;
+}
+
+export interface RevokeInput {
+	/**
+	 * `revoked`: the key `scope` (this ledger's own, or a token it pays for) was revoked: no new hold
+	 * is placed for it again. `changed`: its limits or scopes may have changed. Either way every
+	 * allowance is revoked and none is granted for `pauseMs`.
+	 */
+	change: "revoked" | "changed";
+	scope: string;
+	/** How long grants stay refused (default ALLOWANCE_PAUSE_MS: the longest a key lookup stays cached). */
+	pauseMs?: number;
+	now?: number;
 }
 
 export interface LedgerInfo {
@@ -57,6 +124,7 @@ export interface LedgerInfo {
 	keyId: string | null;
 	balanceNanos: number;
 	spentNanos: number;
+	/** Open holds and live allowances' reservations. */
 	heldNanos: number;
 	openHolds: number;
 	outboxSize: number;
@@ -93,4 +161,8 @@ export interface LedgerState {
 	limitedHolds: number;
 	/** This ledger's key, remembered from the first authorize or credit. */
 	keyId: string | null;
+	/** Keys revoked through RevokeInput: nothing new is held for them. */
+	revoked: Set<string>;
+	/** No allowance is granted before this time (unix ms). */
+	grantsPausedUntil: number;
 }

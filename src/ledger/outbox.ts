@@ -1,3 +1,4 @@
+import { HOUR_MS } from "../db/usage-rollups";
 import type { SettleStatus } from "../types";
 
 /** A usage record as the ledger keeps it in its outbox (snake_case, as the admin API shows it). */
@@ -18,29 +19,54 @@ export interface UsageRecordInput {
 	created_at?: number;
 }
 
-// One statement per flush, whatever its size: the records go as one JSON array parameter and
+// One insert per flush, whatever its size: the records go as one JSON array parameter and
 // SQLite unpacks them (json_each), so D1 parses and plans one statement instead of one per
 // handful of rows (D1 binds at most 100 parameters per statement). Column names follow
-// src/db/schema.ts (usage_records).
+// src/db/schema.ts (usage_records). Each new row is stamped with the attempt's flush id (?3).
 const INSERT_FROM_JSON = `INSERT INTO usage_records
-	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at)
+	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id)
 SELECT
 	json_extract(value, '$.request_id'), json_extract(value, '$.key_id'), json_extract(value, '$.model'),
 	json_extract(value, '$.requested_model'), json_extract(value, '$.node'), json_extract(value, '$.prompt_tokens'), json_extract(value, '$.completion_tokens'),
 	COALESCE(json_extract(value, '$.cost_nanos'), 0), json_extract(value, '$.status'),
 	CASE WHEN json_extract(value, '$.estimated') THEN 1 ELSE 0 END, COALESCE(json_extract(value, '$.search_count'), 0),
-	COALESCE(json_extract(value, '$.created_at'), ?2)
+	COALESCE(json_extract(value, '$.created_at'), ?2), ?3
 FROM json_each(?1) WHERE true
 ON CONFLICT (request_id) DO NOTHING`;
 
+// The rows this attempt just inserted, found by primary key (the batch's request ids) and kept
+// only when they carry this attempt's flush id: a row an earlier attempt inserted (its reply lost)
+// carries that attempt's id and is not counted again. Summed into the hourly rollups.
+const ROLLUP_FLUSHED = `INSERT INTO usage_hourly
+	(hour, key_id, model, requests, prompt_tokens, completion_tokens, cost_nanos, search_count)
+SELECT created_at - (created_at % ${HOUR_MS}), key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost_nanos), SUM(search_count)
+FROM usage_records
+WHERE request_id IN (SELECT json_extract(value, '$.request_id') FROM json_each(?1)) AND flush_id = ?2
+GROUP BY 1, 2, 3
+ON CONFLICT (hour, key_id, model) DO UPDATE SET
+	requests = requests + excluded.requests,
+	prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+	completion_tokens = completion_tokens + excluded.completion_tokens,
+	cost_nanos = cost_nanos + excluded.cost_nanos,
+	search_count = search_count + excluded.search_count`;
+
+/** A fresh random id per flush attempt: 53 random bits, a safe integer, never 0. */
+export function newFlushId(): number {
+	const [hi = 0, lo = 0] = crypto.getRandomValues(new Uint32Array(2));
+	return (hi & 0x1fffff) * 2 ** 32 + lo || 1;
+}
+
 /**
  * Writes outbox records, each the JSON text of a `UsageRecordInput` as the ledger stores it, to
- * D1 in one statement. `ON CONFLICT DO NOTHING` by request id makes a retry after a flush whose
- * reply was lost harmless.
+ * D1, and adds the newly inserted ones to the hourly rollups, in one batch (a transaction: the
+ * rollups always add up to the records). `ON CONFLICT DO NOTHING` by request id and the per-attempt
+ * flush id make a retry after a flush whose reply was lost harmless to both.
  */
 export async function flushOutboxJson(d1: D1Database, records: string[]): Promise<void> {
 	if (records.length === 0) return;
-	await d1.batch([d1.prepare(INSERT_FROM_JSON).bind(`[${records.join(",")}]`, Date.now())]);
+	const flushId = newFlushId();
+	const json = `[${records.join(",")}]`;
+	await d1.batch([d1.prepare(INSERT_FROM_JSON).bind(json, Date.now(), flushId), d1.prepare(ROLLUP_FLUSHED).bind(json, flushId)]);
 }
 
 /** `flushOutboxJson` for records as objects. */

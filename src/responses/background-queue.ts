@@ -5,6 +5,7 @@
  * the run ends, is cancelled, or its owner is gone.
  */
 import { loadConfig } from "../config";
+import { errorText, logEvent } from "../observability/log-event";
 import { type BackgroundJob, type HeldRequest, readHold, readJob } from "./background-job";
 import { runBackground } from "./run-background";
 import { releaseHold } from "./run-response";
@@ -82,7 +83,7 @@ export class BackgroundQueue {
 		try {
 			await releaseHold(this.env, hold);
 		} catch (err) {
-			console.error(`releasing the hold of ${hold.requestId} failed`, err);
+			logEvent("error", "releasing the hold failed", { request_id: hold.requestId, error: errorText(err) });
 		}
 	}
 
@@ -145,7 +146,11 @@ export class BackgroundQueue {
 			: Promise.reject(new Error("the job is missing"));
 		void run
 			.catch(async (err) => {
-				console.error(`background response ${id} failed`, err);
+				logEvent("error", "background response failed", {
+					request_id: job?.requestId ?? null,
+					response_id: id,
+					error: errorText(err),
+				});
 				this.turns.markFailed(id, { code: "internal_error", message: "Internal error" });
 				// Settling twice is a no-op, so this only frees a hold the run never reached.
 				if (hold) await this.release(hold);

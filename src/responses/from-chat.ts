@@ -7,14 +7,13 @@ import type { ResponseStatus, ResponseUsage, Response as SdkResponse } from "ope
 import { citationAnnotations, type Source } from "../search/grounding";
 import type {
 	FunctionCallItemValue,
-	FunctionToolParam,
 	OutputItem,
 	OutputMessageItem,
 	OutputTextPart,
 	ReasoningItemValue,
-	ResponsesRequest,
 	UrlCitationAnnotation,
-} from "./request-schema";
+} from "./item-schema";
+import type { FunctionToolParam, ResponsesRequest } from "./request-schema";
 
 /** The response object on the wire. `output_text` is left out: the SDKs compute it. */
 export type ResponseObject = Omit<SdkResponse, "output_text" | "access_programs" | "output" | "usage" | "error"> & {
@@ -28,7 +27,7 @@ export interface StatusMeta {
 	id: string;
 	/** Unix seconds. */
 	createdAt: number;
-	/** The gateway model id the client asked for. */
+	/** The gateway model id: the one the client asked for, until a model serves (servedMeta). */
 	model: string;
 	request: ResponsesRequest;
 }
@@ -36,6 +35,15 @@ export interface StatusMeta {
 export interface ResponseMeta extends StatusMeta {
 	/** A fresh random suffix per call; item ids are `rs_…`, `msg_…`, `fc_…`. */
 	ids: () => string;
+}
+
+/**
+ * The meta naming the model that served: after the engine answered, the chat pipeline's request
+ * names it (a fallback model, when one served; `:online` kept), as it does in chat's answer.
+ */
+export function servedMeta<T extends StatusMeta>(meta: T, authorized: { req: { requestedModel: string } }): T {
+	const model = authorized.req.requestedModel;
+	return model === meta.model ? meta : { ...meta, model };
 }
 
 /** Any chat.completion body; read defensively because engines differ. */

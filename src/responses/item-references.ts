@@ -4,7 +4,8 @@
  * replaced by the stored item the key's ResponseStore found for it. Pure: the lookup is the store's.
  */
 import { GatewayError } from "../errors";
-import type { ItemReference, ResponseInputItem, ResponsesRequest } from "./request-schema";
+import type { ItemReference, ResponseInputItem } from "./item-schema";
+import type { ResponsesRequest } from "./request-schema";
 
 /** A normalised input item, or a reference still to be resolved (to-chat.ts `inputItems`). */
 export type RequestedItem = ResponseInputItem | ItemReference;

@@ -3,13 +3,16 @@
  * on the hold placed when it was queued.
  */
 import type { Principal } from "../app-env";
-import { assertUsable } from "../auth/scopes";
+import { assertUsable, payerKeyId } from "../auth/scopes";
 import { type AuthorizedChat, authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
 import { keyStore } from "../db/keys";
-import { GatewayError } from "../errors";
+import { GatewayError, toErrorResponse } from "../errors";
+import { errorText, logEvent } from "../observability/log-event";
+import { RequestLog } from "../observability/request-log";
 import { failureOf } from "./failure";
-import { failedResponse, type ResponseMeta, type ResponseObject, responseFromCompletion } from "./from-chat";
-import type { ResponseInputItem, ResponsesRequest } from "./request-schema";
+import { failedResponse, type ResponseMeta, type ResponseObject, responseFromCompletion, servedMeta } from "./from-chat";
+import type { ResponseInputItem } from "./item-schema";
+import type { ResponsesRequest } from "./request-schema";
 import type { BackgroundJob, ResponseStoreApi } from "./response-store";
 import { itemIds, releaseHold } from "./run-response";
 import { responsesToChat } from "./to-chat";
@@ -58,6 +61,11 @@ export async function runBackground(
 	const settlements: Promise<unknown>[] = [];
 	let response: ResponseObject;
 	let authorized: AuthorizedChat | undefined;
+	// Its own log line (the request that queued it wrote one with outcome "queued"), same request id.
+	const log = new RequestLog(job.requestId, "responses");
+	log.asked({ model: p.request.model });
+	log.keyId = p.principal ? payerKeyId(p.principal) : job.callerKeyId;
+	let status = 200;
 	try {
 		const principal = p.principal ? await currentPrincipal(env, p.principal) : undefined;
 		const chatRun: ChatRun = {
@@ -68,22 +76,29 @@ export async function runBackground(
 			requestId: job.requestId,
 			clientSignal: signal,
 			waitUntil: (q) => settlements.push(q),
+			log,
 		};
 		const body = responsesToChat({ ...p.request, input: [], stream: false }, [
 			...(conversation.history as unknown as ResponseInputItem[]),
 			...(conversation.input as unknown as ResponseInputItem[]),
 		]);
 		// Finds the hold placed at enqueue (a replay: nothing counted twice) and extends it.
-		authorized = await authorizeChat(chatRun, body);
+		authorized = await authorizeChat(chatRun, body, { synchronousHold: true });
 		const result = await runAuthorized(chatRun, authorized);
 		if (result.kind !== "completion") throw new Error("background run streamed");
-		response = responseFromCompletion(result.body, meta);
+		response = responseFromCompletion(result.body, servedMeta(meta, authorized));
 	} catch (err) {
-		if (!(err instanceof GatewayError)) console.error(`background response ${job.id} failed`, err);
+		if (!(err instanceof GatewayError)) {
+			logEvent("error", "background response failed", { request_id: job.requestId, response_id: job.id, error: errorText(err) });
+		}
+		const failure = toErrorResponse(err);
+		status = failure.status;
+		log.failed(failure.body.error.code, status);
 		// Refused before the engine: nothing settles the hold placed at enqueue but this.
 		if (!authorized && job.hold) settlements.push(releaseHold(env, job.hold));
 		response = failedResponse(meta, failureOf(err));
 	}
 	await Promise.all(settlements);
+	log.write(status);
 	store.finish(job.id, response as unknown as Record<string, unknown>);
 }

@@ -3,10 +3,19 @@ import type { GatewayConfig } from "../config";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
 import { settleSafely } from "../ledger/ledger-client";
+import { errorText, logEvent } from "../observability/log-event";
 import type { Source } from "../search/grounding";
-import { inProgressResponse, queuedResponse, type ResponseMeta, type ResponseObject, responseFromCompletion } from "./from-chat";
+import {
+	inProgressResponse,
+	queuedResponse,
+	type ResponseMeta,
+	type ResponseObject,
+	responseFromCompletion,
+	servedMeta,
+} from "./from-chat";
 import { type RequestedItem, referencedIds, referenceNotFound, resolveReferences } from "./item-references";
-import type { ResponseInputItem, ResponsesRequest } from "./request-schema";
+import type { ResponseInputItem } from "./item-schema";
+import type { ResponsesRequest } from "./request-schema";
 import type { BackgroundJob, HeldRequest, HistoryResult, ResponseStore } from "./response-store";
 import { ResponsesStreamEncoder } from "./stream-encoder";
 import { ResponsesEventBuilder } from "./stream-events";
@@ -140,16 +149,17 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 	if (req.background) return enqueue(run, req, meta, items, prior, headers);
 
 	const store = req.store !== false;
-	// Streams are encoded as Responses events straight from the engine's chunks.
+	const authorized = await authorizeChat(run, chatBody(req, prior, items));
+	// Streams are encoded as Responses events straight from the engine's chunks. The encoder is
+	// made once the engine answered, so it names the model that serves (a fallback, maybe).
 	let encoder: ResponsesStreamEncoder | undefined;
 	const chatRun: ChatRun = {
 		...run,
 		streamEncoder: (sources: Source[]) => {
-			encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(meta), sources);
+			encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(servedMeta(meta, authorized)), sources);
 			return encoder;
 		},
 	};
-	const authorized = await authorizeChat(chatRun, chatBody(req, prior, items));
 	if (store) {
 		let begun: Conversation;
 		try {
@@ -172,7 +182,7 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		throw err;
 	}
 	if (result.kind === "completion") {
-		const response = responseFromCompletion(result.body, meta);
+		const response = responseFromCompletion(result.body, servedMeta(meta, authorized));
 		// Awaited, so the response can be read back (or continued) as soon as it is answered.
 		if (store) await finish(run.env, run.callerKeyId, response);
 		return { kind: "json", body: response, headers: { ...result.headers, ...headers } };
@@ -264,7 +274,11 @@ async function enqueue(
 		committed = await stub.commit(meta.id, hold);
 	} catch (err) {
 		if (err instanceof GatewayError) throw err;
-		console.error(`background response ${meta.id}: queueing failed`, err);
+		logEvent("error", "background response: queueing failed", {
+			request_id: run.requestId,
+			response_id: meta.id,
+			error: errorText(err),
+		});
 	}
 	if (!committed) {
 		run.waitUntil(releaseHold(run.env, hold));

@@ -18,7 +18,7 @@ import {
 	responseShell,
 	usageFromChat,
 } from "./from-chat";
-import type { ItemStatusValue, OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue } from "./request-schema";
+import type { ItemStatusValue, OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue } from "./item-schema";
 import {
 	isRecord,
 	isSource,

@@ -12,8 +12,8 @@ import type {
 	OutputTextPart,
 	RequestItem,
 	ResponseInputItem,
-	ResponsesRequest,
-} from "./request-schema";
+} from "./item-schema";
+import type { ResponsesRequest } from "./request-schema";
 
 type ChatContentPart =
 	| { type: "text"; text: string }
@@ -143,6 +143,11 @@ export function responsesToChat(req: ResponsesRequest, history: ReadonlyArray<Re
 	if (req.temperature != null) body.temperature = req.temperature;
 	if (req.top_p != null) body.top_p = req.top_p;
 	if (req.user !== undefined) body.user = req.user;
+	// Routing, read by the chat pipeline: the affinity key (also passed on to the engine), and the
+	// fallback models (validated in request-schema, removed before the engine).
+	if (req.prompt_cache_key != null) body.prompt_cache_key = req.prompt_cache_key;
+	if (req.models != null) body.models = req.models;
+	if (req.fallbacks != null) body.fallbacks = req.fallbacks;
 	if (req.venym !== undefined) body.venym = req.venym;
 	if (req.stream != null) body.stream = req.stream;
 	return body;

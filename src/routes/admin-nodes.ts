@@ -69,7 +69,7 @@ async function freshView(env: Env, config: GatewayConfig): Promise<SharedView | 
 	}
 }
 
-const PatchNode = z
+export const PatchNode = z
 	.strictObject({
 		url: z.string().min(1),
 		/** Only this model's use of the node; without it, every model the node serves. */

@@ -1,10 +1,10 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
-import { invalidateKey } from "../auth/invalidate-key";
+import { invalidateKey, tellLedger } from "../auth/invalidate-key";
 import { generateSecret, hashSecret } from "../auth/key-secret";
 import { requireAdmin } from "../auth/require-admin";
-import { assertCatalogModels } from "../auth/scope-fields";
+import { assertCatalogModels, KeyName } from "../auth/scope-fields";
 import { loadConfig } from "../config";
 import { keyStore } from "../db/keys";
 import { encodePageCursor, pageOf } from "../db/page-cursor";
@@ -17,8 +17,8 @@ import { nanosToUsd, usdToNanos } from "../ledger/pricing";
 import { adminNodes } from "./admin-nodes";
 import { assertTokenPatch, CreateKey, Credit, PatchKey, scopeColumns } from "./key-input";
 import { cursorParam, intParam } from "./list-params";
-import { listUsage } from "./usage";
-import { balanceView, keyView } from "./views";
+import { listUsage, usageSummary } from "./usage";
+import { balanceView, creditView, keyView } from "./views";
 
 /** Routes under `/keys/:id` see the key they name. */
 type KeyEnv = AppEnv & { Variables: { target: ApiKeyRow } };
@@ -56,6 +56,45 @@ const creditable = createMiddleware<KeyEnv>(async (c, next) => {
 /** The money of a key that has no parent: its own ledger's. */
 async function ledgerBalance(env: Env, keyId: string) {
 	return balanceView(await ledgerFor(env, keyId).info());
+}
+
+/** How many ledgers a listing asks at once: a page of 1,000 keys must not open 1,000 calls together. */
+const BALANCE_CONCURRENCY = 25;
+
+/**
+ * The money of each listed key, from its ledger (as `GET /admin/keys/{id}`), a bounded number at
+ * a time. One ledger that fails to answer leaves its row's money null instead of failing the list.
+ */
+async function listedBalances(env: Env, keys: ApiKeyRow[]) {
+	const out: (ReturnType<typeof balanceView> | null)[] = new Array(keys.length).fill(null);
+	let next = 0;
+	const worker = async () => {
+		for (let i = next++; i < keys.length; i = next++) {
+			const key = keys[i] as ApiKeyRow;
+			try {
+				out[i] = await ledgerBalance(env, key.id);
+			} catch (err) {
+				console.warn(`reading the ledger of ${key.id} for the key list failed`, err);
+			}
+		}
+	};
+	await Promise.all(Array.from({ length: Math.min(BALANCE_CONCURRENCY, keys.length) }, worker));
+	return out;
+}
+
+const NO_BALANCE = { balance_usd: null, spent_usd: null, held_usd: null, open_holds: null };
+
+/** `GET /admin/keys?name=`: a part of a key name (same rules as a name), or absent/empty for every key. */
+function nameFilter(raw: string | undefined): string | undefined {
+	if (raw === undefined || raw === "") return undefined;
+	if (!KeyName.safeParse(raw).success) {
+		throw new GatewayError(
+			"invalid_request",
+			"Invalid 'name': a part of a key name, at most 200 characters on one line (no control characters).",
+			{ param: "name" },
+		);
+	}
+	return raw;
 }
 
 /** Adds (or takes back) credit through the key's ledger, which refuses to leave the balance range. */
@@ -107,9 +146,12 @@ export const adminRoutes = new Hono<AppEnv>()
 	.get("/keys", async (c) => {
 		const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
 		const before = cursorParam(c.req.query("cursor"));
-		const rows = await keyStore(c.env.DB).list(limit + 1, before);
+		const name = nameFilter(c.req.query("name"));
+		const rows = await keyStore(c.env.DB).list(limit + 1, before, name);
 		const { page, nextCursor } = pageOf(rows, limit, (k) => encodePageCursor(k.createdAt, k.id));
-		return c.json({ object: "list", data: page.map(keyView), next_cursor: nextCursor });
+		const money = await listedBalances(c.env, page);
+		const data = page.map((k, i) => ({ ...keyView(k), ...(money[i] ?? NO_BALANCE) }));
+		return c.json({ object: "list", data, next_cursor: nextCursor });
 	})
 	.get("/keys/:id", targetKey, async (c) => {
 		const key = c.get("target");
@@ -123,12 +165,14 @@ export const adminRoutes = new Hono<AppEnv>()
 		if (current.parentKeyId) assertTokenPatch(current, Object.keys(await c.req.json()), cols);
 		checkScopes(c.env, input);
 		const key = (await keyStore(c.env.DB).update(current.id, cols)) ?? (await mustFind(c.env, current.id));
+		await tellLedger(c.env, key, "changed");
 		await invalidateKey(c.env, key, (p) => c.executionCtx.waitUntil(p));
 		return c.json({ ...keyView(key), ...(await ledgerBalance(c.env, key.id)) });
 	})
 	.delete("/keys/:id", targetKey, async (c) => {
 		const key = c.get("target");
 		const revoked = key.revokedAt === null ? await keyStore(c.env.DB).revoke(key.id, Date.now()) : key;
+		await tellLedger(c.env, key, "revoked");
 		await invalidateKey(c.env, key, (p) => c.executionCtx.waitUntil(p));
 		return c.json({ ...keyView(revoked ?? key), deleted: true });
 	})
@@ -139,5 +183,11 @@ export const adminRoutes = new Hono<AppEnv>()
 		const result = await applyCredit(c.env, key.id, input.amount_usd, `api:${idem}`, input.note);
 		return c.json({ id: key.id, balance_usd: nanosToUsd(result.balanceNanos), applied: result.applied });
 	})
+	.get("/keys/:id/credits", targetKey, async (c) => {
+		const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
+		const rows = await ledgerFor(c.env, c.get("target").id).creditHistory(limit);
+		return c.json({ object: "list", data: rows.map(creditView) });
+	})
+	.get("/usage/summary", usageSummary)
 	.get("/usage", listUsage)
 	.route("/nodes", adminNodes);

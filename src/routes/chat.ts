@@ -22,6 +22,7 @@ function runOf(c: Context<AppEnv>): ChatRun {
 		requestId: c.get("requestId"),
 		clientSignal: c.req.raw.signal,
 		waitUntil: (p) => c.executionCtx.waitUntil(p),
+		log: c.get("log"),
 	};
 }
 
@@ -30,12 +31,14 @@ function chatLane(authorize: Authorize) {
 	return async (c: Context<AppEnv>): Promise<Response> => {
 		const run = runOf(c);
 		const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
+		run.log?.asked(body);
 		return respond(c, await runAuthorized(run, await authorize(run, body)));
 	};
 }
 
 function respond(c: Context<AppEnv>, result: ChatResult): Response {
 	if (result.kind === "stream") {
+		c.get("log")?.streaming();
 		return new Response(result.stream, {
 			headers: { ...result.headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
 		});
@@ -51,6 +54,8 @@ export const completions = chatLane(authorizeCompletion);
 /** POST /v1/embeddings */
 export async function embeddings(c: Context<AppEnv>): Promise<Response> {
 	const run = runOf(c);
-	const result = await runEmbeddings(run, await readJsonBody(c.req.raw, run.config.max_body_bytes));
+	const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
+	run.log?.asked(body);
+	const result = await runEmbeddings(run, body);
 	return c.json(result.body, 200, result.headers);
 }

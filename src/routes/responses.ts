@@ -17,6 +17,7 @@ function chatRun(c: Context<AppEnv>): ChatRun {
 		requestId: c.get("requestId"),
 		clientSignal: c.req.raw.signal,
 		waitUntil: (p) => c.executionCtx.waitUntil(p),
+		log: c.get("log"),
 	};
 }
 
@@ -39,9 +40,13 @@ async function stored(c: Context<AppEnv>, id: string): Promise<Stored> {
 export const responsesRoutes = new Hono<AppEnv>()
 	.post("/", async (c) => {
 		const run = chatRun(c);
-		const req = validateResponsesRequest(await readJsonBody(c.req.raw, run.config.max_body_bytes));
+		const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
+		run.log?.asked(body);
+		const req = validateResponsesRequest(body);
 		const result = await createResponse(run, req);
+		if (req.background) run.log?.queued();
 		if (result.kind === "stream") {
+			run.log?.streaming();
 			return new Response(result.stream, {
 				headers: { ...result.headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
 			});

@@ -15,7 +15,7 @@ import { nanosToUsd, usdToNanos } from "../ledger/pricing";
 
 export const MAX_TOKEN_TTL_S = 3600;
 
-const MintToken = z.strictObject({
+export const MintToken = z.strictObject({
 	ttl_seconds: z.number().int().min(1).max(MAX_TOKEN_TTL_S).default(600),
 	allowed_origins: AllowedOrigins,
 	allowed_models: AllowedModels.optional(),

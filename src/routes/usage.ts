@@ -3,15 +3,20 @@ import type { AppEnv } from "../app-env";
 import { encodePageCursor, pageOf } from "../db/page-cursor";
 import { usageStore } from "../db/usage";
 import { cursorParam, intParam, sinceParam } from "./list-params";
+import { timeParam } from "./usage-summary";
 import { usageView } from "./views";
 
-/** GET /admin/usage: usage records, newest first, by key and time, a page at a time. */
+export { usageSummary } from "./usage-summary";
+
+/** GET /admin/usage: usage records, newest first, by key, model and time (`since` inclusive, `until` exclusive), a page at a time. */
 export async function listUsage(c: Context<AppEnv>): Promise<Response> {
 	const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
-	const keyId = c.req.query("key_id");
+	const keyId = c.req.query("key_id") || undefined;
+	const model = c.req.query("model") || undefined;
 	const since = sinceParam(c.req.query("since"));
+	const until = timeParam(c.req.query("until"), "until");
 	const before = cursorParam(c.req.query("cursor"));
-	const rows = await usageStore(c.env.DB).list({ keyId, since, before, limit: limit + 1 });
+	const rows = await usageStore(c.env.DB).list({ keyId, model, since, until, before, limit: limit + 1 });
 	const { page, nextCursor } = pageOf(rows, limit, (r) => encodePageCursor(r.createdAt, r.requestId));
 	return c.json({ object: "list", data: page.map(usageView), next_cursor: nextCursor });
 }

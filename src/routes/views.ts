@@ -4,6 +4,7 @@
  */
 import type { ApiKeyRow, UsageRow } from "../db/schema";
 import type { LedgerInfo } from "../ledger/key-ledger";
+import type { CreditEntry } from "../ledger/ledger-credits";
 import { nanosToUsd } from "../ledger/pricing";
 
 /** The public view of a key (never the secret or its hash). */
@@ -54,6 +55,16 @@ export function usageView(r: UsageRow) {
 		status: r.status,
 		estimated: r.estimated,
 		search_count: r.searchCount,
+		created_at: Math.floor(r.createdAt / 1000),
+	};
+}
+
+/** One line of a key's credit history (GET /admin/keys/{id}/credits). */
+export function creditView(r: CreditEntry) {
+	return {
+		amount_usd: nanosToUsd(r.amount),
+		balance_usd: nanosToUsd(r.balanceAfter),
+		note: r.note,
 		created_at: Math.floor(r.createdAt / 1000),
 	};
 }

@@ -364,6 +364,7 @@ describe("KeyLedger: usage outbox", () => {
 				estimated: 1,
 				search_count: 2,
 				created_at: createdAt,
+				flush_id: expect.any(Number),
 			},
 		]);
 		expect((await stub.info()).outboxSize).toBe(0);

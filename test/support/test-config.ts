@@ -51,12 +51,21 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/refuses", [node("bad400")]),
 			// Megabyte-sized Responses inputs and long previous_response_id chains.
 			model("test/big", [node()], { context_length: 10_000_000 }),
+			// Fallbacks where a test's own config cannot reach (background Responses run with this one):
+			// every node of the first fails, the second serves at ten times the price.
+			model("test/fb-down", [node("fail500")], { fallbacks: ["test/fb-dear"] }),
+			model("test/fb-dear", [node()], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
 		],
 		web_search: { provider: "searxng", url: `${engineUrl}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
 		first_byte_timeout_ms: 1000,
 		stream_idle_timeout_ms: 800,
 		// Enough attempts for test/failover to reach its healthy node whatever order the router picks.
 		routing: { max_attempts: 6 },
+		// Edge allowances (docs/allowances.md) only for keys holding 200 million holds: a one-token embedding
+		// (1,000 nanos) needs $200, a small chat (about 1e6 nanos) about $210,000. The other tests' keys ($100 at
+		// most) keep the synchronous hold and their exact held amounts; test/integration/allowance.test.ts uses
+		// keys of up to $1,000,000. A short lifetime, so that test sees allowances expire.
+		ledger: { allowance_ttl_ms: 3000, allowance_min_headroom: 200_000_000 },
 	};
 }
 

@@ -101,6 +101,13 @@ describe("validateResponsesRequest accepts", () => {
 		]);
 	});
 
+	it("the routing fields chat takes: fallback models (either convention) and prompt_cache_key", () => {
+		const listed = validateResponsesRequest({ ...base, models: ["a", "b"], prompt_cache_key: "conv-1" });
+		expect(listed).toMatchObject({ models: ["a", "b"], prompt_cache_key: "conv-1" });
+		expect(validateResponsesRequest({ ...base, fallbacks: [{ model: "a" }] }).fallbacks).toEqual([{ model: "a" }]);
+		expect(validateResponsesRequest({ ...base, models: null, fallbacks: [{ model: "a" }] }).fallbacks).toEqual([{ model: "a" }]);
+	});
+
 	it("background without streaming", () => {
 		expect(validateResponsesRequest({ ...base, background: true, stream: false }).background).toBe(true);
 	});
@@ -136,6 +143,16 @@ describe("validateResponsesRequest rejects", () => {
 			"input[0].status",
 			/Unrecognized request argument supplied: input\[0\]\.status/,
 		],
+		["fallback models that are not a list", { ...base, models: "a" }, "models", /expected an array/],
+		["a fallback id of the wrong type", { ...base, models: ["a", 5] }, "models[1]", /expected a model id/],
+		["a fallback entry without a model", { ...base, fallbacks: [{ id: "a" }] }, "fallbacks[0].model", /expected a model id/],
+		[
+			"both fallback conventions",
+			{ ...base, models: ["a"], fallbacks: [{ model: "b" }] },
+			"fallbacks",
+			/either 'models' or 'fallbacks'/,
+		],
+		["more than 8 fallback models", { ...base, models: Array(9).fill("a") }, "models", /at most 8/],
 		["an item reference without an id", { model: "m", input: [{ type: "item_reference" }] }, "input[0].id", /Missing required/],
 		["an item reference with an empty id", { model: "m", input: [{ type: "item_reference", id: "" }] }, "input[0].id", /./],
 		[

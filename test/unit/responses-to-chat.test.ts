@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { GatewayError, toErrorResponse } from "../../src/errors";
 import { referencedIds, referenceNotFound, resolveReferences } from "../../src/responses/item-references";
-import type { ResponseInputItem } from "../../src/responses/request-schema";
+import type { ResponseInputItem } from "../../src/responses/item-schema";
 import { validateResponsesRequest } from "../../src/responses/request-schema";
 import { inputItems, responsesToChat } from "../../src/responses/to-chat";
 

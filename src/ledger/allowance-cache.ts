@@ -1,0 +1,330 @@
+/**
+ * This isolate's edge allowances (docs/allowances.md): one per paying key, kept in module memory
+ * as plain data (allowance.ts). Only requests touch the ledger: a refill, an adoption or a
+ * release is made by the request that needs it, with a fresh stub, under its own `waitUntil`;
+ * nothing here keeps a stub, a promise or a timer of one request for another (workerd's
+ * per-request I/O isolation, bench/README.md).
+ */
+import type { LedgerConfig } from "../config";
+import { randomId } from "../ids";
+import {
+	ALLOWANCE_HOLDS,
+	adoptAt,
+	adopted,
+	adoptLeadMs,
+	GRANT_BACKOFF_MS,
+	idleReleaseMs,
+	isStale,
+	type LocalAllowance,
+	needsRefill,
+	REFILL_STALE_MS,
+	refilled,
+	settled,
+	startAllowance,
+	take,
+	warmedUp,
+} from "./allowance";
+import type { KeyLedger } from "./key-ledger";
+import type { AllowanceState, SettleResult } from "./ledger-types";
+
+/** What a request needs to use allowances: the config's `ledger` block and its own `waitUntil`. */
+export interface EdgeContext {
+	ledger: LedgerConfig;
+	waitUntil: (p: Promise<unknown>) => void;
+}
+
+type Stub = () => DurableObjectStub<KeyLedger>;
+
+/** A request's take from its isolate's allowance, kept on its RequestContext (never shared). */
+export interface AllowanceTicket {
+	keyId: string;
+	requestId: string;
+	allowanceId: string;
+	hold: number;
+	/** The hold moved into the ledger (the request outlived its allowance): settlement gives nothing back. */
+	adopted: boolean;
+	/** Settlement has been accounted for. */
+	done: boolean;
+	timer?: ReturnType<typeof setTimeout>;
+	adopting?: Promise<void>;
+}
+
+const allowances = new Map<string, LocalAllowance>();
+/** A fresh grant is being asked for this key (since when), so concurrent requests ask once. */
+const granting = new Map<string, number>();
+/** The ledger refused a grant for this key: not before this time. */
+const backoff = new Map<string, number>();
+/** Recent eligible synchronous requests per key (times), for the warm-up before a first grant. */
+const recent = new Map<string, number[]>();
+/** Keys remembered in `recent` at most (an isolate sees many keys; the map must stay small). */
+const RECENT_KEYS = 10_000;
+
+/** What this isolate did, for tests and the benchmark rig. */
+export const allowanceCounters = { taken: 0, grants: 0, refills: 0, refused: 0, adopted: 0, dropped: 0, released: 0 };
+
+/** Only for tests: whether idle allowances are given back (tests that look at an allowance between requests turn it off). */
+export const allowanceTuning = { idleRelease: true };
+
+/** Only for tests: forget every allowance of this isolate (the ledger's reservations expire on their own). */
+export function forgetAllowances(): void {
+	allowances.clear();
+	granting.clear();
+	backoff.clear();
+	recent.clear();
+	for (const k of Object.keys(allowanceCounters)) allowanceCounters[k as keyof typeof allowanceCounters] = 0;
+}
+
+/** Only for tests: this isolate's allowance for a key, as plain data. */
+export function localAllowance(keyId: string): Readonly<LocalAllowance> | undefined {
+	return allowances.get(keyId);
+}
+
+/**
+ * Takes `hold` from the key's allowance when it fits and has time left; starts a refill (under
+ * this request's waitUntil) when it runs low. Null: take the synchronous path.
+ */
+export function takeLocal(
+	ledger: Stub,
+	keyId: string,
+	requestId: string,
+	hold: number,
+	reserve: number,
+	edge: EdgeContext,
+	now: number,
+): { ticket: AllowanceTicket; balanceNanos: number } | null {
+	const a = allowances.get(keyId);
+	if (!a || !take(a, hold, reserve, now)) return null;
+	allowanceCounters.taken++;
+	const ticket: AllowanceTicket = { keyId, requestId, allowanceId: a.id, hold, adopted: false, done: false };
+	if (needsRefill(a, now)) refill(ledger, keyId, a, edge, now);
+	scheduleAdopt(ledger, ticket, a, now);
+	return { ticket, balanceNanos: a.lastBalance };
+}
+
+/**
+ * After a synchronous hold of an eligible request: when the key's available balance is large
+ * against this hold, ask for an allowance so the next request needs no ledger call first.
+ */
+export function afterSyncHold(
+	ledger: Stub,
+	keyId: string,
+	hold: number,
+	availableNanos: number,
+	edge: EdgeContext,
+	now: number,
+): void {
+	if (hold <= 0 || availableNanos < edge.ledger.allowance_min_headroom * hold) return;
+	if ((backoff.get(keyId) ?? 0) > now) return;
+	const a = allowances.get(keyId);
+	if (a && !isStale(a, now)) {
+		// Too small for this request, or running low: top it up to this request's size.
+		a.targetNanos = Math.max(a.targetNanos, ALLOWANCE_HOLDS * hold);
+		if (a.remaining < hold || needsRefill(a, now)) refill(ledger, keyId, a, edge, now);
+		return;
+	}
+	const since = granting.get(keyId);
+	if (since !== undefined && now - since < REFILL_STALE_MS) return;
+	if (!busy(keyId, now, edge.ledger.allowance_ttl_ms)) return;
+	granting.set(keyId, now);
+	const id = randomId("alw_", 9);
+	const target = ALLOWANCE_HOLDS * hold;
+	allowanceCounters.grants++;
+	edge.waitUntil(
+		ledger()
+			.grant({
+				keyId,
+				allowanceId: id,
+				holdNanos: hold,
+				wantNanos: target,
+				ttlMs: edge.ledger.allowance_ttl_ms,
+				minHeadroom: edge.ledger.allowance_min_headroom,
+				extend: false,
+				now,
+			})
+			.then((g) => {
+				if (!g.ok) return refused(keyId, now);
+				// A stale allowance this replaces keeps its reservation until it expires; its running requests adopt or settle.
+				allowances.set(keyId, startAllowance(id, g, now, target));
+			})
+			.catch((err) => console.warn(`allowance grant for ${keyId} failed`, err))
+			.finally(() => granting.delete(keyId)),
+	);
+}
+
+function refill(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContext, now: number): void {
+	a.refillSince = now;
+	allowanceCounters.refills++;
+	const id = a.id;
+	edge.waitUntil(
+		ledger()
+			.grant({
+				keyId,
+				allowanceId: id,
+				holdNanos: Math.round(a.targetNanos / ALLOWANCE_HOLDS),
+				wantNanos: a.targetNanos,
+				ttlMs: edge.ledger.allowance_ttl_ms,
+				minHeadroom: edge.ledger.allowance_min_headroom,
+				extend: true,
+				now,
+			})
+			.then((g) => {
+				const current = allowances.get(keyId);
+				if (current?.id !== id) return;
+				if (g.ok) refilled(current, g, now);
+				else {
+					refused(keyId, now);
+					drop(ledger, keyId, current, g.reason, edge);
+				}
+			})
+			.catch((err) => {
+				a.refillSince = 0;
+				console.warn(`allowance refill for ${keyId} failed`, err);
+			}),
+	);
+}
+
+/** Notes this request of the key; true once the key is busy enough for an allowance (ALLOWANCE_WARMUP_REQUESTS). */
+function busy(keyId: string, now: number, windowMs: number): boolean {
+	let seen = recent.get(keyId);
+	if (!seen) {
+		if (recent.size >= RECENT_KEYS) recent.clear();
+		seen = [];
+		recent.set(keyId, seen);
+	}
+	if (!warmedUp(seen, now, windowMs)) return false;
+	recent.delete(keyId);
+	return true;
+}
+
+function refused(keyId: string, now: number): void {
+	allowanceCounters.refused++;
+	backoff.set(keyId, now + GRANT_BACKOFF_MS);
+}
+
+/**
+ * Stops using an allowance; when the ledger still has it (revoked, or refused a refill for lack
+ * of headroom), gives back what this isolate's running requests do not need.
+ */
+function drop(ledger: Stub, keyId: string, a: LocalAllowance, state: AllowanceState | "headroom" | "paused", edge: EdgeContext) {
+	if (allowances.get(keyId) !== a) return;
+	allowances.delete(keyId);
+	allowanceCounters.dropped++;
+	if (state === "gone") return;
+	const keep = a.inFlight;
+	edge.waitUntil(
+		ledger()
+			.release({ allowanceId: a.id, keepNanos: keep })
+			.catch((err) => console.warn(`releasing allowance ${a.id} failed (it expires on its own)`, err)),
+	);
+}
+
+/**
+ * A request still running near its allowance's expiry moves its hold into the ledger (adopt), so
+ * it stays covered like any held request; a refill that extended the allowance meanwhile moves
+ * the moment later.
+ */
+function scheduleAdopt(ledger: Stub, ticket: AllowanceTicket, a: LocalAllowance, now: number): void {
+	const arm = (at: number, from: number) => {
+		ticket.timer = setTimeout(
+			() => {
+				ticket.timer = undefined;
+				if (ticket.done || ticket.adopted) return;
+				const current = allowances.get(ticket.keyId);
+				const t = Date.now();
+				if (current?.id === ticket.allowanceId && adoptAt(current) - t > adoptLeadMs(current.ttlMs)) {
+					arm(adoptAt(current), t);
+					return;
+				}
+				ticket.adopting ??= adopt(ledger, ticket, 2);
+			},
+			Math.max(0, at - from),
+		);
+	};
+	arm(adoptAt(a), now);
+}
+
+/** Adopts now (the request's keep-alive calls this when the timer could not); retried once. */
+export function adoptNow(ledger: Stub, ticket: AllowanceTicket): Promise<void> {
+	ticket.adopting ??= adopt(ledger, ticket, 2);
+	return ticket.adopting;
+}
+
+async function adopt(ledger: Stub, ticket: AllowanceTicket, attempts: number): Promise<void> {
+	for (let i = 0; i < attempts && !ticket.done; i++) {
+		try {
+			const r = await ledger().adopt({
+				allowanceId: ticket.allowanceId,
+				requestId: ticket.requestId,
+				holdNanos: ticket.hold,
+			});
+			if (r.adopted && !ticket.adopted) {
+				ticket.adopted = true;
+				allowanceCounters.adopted++;
+				const a = allowances.get(ticket.keyId);
+				if (a?.id === ticket.allowanceId) adopted(a, ticket.hold);
+			}
+			return;
+		} catch (err) {
+			console.warn(`adopting the hold of ${ticket.requestId} failed (attempt ${i + 1})`, err);
+		}
+	}
+	// Not adopted: the next keep-alive tries again.
+	ticket.adopting = undefined;
+}
+
+/** Before the settlement call: no adoption starts any more, and one under way finishes first. */
+export async function beforeSettle(ticket: AllowanceTicket): Promise<void> {
+	if (ticket.timer !== undefined) clearTimeout(ticket.timer);
+	ticket.timer = undefined;
+	if (ticket.adopting) await ticket.adopting.catch(() => undefined);
+}
+
+/**
+ * After settlement (once per request): what the hold did not use goes back to the allowance,
+ * unless the request adopted its hold or the ledger's answer is unknown; an allowance the ledger
+ * says is revoked or gone is dropped.
+ */
+export function afterSettle(
+	ledger: Stub,
+	ticket: AllowanceTicket,
+	result: SettleResult | null,
+	cost: number,
+	edge: EdgeContext | undefined,
+): void {
+	if (ticket.done) return;
+	ticket.done = true;
+	if (ticket.timer !== undefined) clearTimeout(ticket.timer);
+	const a = allowances.get(ticket.keyId);
+	if (a?.id !== ticket.allowanceId) return;
+	if (!ticket.adopted) settled(a, ticket.hold, cost, result !== null);
+	if (result) a.lastBalance = result.balanceNanos;
+	const state = result?.allowance;
+	if (edge && (state === "revoked" || state === "gone")) drop(ledger, ticket.keyId, a, state, edge);
+	else if (edge && a.inFlight === 0 && allowanceTuning.idleRelease) releaseWhenIdle(ledger, ticket.keyId, a, edge);
+}
+
+/**
+ * Nothing runs on the allowance any more: unless a request takes from it within
+ * idleReleaseMs, it is given back (this request's waitUntil waits that long), so a key whose
+ * traffic stopped shows no reservation a moment later instead of one allowance lifetime later.
+ */
+function releaseWhenIdle(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContext): void {
+	const takes = a.takes;
+	edge.waitUntil(
+		new Promise<void>((resolve) => setTimeout(resolve, idleReleaseMs(a.ttlMs))).then(() => {
+			if (allowances.get(keyId) !== a || a.inFlight > 0 || a.takes !== takes) return;
+			allowances.delete(keyId);
+			allowanceCounters.released++;
+			return ledger()
+				.release({ allowanceId: a.id, keepNanos: 0 })
+				.then(() => undefined)
+				.catch((err) => console.warn(`releasing idle allowance ${a.id} failed (it expires on its own)`, err));
+		}),
+	);
+}
+
+/** The last balance this isolate knows for a key from a synchronous call (for allowance-served requests' header). */
+export function noteBalance(keyId: string, balanceNanos: number): void {
+	const a = allowances.get(keyId);
+	if (a) a.lastBalance = balanceNanos;
+}

@@ -1,0 +1,151 @@
+/**
+ * An isolate's view of one edge allowance (docs/allowances.md), as plain data, and the arithmetic
+ * on it. Pure: every function takes `now` (this isolate's clock), does no I/O and holds nothing
+ * of a request, so the state can live across requests (workerd forbids sharing I/O objects
+ * between requests; see bench/README.md) and the tests can drive the clock.
+ *
+ * The invariant every function keeps: `remaining + inFlight` never exceeds what the ledger
+ * reserves for the allowance. Takes move money from `remaining` to `inFlight`; a settlement
+ * returns the unused part of a take to `remaining` (the ledger lowered the reservation by the
+ * cost); an adoption moves a take out of the allowance altogether.
+ */
+
+/** An allowance is sized for this many holds of the request that asked for it. */
+export const ALLOWANCE_HOLDS = 10;
+/** A refill that has not answered after this long no longer blocks the next one. */
+export const REFILL_STALE_MS = 10_000;
+/** After the ledger refused a grant, this isolate does not ask again for this long. */
+export const GRANT_BACKOFF_MS = 5_000;
+/**
+ * An isolate asks for a key's allowance only once it has seen this many of the key's eligible
+ * requests within one allowance lifetime: a key with sporadic traffic would find its allowance
+ * expired by its next request anyway, and stays on the exact synchronous path.
+ */
+export const ALLOWANCE_WARMUP_REQUESTS = 3;
+
+export interface LocalAllowance {
+	id: string;
+	/** What requests may still take. May go negative when a settlement cost more than its hold. */
+	remaining: number;
+	/** What requests running now took. */
+	inFlight: number;
+	/** When it expires, by this isolate's clock: when the grant was sent plus its lifetime (never later than the ledger's expiry). */
+	expiresAt: number;
+	ttlMs: number;
+	/** The size refills aim for: ALLOWANCE_HOLDS × the hold of the request that asked. */
+	targetNanos: number;
+	/** The last balance the ledger reported (for `x-venym-balance-usd` on requests it serves). */
+	lastBalance: number;
+	/** When the running refill was sent (0: none runs). */
+	refillSince: number;
+	/** How many requests took from it so far (an idle allowance is one nobody took from for a while). */
+	takes: number;
+}
+
+/** No request takes from an allowance this close to its expiry: it has time to finish, or to adopt its hold. */
+export function takeMarginMs(ttlMs: number): number {
+	return Math.min(10_000, Math.floor(ttlMs / 3));
+}
+
+/** A request still running this long before its allowance expires moves its hold into the ledger (adopt). */
+export function adoptLeadMs(ttlMs: number): number {
+	return Math.min(5_000, Math.floor(ttlMs / 6));
+}
+
+/**
+ * An allowance nothing runs on and nothing took from for this long is given back to the ledger
+ * at once, rather than left reserved until it expires: when traffic stops, `held_usd` returns to
+ * what is really in flight within seconds.
+ */
+export function idleReleaseMs(ttlMs: number): number {
+	return Math.min(2_000, Math.floor(ttlMs / 2));
+}
+
+/**
+ * Notes an eligible request of a key at `now` in `seen` (its recent times, oldest first, kept to
+ * `windowMs`) and says whether the key is busy enough for an allowance.
+ */
+export function warmedUp(seen: number[], now: number, windowMs: number): boolean {
+	seen.push(now);
+	while (seen.length > 0 && now - (seen[0] as number) > windowMs) seen.shift();
+	if (seen.length > ALLOWANCE_WARMUP_REQUESTS) seen.splice(0, seen.length - ALLOWANCE_WARMUP_REQUESTS);
+	return seen.length >= ALLOWANCE_WARMUP_REQUESTS;
+}
+
+/** A new allowance from a grant sent at `sentAt`. */
+export function startAllowance(
+	id: string,
+	grant: { amountNanos: number; ttlMs: number; balanceNanos: number },
+	sentAt: number,
+	targetNanos: number,
+): LocalAllowance {
+	return {
+		id,
+		remaining: grant.amountNanos,
+		inFlight: 0,
+		expiresAt: sentAt + grant.ttlMs,
+		ttlMs: grant.ttlMs,
+		targetNanos,
+		lastBalance: grant.balanceNanos,
+		refillSince: 0,
+		takes: 0,
+	};
+}
+
+/** Whether a request holding `hold` (and needing `reserve` covered) may take from the allowance now. */
+export function canTake(a: LocalAllowance, hold: number, reserve: number, now: number): boolean {
+	return hold > 0 && reserve <= hold && a.remaining >= hold && a.expiresAt - now > takeMarginMs(a.ttlMs);
+}
+
+/** Takes a request's hold locally; false (and nothing changed) when it does not fit. */
+export function take(a: LocalAllowance, hold: number, reserve: number, now: number): boolean {
+	if (!canTake(a, hold, reserve, now)) return false;
+	a.remaining -= hold;
+	a.inFlight += hold;
+	a.takes++;
+	return true;
+}
+
+/** Whether a refill should start: below half its target, or past half its lifetime, and none running. */
+export function needsRefill(a: LocalAllowance, now: number): boolean {
+	if (a.refillSince > 0 && now - a.refillSince < REFILL_STALE_MS) return false;
+	return a.remaining < a.targetNanos / 2 || a.expiresAt - now < a.ttlMs / 2;
+}
+
+/** A refill (sent at `sentAt`) answered: the reservation grew by `grantedNanos` and lives `ttlMs` from when it was sent. */
+export function refilled(
+	a: LocalAllowance,
+	grant: { grantedNanos: number; ttlMs: number; balanceNanos: number },
+	sentAt: number,
+): void {
+	a.remaining += grant.grantedNanos;
+	a.expiresAt = Math.max(a.expiresAt, sentAt + grant.ttlMs);
+	a.ttlMs = grant.ttlMs;
+	a.lastBalance = grant.balanceNanos;
+	a.refillSince = 0;
+}
+
+/**
+ * A request served from the allowance settled. `known`: the ledger answered, so it lowered the
+ * reservation by `cost` and what the hold did not use comes back; otherwise nothing comes back
+ * (the ledger may or may not have applied it: staying below is the safe side).
+ */
+export function settled(a: LocalAllowance, hold: number, cost: number, known: boolean): void {
+	a.inFlight = Math.max(0, a.inFlight - hold);
+	if (known) a.remaining += hold - cost;
+}
+
+/** A running request moved its hold into the ledger: it no longer counts against the allowance. */
+export function adopted(a: LocalAllowance, hold: number): void {
+	a.inFlight = Math.max(0, a.inFlight - hold);
+}
+
+/** When a request that took from the allowance should adopt its hold, by this isolate's clock. */
+export function adoptAt(a: LocalAllowance): number {
+	return a.expiresAt - adoptLeadMs(a.ttlMs);
+}
+
+/** Whether the allowance is past use (expired or about to): a new one replaces it. */
+export function isStale(a: LocalAllowance, now: number): boolean {
+	return a.expiresAt - now <= takeMarginMs(a.ttlMs);
+}

@@ -1,0 +1,202 @@
+/**
+ * The one structured log line of a finished inference request. A `RequestLog` is made when the
+ * request arrives (app.ts) and each layer notes what it learns: the route what was asked, the
+ * engine call its attempts and first byte, settlement the outcome, tokens and cost. It is
+ * written once, as `console.log(JSON.stringify(line))`: for a stream when the stream ends
+ * (settlement), otherwise when the response is ready. Nothing of the body is kept but the model
+ * id and the stream flag; nodes are kept as their host only.
+ */
+import { nanosToUsd } from "../ledger/pricing";
+import type { Outcome, SettleStatus } from "../types";
+import { hostOf } from "./log-event";
+
+export type Lane = "chat" | "responses" | "embeddings" | "completions";
+
+/**
+ * How the request ended: settlement's status when money was held; `refused` when a check (or
+ * the queue) turned it away before anything ran; `queued` for an accepted background response
+ * (its run writes a line of its own, with the same request id).
+ */
+export type LogOutcome = SettleStatus | "refused" | "queued";
+
+/** The line, field by field (README "Logs"). */
+export interface RequestLogLine {
+	message: "request";
+	request_id: string;
+	/** The paying key (a `vk-tmp-` token's parent); null before authentication. */
+	key_id: string | null;
+	/** The catalog model that served and was billed (a fallback's id when one served); null when refused before a hold. */
+	model: string | null;
+	/** The `model` the client sent (`:online` included). */
+	requested_model: string | null;
+	lane: Lane;
+	/** The client asked for a stream. */
+	stream: boolean;
+	/** HTTP status (200 for a stream, however it ended). */
+	status: number;
+	outcome: LogOutcome;
+	/** The error's `code` when the answer was an error (`insufficient_balance`, `upstream_unavailable`, …). */
+	error_code: string | null;
+	/** Host of the node that answered, else of the last one tried; null when none was. */
+	node: string | null;
+	/** Engine attempts across nodes and fallback models. */
+	attempts: number;
+	/** From the request's arrival to the headers of the engine answer used (or refusal relayed); null when none came. */
+	ttfb_ms: number | null;
+	/** From the request's arrival to its end (a stream's last byte). */
+	duration_ms: number;
+	prompt_tokens: number;
+	completion_tokens: number;
+	/** Some of the usage was the gateway's estimate. */
+	estimated: boolean;
+	/** What settlement debited, in USD (web search included). */
+	cost_usd: number;
+	/** The `x-venym-web-search` status (`ok`, `empty`, `failed`, …); null when search was not asked for. */
+	web_search: string | null;
+}
+
+/** The fields of a RequestContext (ledger-client) the line takes from settlement. */
+interface Settled {
+	payerKeyId: string;
+	/** The catalog model that served (a fallback's once one did). */
+	model: { id: string };
+	/** The id the client sent (`:online` included), or the serving fallback's. */
+	requestedModel: string;
+	/** Set when a fallback served: the id the client sent. */
+	fallbackFrom?: string;
+}
+
+const LANES: Record<string, Lane> = {
+	"/v1/chat/completions": "chat",
+	"/v1/completions": "completions",
+	"/v1/embeddings": "embeddings",
+	"/v1/responses": "responses",
+};
+
+/** The inference lane of a request, or undefined for every other route (those get no line). */
+export function laneOf(method: string, path: string): Lane | undefined {
+	return method === "POST" ? LANES[path] : undefined;
+}
+
+export class RequestLog {
+	readonly requestId: string;
+	readonly lane: Lane;
+	keyId: string | null = null;
+	model: string | null = null;
+	requestedModel: string | null = null;
+	stream = false;
+	webSearch: string | null = null;
+	private readonly now: () => number;
+	private readonly startedAt: number;
+	private node: string | null = null;
+	private attempts = 0;
+	private ttfbMs: number | null = null;
+	private outcome: Outcome | null = null;
+	private costNanos = 0;
+	private error: { code: string | null; status: number } | null = null;
+	private isQueued = false;
+	private isStreaming = false;
+	private written = false;
+	private resolveSettled!: () => void;
+	private readonly settledOnce = new Promise<void>((resolve) => {
+		this.resolveSettled = resolve;
+	});
+
+	constructor(requestId: string, lane: Lane, now: () => number = Date.now) {
+		this.requestId = requestId;
+		this.lane = lane;
+		this.now = now;
+		this.startedAt = now();
+	}
+
+	/** What the client asked for, from its parsed body: the model id and the stream flag, nothing else. */
+	asked(body: unknown): void {
+		if (body === null || typeof body !== "object") return;
+		const { model, stream } = body as { model?: unknown; stream?: unknown };
+		if (typeof model === "string") this.requestedModel = model.slice(0, 256);
+		this.stream = stream === true;
+	}
+
+	/** An engine attempt on `node` (a URL; only its host is kept). */
+	attempt(node: string): void {
+		this.attempts += 1;
+		this.node = hostOf(node);
+	}
+
+	/** `node` sent the headers of the answer the client gets. */
+	answered(node: string): void {
+		this.node = hostOf(node);
+		this.ttfbMs = this.now() - this.startedAt;
+	}
+
+	/** Settlement's outcome and what it debits: called once, when the request's end is known. */
+	settled(req: Settled, outcome: Outcome, costNanos: number): void {
+		this.keyId = req.payerKeyId;
+		this.model = req.model.id;
+		this.requestedModel = req.fallbackFrom ?? req.requestedModel;
+		if (outcome.node) this.node = hostOf(outcome.node);
+		this.outcome = outcome;
+		this.costNanos = costNanos;
+		this.resolveSettled();
+	}
+
+	/** The answer was an error (app.onError). */
+	failed(code: string | null, status: number): void {
+		this.error = { code, status };
+	}
+
+	/** A background response was accepted: its run, later, writes the line of how it ended. */
+	queued(): void {
+		this.isQueued = true;
+	}
+
+	/** The answer is a stream: the request ends when the stream does, which settlement marks. */
+	streaming(): void {
+		this.isStreaming = true;
+	}
+
+	/** For a stream, resolves when it has ended (settled); undefined when the request ends with its response. */
+	ended(): Promise<void> | undefined {
+		return this.isStreaming ? this.settledOnce : undefined;
+	}
+
+	line(status: number): RequestLogLine {
+		const usage = this.outcome?.usage;
+		return {
+			message: "request",
+			request_id: this.requestId,
+			key_id: this.keyId,
+			model: this.model,
+			requested_model: this.requestedModel,
+			lane: this.lane,
+			stream: this.stream,
+			status,
+			outcome: this.outcomeOf(status),
+			error_code: this.error?.code ?? null,
+			node: this.node,
+			attempts: this.attempts,
+			ttfb_ms: this.ttfbMs,
+			duration_ms: Math.max(0, this.now() - this.startedAt),
+			prompt_tokens: usage?.prompt_tokens ?? 0,
+			completion_tokens: usage?.completion_tokens ?? 0,
+			estimated: this.outcome?.estimated ?? false,
+			cost_usd: nanosToUsd(this.costNanos),
+			web_search: this.webSearch,
+		};
+	}
+
+	/** Writes the line, once (a second call does nothing). */
+	write(status: number): void {
+		if (this.written) return;
+		this.written = true;
+		console.log(JSON.stringify(this.line(status)));
+	}
+
+	private outcomeOf(status: number): LogOutcome {
+		if (this.outcome) return this.outcome.status;
+		if (this.error?.code === "client_closed_request") return "client_disconnected";
+		if (status >= 500) return "failed";
+		if (status >= 400) return "refused";
+		return this.isQueued ? "queued" : "completed";
+	}
+}

@@ -1,0 +1,325 @@
+/**
+ * What the API answers, as JSON Schema for the OpenAPI document. Hand-described: outputs are
+ * built by code (views.ts, the encoders, Responses' from-chat.ts), not parsed by a zod schema,
+ * so there is nothing to generate them from. Engine answers pass through with extra fields, so
+ * their objects allow more properties than listed; the gateway's own views list them all.
+ */
+type Json = Record<string, unknown>;
+
+const str = { type: "string" };
+const int = { type: "integer" };
+const num = { type: "number" };
+const bool = { type: "boolean" };
+const nullable = (type: string) => ({ type: [type, "null"] });
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const strings = { type: "array", items: str };
+const nullableStrings = { type: ["array", "null"], items: str };
+
+function obj(properties: Record<string, unknown>, open = false, required = Object.keys(properties)): Json {
+	return { type: "object", required, properties, additionalProperties: open };
+}
+
+function list(item: Json | { $ref: string }, extra: Record<string, unknown> = {}): Json {
+	return obj({ object: { const: "list" }, data: { type: "array", items: item }, ...extra });
+}
+
+const usage = obj({ prompt_tokens: int, completion_tokens: int, total_tokens: int }, true, [
+	"prompt_tokens",
+	"completion_tokens",
+	"total_tokens",
+]);
+
+const source = obj({ title: str, url: str });
+
+const keyFields = {
+	id: str,
+	object: { const: "api_key" },
+	name: str,
+	prefix: { type: "string", description: "The secret's first characters, to recognise it." },
+	created_at: int,
+	revoked: bool,
+	revoked_at: nullable("integer"),
+	expires_at: nullable("integer"),
+	allowed_origins: nullableStrings,
+	allowed_models: nullableStrings,
+	rpm: nullable("integer"),
+	tpm: nullable("integer"),
+	spend_limit_usd: nullable("number"),
+	spend_limit_period: { type: ["string", "null"], enum: ["daily", "weekly", "monthly", null] },
+	max_tokens: nullable("integer"),
+	parent_key_id: { type: ["string", "null"], description: "Set on a `vk-tmp-` token: the key it draws on." },
+};
+
+const balanceFields = {
+	balance_usd: num,
+	spent_usd: num,
+	held_usd: { type: "number", description: "Open holds: the worst case of requests still running." },
+	open_holds: int,
+};
+
+/** A listing reads each key's ledger; one that fails to answer leaves its row's money null. */
+const listedBalanceFields = {
+	balance_usd: nullable("number"),
+	spent_usd: nullable("number"),
+	held_usd: nullable("number"),
+	open_holds: nullable("integer"),
+};
+
+const adminKeyFields = { ...keyFields, metadata: { type: ["object", "null"], additionalProperties: str } };
+
+const usageRecord = obj({
+	request_id: str,
+	key_id: str,
+	model: { type: "string", description: "The model that served." },
+	requested_model: { type: "string", description: "The model the request named (differs after a fallback)." },
+	node: nullable("string"),
+	prompt_tokens: int,
+	completion_tokens: int,
+	total_tokens: int,
+	cost_usd: num,
+	cost_nanos: int,
+	status: str,
+	estimated: { type: "boolean", description: "Usage was the gateway's estimate, not the engine's count." },
+	search_count: int,
+	created_at: int,
+});
+
+const model = obj(
+	{
+		id: str,
+		object: { const: "model" },
+		created: int,
+		owned_by: str,
+		max_output_tokens: int,
+		context_length: nullable("integer"),
+		pricing: obj({ input_usd_per_mtok: num, output_usd_per_mtok: num }, true, ["input_usd_per_mtok"]),
+		capabilities: strings,
+	},
+	false,
+	["id", "object", "created", "owned_by", "pricing", "capabilities"],
+);
+
+const chatCompletion = obj(
+	{
+		id: str,
+		object: { const: "chat.completion" },
+		created: int,
+		model: { type: "string", description: "Always the gateway's model id (the one that served)." },
+		choices: {
+			type: "array",
+			items: obj(
+				{ index: int, message: { type: "object", additionalProperties: true }, finish_reason: nullable("string") },
+				true,
+				["index", "message"],
+			),
+		},
+		usage: { ...usage, description: "Always present; estimated at about four characters a token when the engine sent none." },
+		venym: {
+			type: "object",
+			description: "Present when web search ran and found results.",
+			properties: { sources: { type: "array", items: source } },
+			additionalProperties: true,
+		},
+	},
+	true,
+	["id", "object", "created", "model", "choices", "usage"],
+);
+
+const chatChunk = obj(
+	{
+		id: str,
+		object: { const: "chat.completion.chunk" },
+		created: int,
+		model: str,
+		choices: { type: "array", items: { type: "object", additionalProperties: true } },
+		usage: { anyOf: [usage, { type: "null" }] },
+	},
+	true,
+	["id", "object", "model", "choices"],
+);
+
+const sourcesFrame = obj(
+	{
+		id: str,
+		object: { const: "venym.sources" },
+		created: int,
+		model: str,
+		choices: { type: "array", maxItems: 0 },
+		sources: { type: "array", items: source },
+	},
+	false,
+	["object", "sources"],
+);
+
+const responseItem = { type: "object", required: ["type"], properties: { type: str, id: str }, additionalProperties: true };
+
+const responseObject = obj(
+	{
+		id: str,
+		object: { const: "response" },
+		created_at: int,
+		status: { type: "string", enum: ["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"] },
+		background: bool,
+		error: { anyOf: [obj({ code: str, message: str }, true, ["code", "message"]), { type: "null" }] },
+		incomplete_details: { anyOf: [obj({ reason: str }, true), { type: "null" }] },
+		model: str,
+		output: {
+			type: "array",
+			items: responseItem,
+			description: "`reasoning`, `message` (`output_text`) and `function_call` items.",
+		},
+		previous_response_id: nullable("string"),
+		store: bool,
+		usage: { anyOf: [{ type: "object", additionalProperties: true }, { type: "null" }] },
+	},
+	true,
+	["id", "object", "created_at", "status", "model", "output"],
+);
+
+/** `components.schemas` for what the API answers. */
+export function outputSchemas(): Record<string, Json> {
+	const token = obj({
+		id: str,
+		object: { const: "token" },
+		token: { type: "string", description: "The `vk-tmp-…` secret, shown once." },
+		parent_key_id: str,
+		created_at: int,
+		expires_at: int,
+		allowed_origins: strings,
+		allowed_models: nullableStrings,
+		rpm: nullable("integer"),
+		tpm: nullable("integer"),
+		spend_limit_usd: nullable("number"),
+		max_tokens: nullable("integer"),
+	});
+	const { metadata: _operatorOnly, ...ownKeyFields } = adminKeyFields;
+	const limits = obj({
+		rpm: nullable("integer"),
+		tpm: nullable("integer"),
+		spend_limit_usd: nullable("number"),
+		spend_limit_period: keyFields.spend_limit_period,
+		max_tokens: nullable("integer"),
+		allowed_models: nullableStrings,
+		allowed_origins: nullableStrings,
+		expires_at: nullable("integer"),
+	});
+	const nodeRow = obj({
+		model: str,
+		url: { type: "string", description: "Credentials in the URL are masked." },
+		weight: num,
+		configured_weight: num,
+		drained: bool,
+		override: { anyOf: [obj({ weight: nullable("number"), drained: nullable("boolean") }, true, []), { type: "null" }] },
+		healthy: bool,
+		cooling_until: nullable("integer"),
+		in_flight: int,
+		last_error: nullable("string"),
+		latency_ms: nullable("integer"),
+		checked_at: nullable("integer"),
+		engine_load: { anyOf: [{ type: "object", additionalProperties: true }, { type: "null" }] },
+	});
+	return {
+		ChatCompletion: chatCompletion,
+		ChatCompletionChunk: chatChunk,
+		VenymSources: sourcesFrame,
+		ChatCompletionStreamEvent: {
+			description:
+				"One `data:` frame of a chat stream: a chunk, the leading `venym.sources` frame when web search found results, or an error frame when the engine fails mid-stream. The frame before `data: [DONE]` carries `usage` with `choices: []`.",
+			anyOf: [ref("ChatCompletionChunk"), ref("VenymSources"), ref("Error")],
+		},
+		Completion: obj(
+			{
+				id: str,
+				object: { const: "text_completion" },
+				created: int,
+				model: str,
+				choices: { type: "array", items: { type: "object", additionalProperties: true } },
+				usage,
+			},
+			true,
+			["id", "object", "model", "choices"],
+		),
+		EmbeddingList: obj(
+			{
+				object: { const: "list" },
+				data: {
+					type: "array",
+					items: obj(
+						{ object: { const: "embedding" }, index: int, embedding: { anyOf: [{ type: "array", items: num }, str] } },
+						true,
+					),
+				},
+				model: str,
+				usage: obj({ prompt_tokens: int, total_tokens: int }, true),
+			},
+			true,
+		),
+		Response: responseObject,
+		ResponseStreamEvent: {
+			description:
+				"One `event:`/`data:` frame of a Responses stream, with a rising `sequence_number`, from `response.created` to exactly one of `response.completed`, `response.incomplete`, `response.failed` (a mid-stream engine failure sends `error` then `response.failed`).",
+			type: "object",
+			required: ["type", "sequence_number"],
+			properties: { type: str, sequence_number: int },
+			additionalProperties: true,
+		},
+		ResponseDeleted: obj({ id: str, object: { const: "response" }, deleted: { const: true } }),
+		InputItemList: list(responseItem, { first_id: nullable("string"), last_id: nullable("string"), has_more: bool }),
+		Model: model,
+		ModelList: list(ref("Model")),
+		OwnKey: obj({ ...ownKeyFields, ...balanceFields, limits }),
+		Token: token,
+		AdminKey: obj({ ...adminKeyFields, ...balanceFields }),
+		AdminKeyCreated: obj({
+			...adminKeyFields,
+			key: { type: "string", description: "The `vk-…` secret, shown once." },
+			...balanceFields,
+		}),
+		AdminKeyList: list(obj({ ...adminKeyFields, ...listedBalanceFields }), { next_cursor: nullable("string") }),
+		AdminKeyDeleted: obj({ ...adminKeyFields, deleted: { const: true } }),
+		CreditResult: obj({
+			id: str,
+			balance_usd: num,
+			applied: { type: "boolean", description: "false: an Idempotency-Key replay of an earlier credit." },
+		}),
+		CreditHistory: list(
+			obj({
+				amount_usd: { type: "number", description: "Credited (negative: taken back)." },
+				balance_usd: { type: "number", description: "The balance right after this credit." },
+				note: nullable("string"),
+				created_at: { type: "integer", description: "Unix seconds." },
+			}),
+		),
+		UsageRecord: usageRecord,
+		UsageList: list(ref("UsageRecord"), { next_cursor: nullable("string") }),
+		UsageSummary: obj({
+			object: { const: "list" },
+			granularity: { type: "string", enum: ["hour", "day"] },
+			group_by: { type: ["string", "null"], enum: ["model", "key", null] },
+			since: { type: "string", format: "date-time", description: "The window's start, rounded down to the granularity." },
+			until: { type: "string", format: "date-time", description: "The window's end (exclusive), rounded up." },
+			data: {
+				type: "array",
+				items: obj(
+					{
+						period: { type: "string", format: "date-time", description: "The bucket's start (UTC)." },
+						model: { type: "string", description: "With `group_by=model`." },
+						key_id: { type: "string", description: "With `group_by=key`: the paying key." },
+						requests: int,
+						prompt_tokens: int,
+						completion_tokens: int,
+						total_tokens: int,
+						cost_usd: num,
+						cost_nanos: int,
+						search_count: int,
+					},
+					false,
+					["period", "requests", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "cost_nanos", "search_count"],
+				),
+			},
+		}),
+		NodeList: list(nodeRow),
+		ServiceInfo: obj({ name: str, docs: str }, true),
+		Health: obj({ ok: { const: true } }),
+	};
+}

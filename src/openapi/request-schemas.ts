@@ -1,0 +1,192 @@
+/**
+ * Request bodies for the OpenAPI document, generated from the zod schemas the handlers validate
+ * with, so the document cannot drift from what is accepted. The only hand-written parts are
+ * what no zod schema holds: the request-level fallback lists of chat, completions and
+ * embeddings (read by routing/fallbacks.ts),
+ * the common engine parameters chat passes through unchecked, and descriptions.
+ */
+import { z } from "zod";
+import { ChatRequestSchema, REFUSED_FIELDS } from "../chat/validate";
+import { CompletionRequestSchema } from "../completions/authorize-completion";
+import { EmbeddingsRequestSchema } from "../embeddings/run-embeddings";
+import { ResponsesRequestSchema } from "../responses/request-schema";
+import { PatchNode } from "../routes/admin-nodes";
+import { CreateKey, Credit, PatchKey } from "../routes/key-input";
+import { MintToken } from "../routes/tokens";
+import { MAX_REQUEST_FALLBACKS } from "../routing/fallbacks";
+
+type Json = Record<string, unknown>;
+
+/**
+ * A zod schema as the JSON Schema of what a client may send: `io: "input"` so defaults are
+ * optional and transforms show their input; refinements have no JSON Schema form and are left
+ * out (`unrepresentable: "any"`); a recursive schema would need `$defs` the document cannot
+ * hold, so it throws instead.
+ */
+export function fromZod(schema: z.ZodType): Json {
+	const { $schema: _dialect, ...json } = z.toJSONSchema(schema, {
+		io: "input",
+		target: "draft-2020-12",
+		unrepresentable: "any",
+		cycles: "throw",
+		reused: "inline",
+	}) as Json;
+	return json;
+}
+
+/** Adds a description to each listed property the generated schema has (never replacing the schema). */
+function describe(schema: Json, descriptions: Record<string, string>): Json {
+	const props = schema.properties as Record<string, Json> | undefined;
+	for (const [name, description] of Object.entries(descriptions)) {
+		const prop = props?.[name];
+		if (prop && prop.description === undefined) props[name] = { description, ...prop };
+	}
+	return schema;
+}
+
+/**
+ * Properties a generated schema does not have (`add`), or has as `{}` (a `z.unknown()` whose
+ * shape is checked by code outside zod); any other generated definition wins. A strict schema
+ * takes no `add`: a property its zod schema lacks is refused.
+ */
+function withExtra(schema: Json, extra: Record<string, Json>, add = true): Json {
+	const props = { ...(schema.properties as Record<string, Json>) };
+	for (const [name, prop] of Object.entries(extra)) {
+		const generated = props[name];
+		if (generated === undefined ? add : Object.keys(generated).length === 0) props[name] = prop;
+	}
+	return { ...schema, properties: props };
+}
+
+const MODEL = "A model id from `GET /v1/models`. A `:online` suffix (`venym/qwen-27b:online`) turns web search on.";
+const VENYM =
+	"Venym options, removed before the engine: `web_search` runs a web search (query: the last user message) and grounds the answer on numbered sources; `search_results` (1–10, default 6) how many.";
+
+const fallbackList = (items: Json, description: string): Json => ({
+	type: "array",
+	maxItems: MAX_REQUEST_FALLBACKS,
+	items,
+	description: `${description} Tried in order, before the model's configured fallbacks, when every attempt at the model fails before the first byte. An unknown id is a 400 naming the entry, one outside the key's allowed_models a 403. Send either \`models\` or \`fallbacks\`.`,
+});
+
+/**
+ * Request-level fallbacks, checked by routing/fallbacks.ts (not zod) on every lane: chat,
+ * legacy completions and embeddings leave them out of their zod schemas, Responses has them as
+ * `z.unknown()`.
+ */
+const FALLBACK_PROPS: Record<string, Json> = {
+	models: fallbackList({ type: "string", minLength: 1 }, "Fallback model ids (OpenRouter's convention)."),
+	fallbacks: fallbackList(
+		{ type: "object", required: ["model"], properties: { model: { type: "string", minLength: 1 } } },
+		"Fallback models as `{model}` (Venice's convention).",
+	),
+};
+
+/** Common Chat Completions parameters: passed to the engine as sent (the list is not exhaustive). */
+const num = (description: string): Json => ({ type: ["number", "null"], description });
+const CHAT_PASS_THROUGH: Record<string, Json> = {
+	temperature: num("Sampling temperature."),
+	top_p: num("Nucleus sampling."),
+	frequency_penalty: num("Frequency penalty."),
+	presence_penalty: num("Presence penalty."),
+	seed: { type: ["integer", "null"] },
+	stop: { anyOf: [{ type: "string" }, { type: "array", items: { type: "string" } }, { type: "null" }] },
+	logprobs: { type: ["boolean", "null"] },
+	top_logprobs: { type: ["integer", "null"] },
+	logit_bias: { type: ["object", "null"], additionalProperties: { type: "number" } },
+	tools: { type: "array", items: { type: "object", additionalProperties: true }, description: "Function tools." },
+	tool_choice: { anyOf: [{ type: "string" }, { type: "object", additionalProperties: true }] },
+	parallel_tool_calls: { type: "boolean" },
+	response_format: { type: "object", additionalProperties: true, description: "`json_object` or `json_schema`." },
+	reasoning_effort: { type: "string" },
+	user: { type: "string", description: "Also the routing affinity key when there is no `prompt_cache_key`." },
+	prompt_cache_key: {
+		type: "string",
+		description: "Keeps a conversation on one engine node (prefix-cache reuse); passed on to the engine.",
+	},
+	chat_template_kwargs: {
+		type: "object",
+		additionalProperties: true,
+		description: "Passed to the engine's chat template (`enable_thinking`…); `chat_template` inside it is refused.",
+	},
+	top_k: { type: "integer", description: "Engine extension (vLLM, SGLang, llama.cpp)." },
+	min_p: { type: "number", description: "Engine extension (vLLM, SGLang, llama.cpp)." },
+	repetition_penalty: { type: "number", description: "Engine extension (vLLM, SGLang)." },
+};
+
+function chatRequest(): Json {
+	const refused: Record<string, Json> = {};
+	for (const [field, instead] of Object.entries(REFUSED_FIELDS)) {
+		refused[field] = { not: {}, description: `Refused with 400 \`unsupported_parameter\`: ${instead}.` };
+	}
+	const schema = withExtra(fromZod(ChatRequestSchema), {
+		...FALLBACK_PROPS,
+		...CHAT_PASS_THROUGH,
+		...refused,
+	});
+	return describe(
+		{
+			...schema,
+			description:
+				"Only the fields the gateway reads are checked; every other field goes to the engine untouched (`additionalProperties` allowed), except the refused ones. `max_tokens`/`max_completion_tokens` are capped at the model's (and the key's) limit; with `stream: true`, `stream_options` becomes `{include_usage: true}`.",
+		},
+		{
+			model: MODEL,
+			venym: VENYM,
+			n: "Choices (at most `max_n`, default 16); every choice is held and billed.",
+			stream: "Server-sent events, ending with one usage chunk (`choices: []`) and `data: [DONE]`.",
+		},
+	);
+}
+
+/**
+ * The Responses API fills in `type: "message"` for an item without one (zod's preprocess),
+ * which the generated schema cannot show: a message item's `type` is optional.
+ */
+function messageTypeOptional(node: unknown): void {
+	if (Array.isArray(node)) {
+		for (const n of node) messageTypeOptional(n);
+		return;
+	}
+	if (node === null || typeof node !== "object") return;
+	const o = node as Json;
+	const props = o.properties as Record<string, Json> | undefined;
+	if (props?.type?.const === "message" && props.role && Array.isArray(o.required)) {
+		o.required = o.required.filter((r) => r !== "type");
+	}
+	for (const v of Object.values(o)) messageTypeOptional(v);
+}
+
+function responsesRequest(): Json {
+	const schema = withExtra(fromZod(ResponsesRequestSchema), FALLBACK_PROPS, false);
+	messageTypeOptional(schema.properties);
+	return describe(
+		{ ...schema, description: "Strict: an unknown field is a 400 naming it. `background` with `stream` is a 400." },
+		{ model: MODEL, venym: VENYM, store: "Keep the response for 30 days (default true); required with `background`." },
+	);
+}
+
+/** `components.schemas` for the request bodies. */
+export function requestSchemas(): Record<string, Json> {
+	return {
+		ChatCompletionRequest: chatRequest(),
+		CompletionRequest: describe(withExtra(fromZod(CompletionRequestSchema), FALLBACK_PROPS), {
+			model: "A text model id (no web search here).",
+			max_tokens: "Default 16, capped like chat.",
+		}),
+		EmbeddingsRequest: describe(withExtra(fromZod(EmbeddingsRequestSchema), FALLBACK_PROPS), {
+			model: "A model with the `embeddings` capability.",
+		}),
+		ResponsesRequest: responsesRequest(),
+		CreateKeyRequest: fromZod(CreateKey),
+		PatchKeyRequest: describe(fromZod(PatchKey), {
+			name: "On a `vk-tmp-` token only `name` may change.",
+		}),
+		CreditRequest: describe(fromZod(Credit), { amount_usd: "USD to add; negative debits; not 0." }),
+		MintTokenRequest: fromZod(MintToken),
+		PatchNodeRequest: describe(fromZod(PatchNode), {
+			url: "The node's URL, as configured or as shown by `GET /admin/nodes`.",
+			clear: "Removes the override (not with `weight` or `drain`).",
+		}),
+	};
+}

@@ -1,0 +1,219 @@
+/**
+ * The operator console (`/admin/`) in a real browser: headless Chromium against the gateway
+ * under `wrangler dev`. A wrong token is refused and shows no data; the right one finds a key
+ * this test created (by name, with its balance), tops it up and sees the new balance, and opens
+ * its usage: the SVG chart has bars with data, the breakdown names the model, the recent requests
+ * are listed. At phone width the page does not overflow sideways. Nothing is blocked by the
+ * page's Content-Security-Policy. Screenshots go to test/browser/screenshots/ (gitignored).
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+// The console's own formatter: the test expects exactly what the page shows for a balance.
+import { usd } from "../../src/console/js/format.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+	"--headless",
+	"--no-sandbox",
+	"--disable-gpu",
+	"--no-first-run",
+	"--disable-background-networking",
+	"--disable-sync",
+];
+const SHOTS = fileURLToPath(new URL("./screenshots/", import.meta.url));
+
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium && process.env.CI) throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install -y chromium)`);
+
+const gatewayUrl = () => inject("gatewayUrl");
+/** expect.poll with room for a busy machine (its default gives up after one second). */
+const poll = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 15_000, interval: 100 });
+
+async function adminCall<T>(path: string, init: RequestInit = {}): Promise<T> {
+	const res = await fetch(`${gatewayUrl()}/admin${path}`, {
+		...init,
+		headers: { authorization: `Bearer ${inject("adminToken")}`, "content-type": "application/json" },
+	});
+	if (!res.ok) throw new Error(`admin ${path}: ${res.status} ${await res.text()}`);
+	return (await res.json()) as T;
+}
+
+async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
+	const start = Date.now();
+	for (;;) {
+		const v = await fn();
+		if (v) return v;
+		if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+		await new Promise((r) => setTimeout(r, 200));
+	}
+}
+
+interface Key {
+	id: string;
+	key: string;
+	name: string;
+	balance_usd: number;
+}
+
+describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
+	const name = `console-${crypto.randomUUID().slice(0, 8)}`;
+	let key: Key;
+	let browser: Browser;
+	let context: BrowserContext;
+	let page: Page;
+	/** Page errors and console errors (a CSP violation is reported as one). */
+	const problems: string[] = [];
+
+	async function newPage(viewport: { width: number; height: number }): Promise<[BrowserContext, Page]> {
+		const ctx = await browser.newContext({ viewport });
+		const p = await ctx.newPage();
+		p.on("pageerror", (err) => problems.push(`pageerror: ${err.message}`));
+		p.on("console", (msg) => {
+			if (msg.type() === "error") problems.push(`console: ${msg.text()}`);
+		});
+		return [ctx, p];
+	}
+
+	async function signIn(p: Page, token: string) {
+		await p.goto(`${gatewayUrl()}/admin/`);
+		await p.locator("#token").fill(token);
+		// Enter submits the login form.
+		await p.locator("#token").press("Enter");
+	}
+
+	const row = () => page.locator(`#keys-table tr[data-key-id="${key.id}"]`);
+	const balanceCell = () => row().locator('td[data-field="balance"]');
+
+	beforeAll(async () => {
+		mkdirSync(SHOTS, { recursive: true });
+		key = await adminCall<Key>("/keys", { method: "POST", body: JSON.stringify({ name, balance_usd: 5 }) });
+		for (const content of ["first request from the console test", "second one, a little longer than the first"]) {
+			const res = await fetch(`${gatewayUrl()}/v1/chat/completions`, {
+				method: "POST",
+				headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+				body: JSON.stringify({ model: "test/ok", messages: [{ role: "user", content }] }),
+			});
+			expect(res.status).toBe(200);
+			await res.text();
+		}
+		// Settlement and the ledger's outbox flush to D1 run after the answers, on the ledger's alarm.
+		await until("the usage records in D1", async () => {
+			const usage = await adminCall<{ data: unknown[] }>(`/usage?key_id=${key.id}`);
+			return usage.data.length >= 2;
+		});
+		browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+		[context, page] = await newPage({ width: 1400, height: 900 });
+	});
+
+	afterAll(async () => {
+		await context?.close();
+		await browser?.close();
+	});
+
+	it("refuses a wrong token with a message and shows no data", async () => {
+		await signIn(page, "not-the-admin-token");
+		await poll(() => page.locator("#message").textContent()).toBe("That admin token was refused.");
+		expect(await page.locator("#keys-view").isHidden()).toBe(true);
+		expect(await page.locator("#tabs").isHidden()).toBe(true);
+		expect(await page.locator("main tbody tr").count()).toBe(0);
+		expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+		await page.screenshot({ path: `${SHOTS}wrong-token.png` });
+	});
+
+	it("finds the key by name with its balance", async () => {
+		await page.locator("#token").fill(inject("adminToken"));
+		await page.locator("#token").press("Enter");
+		await page.locator("#keys-view").waitFor({ state: "visible" });
+		// The token is kept for this tab only, and never in the URL.
+		expect(await page.evaluate(() => sessionStorage.getItem("venym.adminToken"))).toBe(inject("adminToken"));
+		expect(page.url()).not.toContain(inject("adminToken"));
+		expect(await page.evaluate(() => document.cookie)).toBe("");
+
+		await page.locator("#key-name").fill(name);
+		await poll(() => page.locator("#keys-table tbody tr").count()).toBe(1);
+		const current = await adminCall<Key>(`/keys/${key.id}`);
+		expect(current.balance_usd).toBeLessThan(5);
+		await poll(() => balanceCell().textContent()).toBe(usd(current.balance_usd));
+		expect(Number(await balanceCell().getAttribute("data-usd"))).toBe(current.balance_usd);
+		expect(await row().locator("td").first().textContent()).toBe(name);
+		await page.screenshot({ path: `${SHOTS}keys.png` });
+	});
+
+	it("tops the key up and shows the new balance", async () => {
+		const before = Number(await balanceCell().getAttribute("data-usd"));
+		await row()
+			.getByRole("button", { name: `Top up ${name}` })
+			.click();
+		await page.locator("#topup-amount").fill("2.5");
+		await page.locator("#topup-note").fill("console test");
+		await page.locator("#topup-note").press("Enter");
+		await poll(async () => Number(await balanceCell().getAttribute("data-usd"))).not.toBe(before);
+		const shown = Number(await balanceCell().getAttribute("data-usd"));
+		expect(shown).toBeCloseTo(before + 2.5, 9);
+		expect(await balanceCell().textContent()).toBe(usd(shown));
+		expect(await page.locator("#topup-dialog").isVisible()).toBe(false);
+		expect((await adminCall<Key>(`/keys/${key.id}`)).balance_usd).toBe(shown);
+	});
+
+	it("opens the key's usage: a chart drawn with data, the model breakdown, the recent requests", async () => {
+		await row().getByRole("button", { name: name, exact: true }).click();
+		await page.locator("#usage-view").waitFor({ state: "visible" });
+		expect(await page.locator("#usage-scope").textContent()).toContain(key.id);
+		const bars = page.locator("#usage-chart svg rect.bar-rect");
+		await poll(() => bars.count()).toBeGreaterThanOrEqual(24);
+		const drawn = await bars.evaluateAll(
+			(rects) => rects.filter((r) => Number(r.getAttribute("height")) > 0 && Number((r as SVGElement).dataset.cost) > 0).length,
+		);
+		expect(drawn).toBeGreaterThanOrEqual(1);
+		expect(await page.locator("#usage-chart svg polyline.tokens-line").count()).toBe(1);
+		await poll(() => page.locator("#usage-models tbody").textContent()).toContain("test/ok");
+		expect(await page.locator("#usage-recent tbody tr").count()).toBe(2);
+		const cost = await page.locator("#usage-recent tbody tr td").nth(5).textContent();
+		expect(cost).toMatch(/^\$0\.0000?[1-9]/);
+		await page.screenshot({ path: `${SHOTS}usage-1400x900.png` });
+
+		// Daily buckets over 7 days: the same spend in fewer, wider bars.
+		await page.getByLabel("7 d").check();
+		await page.getByLabel("day").check();
+		await poll(() => bars.count()).toBe(8);
+	});
+
+	it("fits a phone's width: only tables scroll sideways, inside their frame", async () => {
+		const [phone, p] = await newPage({ width: 390, height: 844 });
+		try {
+			await signIn(p, inject("adminToken"));
+			await p.locator("#keys-view").waitFor({ state: "visible" });
+			await p.locator("#key-name").fill(name);
+			await poll(() => p.locator("#keys-table tbody tr").count()).toBe(1);
+			const overflow = () => p.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+			expect(await overflow()).toBeLessThanOrEqual(0);
+			await p.screenshot({ path: `${SHOTS}keys-390x844.png`, fullPage: true });
+			await p
+				.locator(`#keys-table tr[data-key-id="${key.id}"]`)
+				.getByRole("button", { name: `Usage of ${name}` })
+				.click();
+			await p.locator("#usage-chart svg").waitFor();
+			expect(await overflow()).toBeLessThanOrEqual(0);
+			await p.screenshot({ path: `${SHOTS}usage-390x844.png`, fullPage: true });
+		} finally {
+			await phone.close();
+		}
+	});
+
+	it("logs out and forgets the token", async () => {
+		await page.getByRole("button", { name: "Log out" }).click();
+		await page.locator("#login-view").waitFor({ state: "visible" });
+		expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+		expect(await page.locator("main tbody tr").count()).toBe(0);
+		await page.reload();
+		expect(await page.locator("#login-view").isVisible()).toBe(true);
+	});
+
+	it("ran without page errors or Content-Security-Policy violations", () => {
+		// The wrong token's 401 is the one console error a browser logs for a failed fetch.
+		const unexpected = problems.filter((p) => !/401 \(Unauthorized\)/.test(p));
+		expect(unexpected).toEqual([]);
+	});
+});

@@ -1,0 +1,204 @@
+/**
+ * `GET /admin/keys` for the operator console: a `name` filter (a case-insensitive substring,
+ * bounded like a name, a 400 naming `name` otherwise) that pages like the full list, and each
+ * listed key's balance, spend and holds from its ledger, the same numbers `GET /admin/keys/{id}`
+ * shows. Also the console page itself: public, under a strict CSP, while the admin API is not.
+ */
+import { describe, expect, it } from "vitest";
+import { admin, chat, createKey, gw, waitFor } from "../support/gateway";
+
+interface ListedKey {
+	id: string;
+	name: string;
+	balance_usd: number | null;
+	spent_usd: number | null;
+	held_usd: number | null;
+	open_holds: number | null;
+	revoked: boolean;
+}
+interface KeyList {
+	object: "list";
+	data: ListedKey[];
+	next_cursor: string | null;
+}
+
+async function list(query: string): Promise<KeyList> {
+	const res = await admin(`/keys${query}`);
+	expect(res.status, await res.clone().text()).toBe(200);
+	return (await res.json()) as KeyList;
+}
+
+const tag = () => crypto.randomUUID().slice(0, 8);
+
+describe("GET /admin/keys name filter", () => {
+	it("keeps the keys whose name contains the text, ignoring case", async () => {
+		const t = tag();
+		const a = await createKey({ name: `Console-${t}-Alpha` });
+		const b = await createKey({ name: `console-${t}-beta` });
+		await createKey({ name: `other-${t}` });
+		const found = await list(`?name=${encodeURIComponent(`CONSOLE-${t}`)}`);
+		expect(found.data.map((k) => k.id)).toEqual([b.id, a.id]);
+		const middle = await list(`?name=${encodeURIComponent(`${t}-alp`)}`);
+		expect(middle.data.map((k) => k.id)).toEqual([a.id]);
+	});
+
+	it("treats % and _ as plain characters", async () => {
+		const t = tag();
+		const pct = await createKey({ name: `pct-${t}-100%_off` });
+		await createKey({ name: `pct-${t}-100xyoff` });
+		const found = await list(`?name=${encodeURIComponent(`${t}-100%_`)}`);
+		expect(found.data.map((k) => k.id)).toEqual([pct.id]);
+		expect((await list(`?name=${encodeURIComponent("%")}&limit=1000`)).data.every((k) => k.name.includes("%"))).toBe(true);
+	});
+
+	it("pages a filtered list with next_cursor", async () => {
+		const t = tag();
+		const ids: string[] = [];
+		for (let i = 0; i < 3; i++) ids.push((await createKey({ name: `paged-${t}-${i}` })).id);
+		const first = await list(`?name=paged-${t}&limit=2`);
+		expect(first.data).toHaveLength(2);
+		expect(first.next_cursor).not.toBeNull();
+		const second = await list(`?name=paged-${t}&limit=2&cursor=${encodeURIComponent(first.next_cursor ?? "")}`);
+		expect(second.next_cursor).toBeNull();
+		expect([...first.data, ...second.data].map((k) => k.id)).toEqual(ids.reverse());
+	});
+
+	it("lists every key for an empty name", async () => {
+		const k = await createKey({ name: `empty-${tag()}` });
+		const all = await list("?name=&limit=1");
+		expect(all.data.map((x) => x.id)).toEqual([k.id]);
+	});
+
+	it("answers 400 naming 'name' for a name too long or with a line break", async () => {
+		for (const bad of ["x".repeat(201), "a\nb", "tab\there"]) {
+			const res = await admin(`/keys?name=${encodeURIComponent(bad)}`);
+			const body = (await res.json()) as { error: { param: string; type: string } };
+			expect(res.status).toBe(400);
+			expect(body.error).toMatchObject({ param: "name", type: "invalid_request_error" });
+		}
+	});
+});
+
+describe("GET /admin/keys balances", () => {
+	it("shows each key's balance, spend and holds as GET /admin/keys/{id} does", async () => {
+		const t = tag();
+		const rich = await createKey({ name: `bal-${t}-rich`, balance_usd: 7.25 });
+		const poor = await createKey({ name: `bal-${t}-poor`, balance_usd: 0 });
+		const res = await chat(rich.key, { model: "test/ok", messages: [{ role: "user", content: "hello" }] });
+		expect(res.status).toBe(200);
+		await res.text();
+		// Settlement runs under waitUntil after the answer.
+		const listed = await waitFor(async () => {
+			const page = await list(`?name=bal-${t}`);
+			const r = page.data.find((k) => k.id === rich.id);
+			return r && (r.spent_usd ?? 0) > 0 ? page : null;
+		});
+		const byId = new Map(listed.data.map((k) => [k.id, k]));
+		const one = (await (await admin(`/keys/${rich.id}`)).json()) as ListedKey;
+		expect(byId.get(rich.id)).toMatchObject({
+			balance_usd: one.balance_usd,
+			spent_usd: one.spent_usd,
+			held_usd: 0,
+			open_holds: 0,
+		});
+		expect(one.balance_usd).toBeCloseTo(7.25 - (one.spent_usd ?? 0), 9);
+		expect(byId.get(poor.id)).toMatchObject({ balance_usd: 0, spent_usd: 0, held_usd: 0, open_holds: 0 });
+	});
+
+	it("shows the new balance after a top-up", async () => {
+		const k = await createKey({ name: `topup-${tag()}`, balance_usd: 1 });
+		const credit = await admin(`/keys/${k.id}/credits`, { method: "POST", body: JSON.stringify({ amount_usd: 2.5 }) });
+		expect(credit.status).toBe(200);
+		const [row] = (await list(`?name=${encodeURIComponent(`topup-`)}&limit=1`)).data;
+		expect(row).toMatchObject({ id: k.id, balance_usd: 3.5 });
+	});
+});
+
+describe("the console page", () => {
+	it("serves /admin and /admin/ without a token, under a strict Content-Security-Policy", async () => {
+		for (const path of ["/admin", "/admin/"]) {
+			const res = await gw(path);
+			expect(res.status).toBe(200);
+			expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+			const csp = res.headers.get("content-security-policy") ?? "";
+			expect(csp).toContain("default-src 'none'");
+			expect(csp).toContain("script-src 'self'");
+			expect(csp).toContain("frame-ancestors 'none'");
+			expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+			expect(res.headers.get("referrer-policy")).toBe("no-referrer");
+			const html = await res.text();
+			expect(html).toContain('<script type="module" src="/admin/js/app.js"></script>');
+			// No inline script or style: the CSP would block them.
+			expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);
+			expect(html).not.toMatch(/<style|\sstyle=/);
+		}
+	});
+
+	it("serves its script and style, and nothing else, without a token", async () => {
+		const js = await gw("/admin/js/app.js");
+		expect(js.status).toBe(200);
+		expect(js.headers.get("content-type")).toMatch(/javascript/);
+		expect(js.headers.get("content-security-policy")).toContain("default-src 'none'");
+		await js.text();
+		const css = await gw("/admin/console.css");
+		expect(css.status).toBe(200);
+		expect(css.headers.get("content-type")).toMatch(/^text\/css/);
+		await css.text();
+		for (const path of ["/admin/js/nope.js", "/admin/index.html", "/console.css", "/js/app.js"]) {
+			const res = await gw(path);
+			expect(res.status, path).not.toBe(200);
+			await res.text();
+		}
+	});
+
+	it("still guards the admin API", async () => {
+		const res = await gw("/admin/keys");
+		expect(res.status).toBe(401);
+		await res.text();
+	});
+});
+
+describe("GET /admin/keys/{id}/credits", () => {
+	interface Credit {
+		amount_usd: number;
+		balance_usd: number;
+		note: string | null;
+		created_at: number;
+	}
+	const credits = async (id: string, query = "") => {
+		const res = await admin(`/keys/${id}/credits${query}`);
+		expect(res.status, await res.clone().text()).toBe(200);
+		return ((await res.json()) as { object: string; data: Credit[] }).data;
+	};
+	const credit = (id: string, amount_usd: number, note: string, idem: string) =>
+		admin(`/keys/${id}/credits`, {
+			method: "POST",
+			headers: { "idempotency-key": idem },
+			body: JSON.stringify({ amount_usd, note }),
+		});
+
+	it("lists the initial balance, top-ups and debits, newest first, each once", async () => {
+		const k = await createKey({ balance_usd: 5 });
+		const idem = `t-${tag()}`;
+		expect((await credit(k.id, 2.5, "top-up", idem)).status).toBe(200);
+		// A replay of the same top-up is not a second line.
+		expect((await credit(k.id, 2.5, "top-up", idem)).status).toBe(200);
+		expect((await credit(k.id, -1.25, "refund", `t-${tag()}`)).status).toBe(200);
+		const data = await credits(k.id);
+		expect(data.map((c) => [c.amount_usd, c.balance_usd, c.note])).toEqual([
+			[-1.25, 6.25, "refund"],
+			[2.5, 7.5, "top-up"],
+			[5, 5, "initial balance"],
+		]);
+		for (const c of data) expect(Number.isInteger(c.created_at)).toBe(true);
+		expect((await credits(k.id, "?limit=1")).map((c) => c.note)).toEqual(["refund"]);
+	});
+
+	it("is a 404 for an unknown key and a 400 for a bad limit", async () => {
+		expect((await admin("/keys/key_nope/credits")).status).toBe(404);
+		const k = await createKey({ balance_usd: 1 });
+		const bad = await admin(`/keys/${k.id}/credits?limit=0`);
+		expect(bad.status).toBe(400);
+		expect(((await bad.json()) as { error: { param: string } }).error.param).toBe("limit");
+	});
+});
