@@ -64,6 +64,8 @@ export default defineConfig({
 		// Test files mostly wait (engine timeouts, paced streams), so Vitest's default of one file
 		// per core but one is too few on a small machine: at least two at once.
 		maxWorkers: Math.max(2, availableParallelism() - 1),
+		// Every request writes its JSON log line (src/observability): shown for failed tests only.
+		silent: "passed-only",
 		projects: [
 			{
 				// Pure modules with plain data, in Node: no runtime, no bindings.

@@ -9,9 +9,7 @@ import type { LedgerConfig } from "../config";
 import { randomId } from "../ids";
 import {
 	ALLOWANCE_HOLDS,
-	adoptAt,
 	adopted,
-	adoptLeadMs,
 	GRANT_BACKOFF_MS,
 	idleReleaseMs,
 	isStale,
@@ -24,7 +22,7 @@ import {
 	take,
 	warmedUp,
 } from "./allowance";
-import type { KeyLedger } from "./key-ledger";
+import { type AllowanceTicket, adoptNow as adoptWith, type Stub, scheduleAdopt } from "./allowance-adopt";
 import type { AllowanceState, SettleResult } from "./ledger-types";
 
 /** What a request needs to use allowances: the config's `ledger` block and its own `waitUntil`. */
@@ -33,20 +31,11 @@ export interface EdgeContext {
 	waitUntil: (p: Promise<unknown>) => void;
 }
 
-type Stub = () => DurableObjectStub<KeyLedger>;
+export { type AllowanceTicket, beforeSettle } from "./allowance-adopt";
 
-/** A request's take from its isolate's allowance, kept on its RequestContext (never shared). */
-export interface AllowanceTicket {
-	keyId: string;
-	requestId: string;
-	allowanceId: string;
-	hold: number;
-	/** The hold moved into the ledger (the request outlived its allowance): settlement gives nothing back. */
-	adopted: boolean;
-	/** Settlement has been accounted for. */
-	done: boolean;
-	timer?: ReturnType<typeof setTimeout>;
-	adopting?: Promise<void>;
+/** Adopts now (the request's keep-alive calls this when the timer could not); retried once. */
+export function adoptNow(ledger: Stub, ticket: AllowanceTicket): Promise<void> {
+	return adoptWith(ledger, ticket, onAdopted);
 }
 
 const allowances = new Map<string, LocalAllowance>();
@@ -61,6 +50,13 @@ const RECENT_KEYS = 10_000;
 
 /** What this isolate did, for tests and the benchmark rig. */
 export const allowanceCounters = { taken: 0, grants: 0, refills: 0, refused: 0, adopted: 0, dropped: 0, released: 0 };
+
+/** A running request moved its hold into the ledger: it no longer counts against its allowance. */
+function onAdopted(ticket: AllowanceTicket): void {
+	allowanceCounters.adopted++;
+	const a = allowances.get(ticket.keyId);
+	if (a?.id === ticket.allowanceId) adopted(a, ticket.hold);
+}
 
 /** Only for tests: whether idle allowances are given back (tests that look at an allowance between requests turn it off). */
 export const allowanceTuning = { idleRelease: true };
@@ -97,7 +93,7 @@ export function takeLocal(
 	allowanceCounters.taken++;
 	const ticket: AllowanceTicket = { keyId, requestId, allowanceId: a.id, hold, adopted: false, done: false };
 	if (needsRefill(a, now)) refill(ledger, keyId, a, edge, now);
-	scheduleAdopt(ledger, ticket, a, now);
+	scheduleAdopt(ledger, ticket, a, now, () => allowances.get(ticket.keyId), onAdopted);
 	return { ticket, balanceNanos: a.lastBalance };
 }
 
@@ -216,67 +212,6 @@ function drop(ledger: Stub, keyId: string, a: LocalAllowance, state: AllowanceSt
 			.release({ allowanceId: a.id, keepNanos: keep })
 			.catch((err) => console.warn(`releasing allowance ${a.id} failed (it expires on its own)`, err)),
 	);
-}
-
-/**
- * A request still running near its allowance's expiry moves its hold into the ledger (adopt), so
- * it stays covered like any held request; a refill that extended the allowance meanwhile moves
- * the moment later.
- */
-function scheduleAdopt(ledger: Stub, ticket: AllowanceTicket, a: LocalAllowance, now: number): void {
-	const arm = (at: number, from: number) => {
-		ticket.timer = setTimeout(
-			() => {
-				ticket.timer = undefined;
-				if (ticket.done || ticket.adopted) return;
-				const current = allowances.get(ticket.keyId);
-				const t = Date.now();
-				if (current?.id === ticket.allowanceId && adoptAt(current) - t > adoptLeadMs(current.ttlMs)) {
-					arm(adoptAt(current), t);
-					return;
-				}
-				ticket.adopting ??= adopt(ledger, ticket, 2);
-			},
-			Math.max(0, at - from),
-		);
-	};
-	arm(adoptAt(a), now);
-}
-
-/** Adopts now (the request's keep-alive calls this when the timer could not); retried once. */
-export function adoptNow(ledger: Stub, ticket: AllowanceTicket): Promise<void> {
-	ticket.adopting ??= adopt(ledger, ticket, 2);
-	return ticket.adopting;
-}
-
-async function adopt(ledger: Stub, ticket: AllowanceTicket, attempts: number): Promise<void> {
-	for (let i = 0; i < attempts && !ticket.done; i++) {
-		try {
-			const r = await ledger().adopt({
-				allowanceId: ticket.allowanceId,
-				requestId: ticket.requestId,
-				holdNanos: ticket.hold,
-			});
-			if (r.adopted && !ticket.adopted) {
-				ticket.adopted = true;
-				allowanceCounters.adopted++;
-				const a = allowances.get(ticket.keyId);
-				if (a?.id === ticket.allowanceId) adopted(a, ticket.hold);
-			}
-			return;
-		} catch (err) {
-			console.warn(`adopting the hold of ${ticket.requestId} failed (attempt ${i + 1})`, err);
-		}
-	}
-	// Not adopted: the next keep-alive tries again.
-	ticket.adopting = undefined;
-}
-
-/** Before the settlement call: no adoption starts any more, and one under way finishes first. */
-export async function beforeSettle(ticket: AllowanceTicket): Promise<void> {
-	if (ticket.timer !== undefined) clearTimeout(ticket.timer);
-	ticket.timer = undefined;
-	if (ticket.adopting) await ticket.adopting.catch(() => undefined);
 }
 
 /**
