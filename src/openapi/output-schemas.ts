@@ -4,24 +4,8 @@
  * so there is nothing to generate them from. Engine answers pass through with extra fields, so
  * their objects allow more properties than listed; the gateway's own views list them all.
  */
-type Json = Record<string, unknown>;
-
-const str = { type: "string" };
-const int = { type: "integer" };
-const num = { type: "number" };
-const bool = { type: "boolean" };
-const nullable = (type: string) => ({ type: [type, "null"] });
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const strings = { type: "array", items: str };
-const nullableStrings = { type: ["array", "null"], items: str };
-
-function obj(properties: Record<string, unknown>, open = false, required = Object.keys(properties)): Json {
-	return { type: "object", required, properties, additionalProperties: open };
-}
-
-function list(item: Json | { $ref: string }, extra: Record<string, unknown> = {}): Json {
-	return obj({ object: { const: "list" }, data: { type: "array", items: item }, ...extra });
-}
+import { bool, int, type Json, list, nullable, nullableStrings, num, obj, ref, str, strings } from "./json-schema";
+import { usageSchemas } from "./usage-schemas";
 
 const usage = obj({ prompt_tokens: int, completion_tokens: int, total_tokens: int }, true, [
 	"prompt_tokens",
@@ -66,23 +50,6 @@ const listedBalanceFields = {
 };
 
 const adminKeyFields = { ...keyFields, metadata: { type: ["object", "null"], additionalProperties: str } };
-
-const usageRecord = obj({
-	request_id: str,
-	key_id: str,
-	model: { type: "string", description: "The model that served." },
-	requested_model: { type: "string", description: "The model the request named (differs after a fallback)." },
-	node: nullable("string"),
-	prompt_tokens: int,
-	completion_tokens: int,
-	total_tokens: int,
-	cost_usd: num,
-	cost_nanos: int,
-	status: str,
-	estimated: { type: "boolean", description: "Usage was the gateway's estimate, not the engine's count." },
-	search_count: int,
-	created_at: int,
-});
 
 const model = obj(
 	{
@@ -282,42 +249,7 @@ export function outputSchemas(): Record<string, Json> {
 			balance_usd: num,
 			applied: { type: "boolean", description: "false: an Idempotency-Key replay of an earlier credit." },
 		}),
-		CreditHistory: list(
-			obj({
-				amount_usd: { type: "number", description: "Credited (negative: taken back)." },
-				balance_usd: { type: "number", description: "The balance right after this credit." },
-				note: nullable("string"),
-				created_at: { type: "integer", description: "Unix seconds." },
-			}),
-		),
-		UsageRecord: usageRecord,
-		UsageList: list(ref("UsageRecord"), { next_cursor: nullable("string") }),
-		UsageSummary: obj({
-			object: { const: "list" },
-			granularity: { type: "string", enum: ["hour", "day"] },
-			group_by: { type: ["string", "null"], enum: ["model", "key", null] },
-			since: { type: "string", format: "date-time", description: "The window's start, rounded down to the granularity." },
-			until: { type: "string", format: "date-time", description: "The window's end (exclusive), rounded up." },
-			data: {
-				type: "array",
-				items: obj(
-					{
-						period: { type: "string", format: "date-time", description: "The bucket's start (UTC)." },
-						model: { type: "string", description: "With `group_by=model`." },
-						key_id: { type: "string", description: "With `group_by=key`: the paying key." },
-						requests: int,
-						prompt_tokens: int,
-						completion_tokens: int,
-						total_tokens: int,
-						cost_usd: num,
-						cost_nanos: int,
-						search_count: int,
-					},
-					false,
-					["period", "requests", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "cost_nanos", "search_count"],
-				),
-			},
-		}),
+		...usageSchemas(),
 		NodeList: list(nodeRow),
 		ServiceInfo: obj({ name: str, docs: str }, true),
 		Health: obj({ ok: { const: true } }),
