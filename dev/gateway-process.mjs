@@ -34,7 +34,18 @@ async function waitUntilUp(url, child, timeoutMs) {
  * Starts `wrangler dev`. `vars` are passed with --var (they override wrangler.toml and .dev.vars).
  * Resolves once /healthz answers; `close()` stops it.
  */
-export async function startGateway({ port = 8787, persistTo, vars = {}, quiet = true, timeoutMs = 60_000 } = {}) {
+/**
+ * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (README "Logs"), one per
+ * line as wrangler relays them, and nothing else of wrangler's output.
+ */
+export async function startGateway({
+	port = 8787,
+	persistTo,
+	vars = {},
+	quiet = true,
+	echoLogs = false,
+	timeoutMs = 60_000,
+} = {}) {
 	applyMigrations({ persistTo, quiet });
 	const args = ["dev", "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
 	if (persistTo) args.push("--persist-to", persistTo);
@@ -46,7 +57,16 @@ export async function startGateway({ port = 8787, persistTo, vars = {}, quiet = 
 		if (log.length > 200_000) log = log.slice(-100_000);
 		if (!quiet) process.stdout.write(d);
 	};
-	child.stdout.on("data", collect);
+	let partial = "";
+	const echo = (d) => {
+		const lines = (partial + d).split("\n");
+		partial = lines.pop() ?? "";
+		for (const line of lines) if (line.startsWith("{")) process.stdout.write(`${line}\n`);
+	};
+	child.stdout.on("data", (d) => {
+		collect(d);
+		if (quiet && echoLogs) echo(String(d));
+	});
 	child.stderr.on("data", collect);
 	const url = `http://127.0.0.1:${port}`;
 	try {

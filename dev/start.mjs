@@ -57,7 +57,7 @@ if (names.length) {
 	vars.GATEWAY_CONFIG = JSON.stringify(await fleetConfig(names));
 }
 console.log("starting the gateway (wrangler dev)…");
-const gateway = await startGateway({ port: GATEWAY_PORT, quiet: true, timeoutMs: 120_000, vars });
+const gateway = await startGateway({ port: GATEWAY_PORT, quiet: true, echoLogs: true, timeoutMs: 120_000, vars });
 
 const res = await fetch(`${gateway.url}/admin/keys`, {
 	method: "POST",

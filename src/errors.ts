@@ -90,6 +90,13 @@ function describe(err: GatewayError): Described {
 	}
 }
 
+/** Messages quote what the client sent (an unknown model or key id): quoted at most this long. */
+export const MAX_ERROR_MESSAGE_CHARS = 2_000;
+
+function bounded(message: string): string {
+	return message.length <= MAX_ERROR_MESSAGE_CHARS ? message : `${message.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…`;
+}
+
 /** The OpenAI-shaped body and status for any thrown value. 5xx messages stay generic unless the kind says otherwise. */
 export function toErrorResponse(err: unknown): { status: number; body: OpenAIErrorBody; headers: Record<string, string> } {
 	const ge = err instanceof GatewayError ? err : new GatewayError("internal", "Internal error", { cause: err });
@@ -99,7 +106,7 @@ export function toErrorResponse(err: unknown): { status: number; body: OpenAIErr
 		headers: ge.options.headers ?? {},
 		body: {
 			error: {
-				message: ge.message,
+				message: bounded(ge.message),
 				type: d.type,
 				param: ge.options.param ?? null,
 				code: d.code,

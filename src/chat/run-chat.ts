@@ -177,7 +177,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		);
 		// The settlement promise is already under waitUntil, so this runs even if the client goes away.
 		void done.then((end) => {
-			logStreamEnd(requestId, answer.node, end);
+			logStreamEnd(requestId, answer.node, end, clientSignal.aborted);
 			const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
 			return settle(outcome, searchNanos);
 		});
@@ -235,10 +235,11 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 }
 
 /** Why a stream did not complete, for the operator (the client only sees a generic frame). */
-function logStreamEnd(requestId: string, node: string, end: StreamEnd): void {
+function logStreamEnd(requestId: string, node: string, end: StreamEnd, clientGone: boolean): void {
 	if (end.usageOutOfBounds)
 		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(node) });
-	if (end.status !== "engine_error") return;
+	// A client that left breaks the upstream read too: that is not the engine failing.
+	if (end.status !== "engine_error" || clientGone) return;
 	const cause = end.error ? `${end.error.message}${end.error.code ? ` (code ${end.error.code})` : ""}` : "unknown";
 	logEvent("warn", `engine failed mid-stream${end.idleTimedOut ? " (idle timeout)" : ""}`, {
 		request_id: requestId,

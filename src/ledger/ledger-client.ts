@@ -1,6 +1,7 @@
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
 import { errorText, logEvent } from "../observability/log-event";
+import { nodeLabel } from "../routing/node-label";
 import type { Outcome } from "../types";
 import {
 	type AllowanceTicket,
@@ -173,9 +174,10 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 		...(req.allowance ? { allowanceId: req.allowance.allowanceId } : {}),
 		record: {
 			key_id: req.payerKeyId,
-			model: req.requestedModel,
+			// The catalog model that served and was priced (no `:online`: search is its own field).
+			model: req.model.id,
 			requested_model: req.fallbackFrom ?? req.requestedModel,
-			node: outcome.node,
+			node: outcome.node === null ? null : nodeLabel(outcome.node),
 			prompt_tokens: outcome.usage.prompt_tokens,
 			completion_tokens: outcome.usage.completion_tokens,
 			status: outcome.status,

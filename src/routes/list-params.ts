@@ -23,11 +23,20 @@ export function intParam(v: string | undefined, name: string, fallback: number, 
 	return Math.min(n, max);
 }
 
-/** `since`: unix seconds or an ISO 8601 date, as unix milliseconds. */
-export function sinceParam(raw: string | undefined): number | undefined {
+/** ISO 8601 as the admin API reads it: a date, optionally a time (minutes or seconds, fractions) and a zone. */
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
+
+/** Unix seconds or an ISO 8601 date, as unix milliseconds; undefined for anything else. */
+export function parseTime(raw: string): number | undefined {
+	const ms = /^\d{1,15}$/.test(raw) ? Number(raw) * 1000 : ISO_8601.test(raw) ? Date.parse(raw) : Number.NaN;
+	return Number.isSafeInteger(ms) && ms >= 0 ? ms : undefined;
+}
+
+/** A time query parameter (`since`, `until`): absent, or unix seconds or an ISO 8601 date, as unix ms; else a 400 naming it. */
+export function timeParam(raw: string | undefined, name: string): number | undefined {
 	if (raw === undefined) return undefined;
-	const since = /^\d+$/.test(raw) ? Number(raw) * 1000 : Date.parse(raw);
-	if (!Number.isSafeInteger(since))
-		throw new GatewayError("invalid_request", "'since' must be unix seconds or an ISO 8601 date.", { param: "since" });
-	return since;
+	const ms = parseTime(raw);
+	if (ms === undefined)
+		throw new GatewayError("invalid_request", `'${name}' must be unix seconds or an ISO 8601 date.`, { param: name });
+	return ms;
 }

@@ -9,21 +9,7 @@ import { DAY_MS, type Granularity, HOUR_MS, type SummaryRow, usageRollups } from
 import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
 import { nanosToUsd } from "../ledger/pricing";
-
-/** `since`/`until` as `GET /admin/usage` reads them: unix seconds or an ISO 8601 date; unix ms, or undefined when not parseable. */
-export function parseTime(raw: string): number | undefined {
-	const ms = /^\d+$/.test(raw) ? Number(raw) * 1000 : Date.parse(raw);
-	return Number.isSafeInteger(ms) ? ms : undefined;
-}
-
-/** A time query parameter (`since`, `until`): absent, or unix seconds or an ISO 8601 date, as unix ms. */
-export function timeParam(raw: string | undefined, name: string): number | undefined {
-	if (raw === undefined) return undefined;
-	const ms = parseTime(raw);
-	if (ms === undefined)
-		throw new GatewayError("invalid_request", `'${name}' must be unix seconds or an ISO 8601 date.`, { param: name });
-	return ms;
-}
+import { parseTime, timeParam } from "./list-params";
 
 const time = (what: string) =>
 	z

@@ -2,8 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "../app-env";
 import { encodePageCursor, pageOf } from "../db/page-cursor";
 import { usageStore } from "../db/usage";
-import { cursorParam, intParam, sinceParam } from "./list-params";
-import { timeParam } from "./usage-summary";
+import { cursorParam, intParam, timeParam } from "./list-params";
 import { usageView } from "./views";
 
 export { usageSummary } from "./usage-summary";
@@ -13,7 +12,7 @@ export async function listUsage(c: Context<AppEnv>): Promise<Response> {
 	const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
 	const keyId = c.req.query("key_id") || undefined;
 	const model = c.req.query("model") || undefined;
-	const since = sinceParam(c.req.query("since"));
+	const since = timeParam(c.req.query("since"), "since");
 	const until = timeParam(c.req.query("until"), "until");
 	const before = cursorParam(c.req.query("cursor"));
 	const rows = await usageStore(c.env.DB).list({ keyId, model, since, until, before, limit: limit + 1 });

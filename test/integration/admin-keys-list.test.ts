@@ -202,3 +202,16 @@ describe("GET /admin/keys/{id}/credits", () => {
 		expect(((await bad.json()) as { error: { param: string } }).error.param).toBe("limit");
 	});
 });
+
+describe("key names stay readable", () => {
+	it("refuses bidirectional controls and zero-width characters in a name, naming the field", async () => {
+		for (const name of ["\u202Egnp.exe", "a\u200Bb", "x\u2066y\u2069", "\uFEFFkey"]) {
+			const res = await admin("/keys", { method: "POST", body: JSON.stringify({ name }) });
+			expect(res.status, JSON.stringify(name)).toBe(400);
+			expect(((await res.json()) as { error: { param: string } }).error.param).toBe("name");
+		}
+		const k = await createKey({ name: `plain-${tag()}` });
+		const patched = await admin(`/keys/${k.id}`, { method: "PATCH", body: JSON.stringify({ name: "evil\u202E" }) });
+		expect(patched.status).toBe(400);
+	});
+});

@@ -254,12 +254,19 @@ describe("web search", () => {
 		const ledger = env.LEDGER.get(env.LEDGER.idFromName(id));
 		await runDurableObjectAlarm(ledger);
 		const rows = await waitFor(async () => {
-			const r = await env.DB.prepare("SELECT search_count, cost_nanos FROM usage_records WHERE key_id = ? ORDER BY search_count")
+			const r = await env.DB.prepare(
+				"SELECT search_count, cost_nanos, model, requested_model FROM usage_records WHERE key_id = ? ORDER BY search_count",
+			)
 				.bind(id)
 				.all();
 			return r.results.length === 2 ? r.results : null;
 		});
 		expect(rows.map((r) => r.search_count)).toEqual([0, 1]);
 		expect(rows[1]?.cost_nanos).toBe(expectedNanos);
+		// One model, whatever the suffix: the record names the catalog model, the request keeps what was sent.
+		expect(rows.map((r) => [r.model, r.requested_model])).toEqual([
+			["test/ok", "test/ok"],
+			["test/ok", "test/ok:online"],
+		]);
 	});
 });

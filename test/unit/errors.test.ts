@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type ErrorKind, GatewayError, toErrorFrame, toErrorResponse } from "../../src/errors";
+import { type ErrorKind, GatewayError, MAX_ERROR_MESSAGE_CHARS, toErrorFrame, toErrorResponse } from "../../src/errors";
 
 describe("toErrorResponse", () => {
 	it.each<[ErrorKind, number, string]>([
@@ -110,5 +110,21 @@ describe("toErrorFrame", () => {
 		expect(JSON.parse(frame.slice("data: ".length))).toEqual({
 			error: { message: "gone", type: "server_error", param: null, code: "upstream_unavailable" },
 		});
+	});
+});
+
+describe("error messages quoting client input", () => {
+	it("are bounded, however long the echoed id", () => {
+		const id = "m".repeat(3_000_000);
+		const { body, status } = toErrorResponse(
+			new GatewayError("model_not_found", `The model '${id}' does not exist or you do not have access to it.`, {
+				param: "model",
+			}),
+		);
+		expect(status).toBe(404);
+		expect(body.error.message.length).toBe(MAX_ERROR_MESSAGE_CHARS);
+		expect(body.error.message.startsWith("The model 'mmm")).toBe(true);
+		expect(body.error.message.endsWith("…")).toBe(true);
+		expect(body.error.param).toBe("model");
 	});
 });

@@ -3,15 +3,8 @@ import { z } from "zod";
 import { DAY_MS, HOUR_MS } from "../../src/db/usage-rollups";
 import { GatewayError } from "../../src/errors";
 import { newFlushId } from "../../src/ledger/outbox";
-import {
-	isoPeriod,
-	MAX_WINDOW_MS,
-	parseTime,
-	summaryRowView,
-	summaryWindow,
-	timeParam,
-	usageSummaryQuery,
-} from "../../src/routes/usage-summary";
+import { parseTime, timeParam } from "../../src/routes/list-params";
+import { isoPeriod, MAX_WINDOW_MS, summaryRowView, summaryWindow, usageSummaryQuery } from "../../src/routes/usage-summary";
 
 const T = Date.UTC(2026, 4, 10, 13, 25, 7); // 2026-05-10T13:25:07Z
 
@@ -32,6 +25,10 @@ describe("summary time parameters", () => {
 		expect(parseTime("2026-05-10")).toBe(Date.UTC(2026, 4, 10));
 		expect(parseTime("yesterday")).toBeUndefined();
 		expect(parseTime("")).toBeUndefined();
+		// Only unix seconds and ISO 8601: not whatever Date.parse happens to read.
+		expect(parseTime("-1")).toBeUndefined();
+		expect(parseTime("May 5 2026")).toBeUndefined();
+		expect(parseTime("1e9")).toBeUndefined();
 	});
 
 	it("names the parameter that does not parse", () => {

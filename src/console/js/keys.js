@@ -34,6 +34,9 @@ function limitsOf(k) {
 
 const money = (value, field) => h("td", { class: "num", dataset: { field, usd: value ?? "" } }, usd(value));
 
+/** A name inside a sentence, isolated (FSI … PDI) so no direction control in it can reorder the words around it. */
+const isolated = (name) => `\u2068${name}\u2069`;
+
 function row(k) {
 	const status = statusOf(k);
 	const name = k.name;
@@ -42,8 +45,12 @@ function row(k) {
 		{ dataset: { keyId: k.id } },
 		h(
 			"td",
-			{},
-			h("button", { type: "button", class: "link", title: "Usage of this key", onclick: () => app.openUsage(k) }, name),
+			{ class: "name" },
+			h(
+				"button",
+				{ type: "button", class: "link", dir: "auto", title: "Usage of this key", onclick: () => app.openUsage(k) },
+				name,
+			),
 		),
 		h("td", { class: "id" }, k.id),
 		money(k.balance_usd, "balance"),
@@ -158,7 +165,7 @@ let topUp = null;
 function openTopUp(k) {
 	topUp = { key: k, idempotencyKey: newIdempotencyKey() };
 	$("topup-form").reset();
-	$("topup-key").textContent = `${k.name} (${k.id}), balance ${usd(k.balance_usd)}`;
+	$("topup-key").textContent = `${isolated(k.name)} (${k.id}), balance ${usd(k.balance_usd)}`;
 	$("topup-dialog").showModal();
 	$("topup-amount").focus();
 }
@@ -220,9 +227,12 @@ async function submitScopes() {
 			max_tokens: num($("scopes-max").value),
 			spend_limit_usd: num($("scopes-spend").value),
 			spend_limit_period: $("scopes-period").value || null,
-			// datetime-local has no zone: the console reads and writes it as UTC.
-			expires_at: expires ? Math.floor(Date.parse(`${expires}Z`) / 1000) : null,
 		});
+		// datetime-local has no zone and no seconds: the console reads and writes it as UTC, and
+		// sends it only when it was changed, so saving other fields never moves the expiry.
+		if (expires !== localIso(k.expires_at)) {
+			body.expires_at = expires ? Math.floor(Date.parse(`${expires}Z`) / 1000) : null;
+		}
 	}
 	await api(`/keys/${encodeURIComponent(k.id)}`, { method: "PATCH", body });
 	$("scopes-dialog").close();
@@ -235,7 +245,8 @@ let revoking = null;
 
 function openRevoke(k) {
 	revoking = k;
-	$("revoke-text").textContent = `Revoke ${k.name} (${k.id})? Requests with it are refused from now on. This cannot be undone.`;
+	$("revoke-text").textContent =
+		`Revoke ${isolated(k.name)} (${k.id})? Requests with it are refused from now on. This cannot be undone.`;
 	$("revoke-dialog").showModal();
 	$("revoke-dialog").querySelector("[data-close]").focus();
 }
@@ -245,14 +256,14 @@ async function submitRevoke() {
 	await api(`/keys/${encodeURIComponent(k.id)}`, { method: "DELETE" });
 	$("revoke-dialog").close();
 	await refreshRow(k.id);
-	app.say(`${k.name} is revoked.`, "ok");
+	app.say(`${isolated(k.name)} is revoked.`, "ok");
 }
 
 // Credit history: GET /admin/keys/{id}/credits, newest first.
 async function openCredits(k) {
 	const tbody = $("credits-table").tBodies[0];
 	tbody.replaceChildren();
-	$("credits-key").textContent = `${k.name} (${k.id})`;
+	$("credits-key").textContent = `${isolated(k.name)} (${k.id})`;
 	$("credits-empty").hidden = true;
 	$("credits-dialog").showModal();
 	try {
