@@ -43,6 +43,9 @@ const allowances = new Map<string, LocalAllowance>();
 const granting = new Map<string, number>();
 /** The ledger refused a grant for this key: not before this time. */
 const backoff = new Map<string, number>();
+/** Allowances no longer used that requests still run on, by id (retire); at most RETIRED_MAX. */
+const retired = new Map<string, LocalAllowance>();
+const RETIRED_MAX = 1_000;
 /** Recent eligible synchronous requests per key (times), for the warm-up before a first grant. */
 const recent = new Map<string, number[]>();
 /** Keys remembered in `recent` at most (an isolate sees many keys; the map must stay small). */
@@ -56,6 +59,8 @@ function onAdopted(ticket: AllowanceTicket): void {
 	allowanceCounters.adopted++;
 	const a = allowances.get(ticket.keyId);
 	if (a?.id === ticket.allowanceId) adopted(a, ticket.hold);
+	const r = retired.get(ticket.allowanceId);
+	if (r) adopted(r, ticket.hold);
 }
 
 /** Only for tests: whether idle allowances are given back (tests that look at an allowance between requests turn it off). */
@@ -67,6 +72,7 @@ export function forgetAllowances(): void {
 	granting.clear();
 	backoff.clear();
 	recent.clear();
+	retired.clear();
 	for (const k of Object.keys(allowanceCounters)) allowanceCounters[k as keyof typeof allowanceCounters] = 0;
 }
 
@@ -139,8 +145,10 @@ export function afterSyncHold(
 			})
 			.then((g) => {
 				if (!g.ok) return refused(keyId, now);
-				// A stale allowance this replaces keeps its reservation until it expires; its running requests adopt or settle.
+				// A stale allowance this replaces is retired: what its running requests do not need goes back now, the rest as they settle.
+				const old = allowances.get(keyId);
 				allowances.set(keyId, startAllowance(id, g, now, target));
+				if (old) retire(ledger, old, edge);
 			})
 			.catch((err) => console.warn(`allowance grant for ${keyId} failed`, err))
 			.finally(() => granting.delete(keyId)),
@@ -206,12 +214,39 @@ function drop(ledger: Stub, keyId: string, a: LocalAllowance, state: AllowanceSt
 	allowances.delete(keyId);
 	allowanceCounters.dropped++;
 	if (state === "gone") return;
+	retire(ledger, a, edge);
+}
+
+/**
+ * Stops using an allowance the ledger still has: it shrinks to what the requests running on it
+ * took, and once the last of them has settled (settleRetired) the rest, what their holds did not
+ * use, is given back too, instead of staying reserved until the allowance expires.
+ */
+function retire(ledger: Stub, a: LocalAllowance, edge: EdgeContext): void {
 	const keep = a.inFlight;
+	if (keep > 0) {
+		if (retired.size >= RETIRED_MAX) retired.clear();
+		retired.set(a.id, a);
+	}
+	release(ledger, a.id, keep, edge);
+}
+
+function release(ledger: Stub, allowanceId: string, keepNanos: number, edge: EdgeContext): void {
 	edge.waitUntil(
 		ledger()
-			.release({ allowanceId: a.id, keepNanos: keep })
-			.catch((err) => console.warn(`releasing allowance ${a.id} failed (it expires on its own)`, err)),
+			.release({ allowanceId, keepNanos })
+			.catch((err) => console.warn(`releasing allowance ${allowanceId} failed (it expires on its own)`, err)),
 	);
+}
+
+/** A request of a retired allowance settled: when it was the last one running, the allowance is given back in full. */
+function settleRetired(ledger: Stub, ticket: AllowanceTicket, edge: EdgeContext | undefined): void {
+	const r = retired.get(ticket.allowanceId);
+	if (!r) return;
+	if (!ticket.adopted) r.inFlight = Math.max(0, r.inFlight - ticket.hold);
+	if (r.inFlight > 0) return;
+	retired.delete(r.id);
+	if (edge) release(ledger, r.id, 0, edge);
 }
 
 /**
@@ -230,7 +265,10 @@ export function afterSettle(
 	ticket.done = true;
 	if (ticket.timer !== undefined) clearTimeout(ticket.timer);
 	const a = allowances.get(ticket.keyId);
-	if (a?.id !== ticket.allowanceId) return;
+	if (a?.id !== ticket.allowanceId) {
+		settleRetired(ledger, ticket, edge);
+		return;
+	}
 	if (!ticket.adopted) settled(a, ticket.hold, cost, result !== null);
 	if (result) a.lastBalance = result.balanceNanos;
 	const state = result?.allowance;

@@ -145,8 +145,9 @@ export class KeyLedger extends DurableObject<Env> {
 		const st = this.load();
 		this.rememberKey(input.keyId);
 		const result = this.credits.apply(st, input);
-		// Credit taken back may leave less than the isolates reserved: they stop using their allowances at their next call.
-		if (result.applied && input.amountNanos < 0) this.allowances.revokeAll();
+		// Credit taken back (or refused for what is held) may leave less than the isolates reserved:
+		// they stop using their allowances at their next call and give back what they do not need.
+		if ((result.applied && input.amountNanos < 0) || result.refused === "held") this.allowances.revokeAll();
 		return result;
 	}
 

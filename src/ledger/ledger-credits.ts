@@ -38,6 +38,9 @@ export class LedgerCredits {
 		if (!Number.isSafeInteger(after) || (amount < 0 && after < 0)) {
 			return { balanceNanos: st.balance, applied: false, refused: amount < 0 ? "below_zero" : "too_large" };
 		}
+		// Nor may it take what running requests (and edge allowances) hold: their settlements would
+		// then take the balance below zero by more than one hold.
+		if (amount < 0 && after < st.held) return { balanceNanos: st.balance, applied: false, refused: "held", heldNanos: st.held };
 		this.transaction(() => {
 			this.sql.exec("INSERT INTO meta (k, v) VALUES ('balance', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", after);
 			this.sql.exec(

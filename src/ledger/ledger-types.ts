@@ -145,7 +145,9 @@ export interface CreditResult {
 	balanceNanos: number;
 	applied: boolean;
 	/** Set when nothing was applied because the balance would leave its range (below zero, or past 2^53 nanos). */
-	refused?: "below_zero" | "too_large" | "idempotency_mismatch";
+	refused?: "below_zero" | "held" | "too_large" | "idempotency_mismatch";
+	/** With `held`: what requests in flight and edge allowances hold. */
+	heldNanos?: number;
 }
 
 /**

@@ -97,6 +97,18 @@ function nameFilter(raw: string | undefined): string | undefined {
 	return raw;
 }
 
+/** The Idempotency-Key header of a credit: absent or blank is none; at most 255 characters. */
+function idempotencyKey(raw: string | undefined): string | undefined {
+	const key = raw?.trim();
+	if (!key) return undefined;
+	if (key.length > 255) {
+		throw new GatewayError("invalid_request", "The Idempotency-Key header must be at most 255 characters.", {
+			param: "Idempotency-Key",
+		});
+	}
+	return key;
+}
+
 /** Adds (or takes back) credit through the key's ledger, which refuses to leave the balance range. */
 async function applyCredit(env: Env, keyId: string, amountUsd: number, idempotencyKey: string, note?: string) {
 	const result = await ledgerFor(env, keyId).credit({ keyId, amountNanos: usdToNanos(amountUsd), idempotencyKey, note });
@@ -105,6 +117,13 @@ async function applyCredit(env: Env, keyId: string, amountUsd: number, idempoten
 			"invalid_request",
 			`Invalid value for 'amount_usd': the debit would take the balance below zero (it is $${nanosToUsd(result.balanceNanos)}).`,
 			{ param: "amount_usd", code: "balance_below_zero" },
+		);
+	}
+	if (result.refused === "held") {
+		throw new GatewayError(
+			"conflict",
+			`The debit would leave less than the $${nanosToUsd(result.heldNanos ?? 0)} held for requests in flight (balance $${nanosToUsd(result.balanceNanos)}); retry once they settle, within seconds.`,
+			{ param: "amount_usd", code: "balance_held" },
 		);
 	}
 	if (result.refused === "idempotency_mismatch") {
@@ -179,7 +198,8 @@ export const adminRoutes = new Hono<AppEnv>()
 	.post("/keys/:id/credits", targetKey, creditable, jsonBody(Credit), async (c) => {
 		const key = c.get("target");
 		const input = c.req.valid("json");
-		const idem = c.req.header("idempotency-key") ?? randomId("credit_");
+		// An empty header is no key: it would make every later credit sent with it a replay of the first.
+		const idem = idempotencyKey(c.req.header("idempotency-key")) ?? randomId("credit_");
 		const result = await applyCredit(c.env, key.id, input.amount_usd, `api:${idem}`, input.note);
 		return c.json({ id: key.id, balance_usd: nanosToUsd(result.balanceNanos), applied: result.applied });
 	})

@@ -194,6 +194,37 @@ describe("GET /admin/keys/{id}/credits", () => {
 		expect((await credits(k.id, "?limit=1")).map((c) => c.note)).toEqual(["refund"]);
 	});
 
+	it("treats an empty Idempotency-Key as none: every such credit applies", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		for (const amount of [1, 1, 2]) {
+			const res = await credit(k.id, amount, "blank key", "");
+			expect(res.status, await res.clone().text()).toBe(200);
+			expect(((await res.json()) as { applied: boolean }).applied).toBe(true);
+		}
+		expect((await credits(k.id)).map((c) => c.balance_usd)).toEqual([5, 3, 2, 1]);
+	});
+
+	it("refuses a debit that would take what running requests hold, then takes it once they settled", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const running = await chat(k.key, { model: "test/slow", stream: true, messages: [{ role: "user", content: "hi" }] });
+		expect(running.status).toBe(200);
+		const view = async () => (await (await admin(`/keys/${k.id}`)).json()) as { balance_usd: number; held_usd: number };
+		const during = await view();
+		expect(during.held_usd).toBeGreaterThan(0);
+		const refused = await credit(k.id, -(during.balance_usd - during.held_usd / 2), "too much", `t-${tag()}`);
+		expect(refused.status).toBe(409);
+		expect(((await refused.json()) as { error: { code: string; param: string } }).error).toMatchObject({
+			code: "balance_held",
+			param: "amount_usd",
+		});
+		await running.text();
+		await waitFor(async () => (await view()).held_usd === 0);
+		const after = await view();
+		const taken = await credit(k.id, -after.balance_usd, "all of it", `t-${tag()}`);
+		expect(taken.status, await taken.clone().text()).toBe(200);
+		expect((await view()).balance_usd).toBe(0);
+	});
+
 	it("is a 404 for an unknown key and a 400 for a bad limit", async () => {
 		expect((await admin("/keys/key_nope/credits")).status).toBe(404);
 		const k = await createKey({ balance_usd: 1 });
