@@ -11,6 +11,7 @@ import {
 	ALLOWANCE_HOLDS,
 	adopted,
 	GRANT_BACKOFF_MS,
+	grownTarget,
 	idleReleaseMs,
 	isStale,
 	type LocalAllowance,
@@ -119,9 +120,11 @@ export function afterSyncHold(
 	if ((backoff.get(keyId) ?? 0) > now) return;
 	const a = allowances.get(keyId);
 	if (a && !isStale(a, now)) {
-		// Too small for this request, or running low: top it up to this request's size.
-		a.targetNanos = Math.max(a.targetNanos, ALLOWANCE_HOLDS * hold);
-		if (a.remaining < hold || needsRefill(a, now)) refill(ledger, keyId, a, edge, now);
+		// Too small for this request (more run at once than it was sized for), or running low:
+		// grow it with the concurrency and top it up, one refill at a time.
+		a.targetNanos = grownTarget(a, hold);
+		const refilling = a.refillSince > 0 && now - a.refillSince < REFILL_STALE_MS;
+		if (!refilling && (a.remaining < hold || needsRefill(a, now))) refill(ledger, keyId, a, edge, now);
 		return;
 	}
 	const since = granting.get(keyId);
@@ -164,7 +167,7 @@ function refill(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContex
 			.grant({
 				keyId,
 				allowanceId: id,
-				holdNanos: Math.round(a.targetNanos / ALLOWANCE_HOLDS),
+				holdNanos: a.unitNanos,
 				wantNanos: a.targetNanos,
 				ttlMs: edge.ledger.allowance_ttl_ms,
 				minHeadroom: edge.ledger.allowance_min_headroom,

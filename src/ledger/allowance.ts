@@ -10,8 +10,10 @@
  * cost); an adoption moves a take out of the allowance altogether.
  */
 
-/** An allowance is sized for this many holds of the request that asked for it. */
+/** An allowance is sized for this many holds of the request that asked for it, at first. */
 export const ALLOWANCE_HOLDS = 10;
+/** It grows to cover twice what runs on it at once, up to this many holds. */
+export const MAX_ALLOWANCE_HOLDS = 100;
 /** A refill that has not answered after this long no longer blocks the next one. */
 export const REFILL_STALE_MS = 10_000;
 /** After the ledger refused a grant, this isolate does not ask again for this long. */
@@ -32,8 +34,10 @@ export interface LocalAllowance {
 	/** When it expires, by this isolate's clock: when the grant was sent plus its lifetime (never later than the ledger's expiry). */
 	expiresAt: number;
 	ttlMs: number;
-	/** The size refills aim for: ALLOWANCE_HOLDS × the hold of the request that asked. */
+	/** The size refills aim for: ALLOWANCE_HOLDS × the hold of the request that asked, grown with concurrency (grownTarget). */
 	targetNanos: number;
+	/** The hold it was sized for (the ledger's headroom counts in these). */
+	unitNanos: number;
 	/** The last balance the ledger reported (for `x-venym-balance-usd` on requests it serves). */
 	lastBalance: number;
 	/** When the running refill was sent (0: none runs). */
@@ -86,6 +90,7 @@ export function startAllowance(
 		expiresAt: sentAt + grant.ttlMs,
 		ttlMs: grant.ttlMs,
 		targetNanos,
+		unitNanos: Math.max(1, Math.round(targetNanos / ALLOWANCE_HOLDS)),
 		lastBalance: grant.balanceNanos,
 		refillSince: 0,
 		takes: 0,
@@ -104,6 +109,16 @@ export function take(a: LocalAllowance, hold: number, reserve: number, now: numb
 	a.inFlight += hold;
 	a.takes++;
 	return true;
+}
+
+/**
+ * The size to aim for when a request (holding `hold`) did not fit: enough for twice what runs on
+ * the allowance at once, so a steady level of concurrency is served without a ledger call before
+ * the engine; never below ALLOWANCE_HOLDS holds, never above MAX_ALLOWANCE_HOLDS.
+ */
+export function grownTarget(a: LocalAllowance, hold: number): number {
+	const wanted = Math.max(a.targetNanos, ALLOWANCE_HOLDS * hold, 2 * (a.inFlight + hold));
+	return Math.min(wanted, MAX_ALLOWANCE_HOLDS * Math.max(hold, a.unitNanos));
 }
 
 /** Whether a refill should start: below half its target, or past half its lifetime, and none running. */

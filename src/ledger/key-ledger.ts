@@ -80,7 +80,7 @@ export class KeyLedger extends DurableObject<Env> {
 		let released = 0;
 		let held = false;
 		let allowance: { used: number; state: AllowanceState } | undefined;
-		const applied = this.ctx.storage.transactionSync(() => {
+		const applied = this.transaction(() => {
 			// The insert is the idempotency check (a replay writes nothing) and puts the record in the outbox.
 			const record = {
 				...input.record,
@@ -200,7 +200,7 @@ export class KeyLedger extends DurableObject<Env> {
 			return { adopted: prior.hold !== null, allowance: this.allowances.state(input.allowanceId, now) };
 		}
 		const hold = Math.max(0, Math.round(input.holdNanos));
-		const { moved, expiresAt } = this.ctx.storage.transactionSync(() => {
+		const { moved, expiresAt } = this.transaction(() => {
 			const m = this.allowances.adopt(input, now);
 			return { moved: m, expiresAt: this.holds.insert(input.requestId, hold, now) };
 		});
@@ -221,7 +221,7 @@ export class KeyLedger extends DurableObject<Env> {
 	 */
 	revoke(input: RevokeInput): { allowancesRevoked: number } {
 		const now = input.now ?? Date.now();
-		return this.ctx.storage.transactionSync(() => this.allowances.revoke(this.load(), input, now));
+		return this.transaction(() => this.allowances.revoke(this.load(), input, now));
 	}
 
 	/** Voids expired holds and flushes the usage outbox to D1 (ledger-alarm.ts). */
@@ -254,6 +254,19 @@ export class KeyLedger extends DurableObject<Env> {
 		const st = this.load();
 		if (!input.period && input.scope === st.keyId) return { spentNanos: st.spent };
 		return { spentNanos: this.limits.spent(input.scope, input.period ?? "total", input.now ?? Date.now()) };
+	}
+
+	/**
+	 * A storage transaction that may change allowance rows: if it fails, what the ledger keeps of
+	 * them in memory is dropped (storage rolled back; they are read again).
+	 */
+	private transaction<T>(fn: () => T): T {
+		try {
+			return this.ctx.storage.transactionSync(fn);
+		} catch (err) {
+			this.allowances.forget();
+			throw err;
+		}
 	}
 
 	private rememberKey(keyId: string): void {

@@ -15,6 +15,9 @@ import type { AdoptInput, AllowanceState, GrantInput, GrantResult, LedgerState, 
 /** After an admin change (PATCH, DELETE), no allowance is granted for this long: the longest a key lookup stays cached (60 s at the edge + 10 s in an isolate), and a margin. */
 export const ALLOWANCE_PAUSE_MS = 75_000;
 
+/** Rows kept in memory at most (an isolate's allowance ids are fresh each time; old ones are rarely read again). */
+const MAX_KNOWN_ROWS = 10_000;
+
 type Row = {
 	amount: number;
 	expires_at: number;
@@ -22,7 +25,18 @@ type Row = {
 };
 
 export class LedgerAllowances {
+	/**
+	 * The rows read so far, kept equal to storage by every write below (null: known absent), so a
+	 * settlement needs no read. A transaction that fails after changing one calls `forget`.
+	 */
+	private readonly rows = new Map<string, Row | null>();
+
 	constructor(private readonly sql: SqlExec) {}
+
+	/** Drops what is known of the rows (after a failed transaction): they are read again. */
+	forget(): void {
+		this.rows.clear();
+	}
 
 	/**
 	 * Starts, or tops up and extends, an allowance. Refused while the key (or its ledger) is revoked,
@@ -62,6 +76,11 @@ export class LedgerAllowances {
 			unit,
 			expiresAt,
 		);
+		this.rows.set(input.allowanceId, {
+			amount: current + granted,
+			expires_at: Math.max(row?.expires_at ?? expiresAt, expiresAt),
+			revoked: row?.revoked ?? 0,
+		});
 		st.held += granted;
 		ensureAlarm(expiresAt);
 		return { ok: true, grantedNanos: granted, amountNanos: current + granted, ttlMs: ttl, balanceNanos: st.balance };
@@ -75,7 +94,10 @@ export class LedgerAllowances {
 		const row = this.row(id);
 		if (!row) return { used: 0, state: "gone" };
 		const used = Math.min(row.amount, cost);
-		if (used > 0) this.sql.exec("UPDATE allowances SET amount = amount - ? WHERE id = ?", used, id);
+		if (used > 0) {
+			this.sql.exec("UPDATE allowances SET amount = amount - ? WHERE id = ?", used, id);
+			row.amount -= used;
+		}
 		// The caller lowers `held` by `used` once its transaction has committed.
 		return { used, state: stateOf(row, now) };
 	}
@@ -88,7 +110,10 @@ export class LedgerAllowances {
 		const row = this.row(input.allowanceId);
 		if (!row) return { moved: 0, state: "gone" };
 		const moved = Math.min(row.amount, Math.max(0, Math.round(input.holdNanos)));
-		if (moved > 0) this.sql.exec("UPDATE allowances SET amount = amount - ? WHERE id = ?", moved, input.allowanceId);
+		if (moved > 0) {
+			this.sql.exec("UPDATE allowances SET amount = amount - ? WHERE id = ?", moved, input.allowanceId);
+			row.amount -= moved;
+		}
 		// The caller lowers `held` by `moved` (and adds the hold) once its transaction has committed.
 		return { moved, state: stateOf(row, now) };
 	}
@@ -101,6 +126,7 @@ export class LedgerAllowances {
 		if (row.amount <= keep) return;
 		this.sql.exec("UPDATE allowances SET amount = ? WHERE id = ?", keep, id);
 		st.held -= row.amount - keep;
+		row.amount = keep;
 	}
 
 	/**
@@ -127,14 +153,20 @@ export class LedgerAllowances {
 
 	/** Marks every allowance revoked: isolates stop using them at their next call. Their reservations stay until released or expired. */
 	revokeAll(): number {
-		return this.sql.exec("UPDATE allowances SET revoked = 1 WHERE revoked = 0").rowsWritten;
+		const revoked = this.sql.exec("UPDATE allowances SET revoked = 1 WHERE revoked = 0").rowsWritten;
+		for (const row of this.rows.values()) if (row) row.revoked = 1;
+		return revoked;
 	}
 
 	/** Deletes allowances past their expiry; returns what they still reserved. */
 	expire(st: LedgerState, now: number): number {
 		let freed = 0;
-		for (const r of this.sql.exec<{ amount: number }>("DELETE FROM allowances WHERE expires_at <= ? RETURNING amount", now)) {
+		for (const r of this.sql.exec<{ id: string; amount: number }>(
+			"DELETE FROM allowances WHERE expires_at <= ? RETURNING id, amount",
+			now,
+		)) {
 			freed += r.amount;
+			this.rows.delete(r.id);
 		}
 		st.held -= freed;
 		return freed;
@@ -158,7 +190,12 @@ export class LedgerAllowances {
 	}
 
 	private row(id: string): Row | undefined {
-		return this.sql.exec<Row>("SELECT amount, expires_at, revoked FROM allowances WHERE id = ?", id).toArray()[0];
+		const known = this.rows.get(id);
+		if (known !== undefined) return known ?? undefined;
+		const row = this.sql.exec<Row>("SELECT amount, expires_at, revoked FROM allowances WHERE id = ?", id).toArray()[0];
+		if (this.rows.size >= MAX_KNOWN_ROWS) this.rows.clear();
+		this.rows.set(id, row ?? null);
+		return row;
 	}
 }
 

@@ -199,3 +199,16 @@ describe("warm-up and idle release", () => {
 		expect(a.remaining).toBe(960);
 	});
 });
+
+describe("an allowance grows with concurrency", () => {
+	it("aims for twice what runs on it at once, between 10 and 100 holds", () => {
+		const a = A.startAllowance("alw_g", { amountNanos: 1_000, ttlMs: 30_000, balanceNanos: 1e9 }, 0, 1_000);
+		expect(a.unitNanos).toBe(100);
+		expect(A.grownTarget(a, 100)).toBe(1_000);
+		for (let i = 0; i < 10; i++) A.take(a, 100, 0, 1);
+		// Ten run at once and an eleventh did not fit: room for twice that.
+		expect(A.grownTarget(a, 100)).toBe(2 * (1_000 + 100));
+		a.inFlight = 1_000_000;
+		expect(A.grownTarget(a, 100)).toBe(A.MAX_ALLOWANCE_HOLDS * 100);
+	});
+});
