@@ -71,6 +71,9 @@ export function fleetConfig(models: unknown[], routing: Record<string, number> =
 		first_byte_timeout_ms: 600,
 		stream_idle_timeout_ms: 2000,
 		routing: { cooldown_ms: 60_000, health_check_interval_ms: 300, max_attempts: 3, ...routing },
+		// As the shared test config: test keys stay on the synchronous hold (no edge allowances, whose
+		// idle release keeps a request's execution context, which `call` waits on, open for a while).
+		ledger: { allowance_ttl_ms: 3000, allowance_min_headroom: 200_000_000 },
 	};
 }
 
