@@ -19,19 +19,27 @@ function nodeScenarios(spec) {
 	return spec.split(",").map((s) => s.trim() || "ok");
 }
 
-/** wrangler.toml's catalog with every model served by the local engine spread over the named nodes. */
-async function fleetConfig(names) {
+const LOCAL = /^http:\/\/(127\.0\.0\.1|localhost):\d+/;
+
+/**
+ * wrangler.toml's catalog pointed at this engine: local URLs get ENGINE_PORT, and with named nodes
+ * (`--nodes`) every locally served model is spread over them.
+ */
+async function localConfig(names) {
 	const { unstable_readConfig } = await import("wrangler");
 	const raw = unstable_readConfig({ config: "wrangler.toml" }).vars?.GATEWAY_CONFIG;
 	const config = typeof raw === "string" ? JSON.parse(raw) : structuredClone(raw);
+	const here = (url) => url.replace(LOCAL, `http://127.0.0.1:${ENGINE_PORT}`);
 	for (const model of config.models) {
 		const urls = model.nodes.map((n) => (typeof n === "string" ? n : n.url));
-		if (urls.some((u) => /^http:\/\/(127\.0\.0\.1|localhost):/.test(u))) {
-			model.nodes = names.map((n) => `http://127.0.0.1:${ENGINE_PORT}/n/${n}/v1`);
-		}
+		if (!urls.some((u) => LOCAL.test(u))) continue;
+		model.nodes = names.length
+			? names.map((n) => `http://127.0.0.1:${ENGINE_PORT}/n/${n}/v1`)
+			: model.nodes.map((n) => (typeof n === "string" ? here(n) : { ...n, url: here(n.url) }));
 	}
+	if (config.web_search?.url) config.web_search.url = here(config.web_search.url);
 	// Short enough to watch a node fail and recover.
-	config.routing = { health_check_interval_ms: 2000, cooldown_ms: 10_000, ...config.routing };
+	if (names.length) config.routing = { health_check_interval_ms: 2000, cooldown_ms: 10_000, ...config.routing };
 	return config;
 }
 
@@ -50,12 +58,10 @@ console.log(`development engine on ${engine.url}`);
 const scenarios = nodeScenarios(args.nodes ?? process.env.VENYM_DEV_NODES);
 const names = scenarios.map((_, i) => `node-${i + 1}`);
 const vars = {};
-if (names.length) {
-	for (const [i, name] of names.entries()) {
-		await fetch(`${engine.url}/_engine/nodes/${name}`, { method: "POST", body: JSON.stringify({ scenario: scenarios[i] }) });
-	}
-	vars.GATEWAY_CONFIG = JSON.stringify(await fleetConfig(names));
+for (const [i, name] of names.entries()) {
+	await fetch(`${engine.url}/_engine/nodes/${name}`, { method: "POST", body: JSON.stringify({ scenario: scenarios[i] }) });
 }
+if (names.length || ENGINE_PORT !== 8788) vars.GATEWAY_CONFIG = JSON.stringify(await localConfig(names));
 console.log("starting the gateway (wrangler dev)…");
 const gateway = await startGateway({ port: GATEWAY_PORT, quiet: true, echoLogs: true, timeoutMs: 120_000, vars });
 
