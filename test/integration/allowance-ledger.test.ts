@@ -8,7 +8,7 @@ import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import * as A from "../../src/ledger/allowance";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
-import type { UsageRecordInput } from "../../src/ledger/outbox";
+import { record } from "../support/ledger";
 
 /** Far ahead of the real clock, so the runtime's own alarm never expires anything these tests time themselves. */
 const BASE = Date.now() + 10 * 365 * 86_400_000;
@@ -22,18 +22,6 @@ function freshKey(label: string): string {
 
 function ledger(keyId: string): DurableObjectStub<KeyLedger> {
 	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
-}
-
-function record(keyId: string): UsageRecordInput {
-	return {
-		key_id: keyId,
-		model: "test/ok",
-		node: null,
-		prompt_tokens: 1,
-		completion_tokens: 1,
-		status: "completed",
-		estimated: false,
-	};
 }
 
 async function funded(label: string, balance: number) {

@@ -14,10 +14,9 @@ import * as A from "../../src/ledger/allowance";
 import { allowanceCounters, allowanceTuning, localAllowance } from "../../src/ledger/allowance-cache";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { holdNanos } from "../../src/ledger/ledger-client";
-import type { UsageRecordInput } from "../../src/ledger/outbox";
 import { estimatePromptTokens } from "../../src/stream/estimate";
 import { admin, engineRequestsSince as allSince, chat, createKey, gw, lastEngineId, waitFor } from "../support/gateway";
-import { flushUsage } from "../support/ledger";
+import { flushUsage, record } from "../support/ledger";
 
 const config = loadConfig(env.GATEWAY_CONFIG);
 const TTL = config.ledger.allowance_ttl_ms;
@@ -44,18 +43,6 @@ function chatHold(): number {
 	const model = config.models.find((m) => m.id === "test/ok");
 	if (!model) throw new Error("test/ok missing");
 	return holdNanos(model, promptBound(model, estimatePromptTokens(body())), MAX_TOKENS);
-}
-
-function record(keyId: string): UsageRecordInput {
-	return {
-		key_id: keyId,
-		model: "test/ok",
-		node: null,
-		prompt_tokens: 1,
-		completion_tokens: 1,
-		status: "completed",
-		estimated: false,
-	};
 }
 
 async function keyView(id: string): Promise<{ balance_usd: number; held_usd: number; open_holds: number }> {

@@ -1,5 +1,6 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
+import type { UsageRecordInput } from "../../src/ledger/outbox";
 import { waitFor } from "./gateway";
 
 /**
@@ -13,4 +14,17 @@ export async function flushUsage(stub: DurableObjectStub<KeyLedger>, timeoutMs =
 		await runDurableObjectAlarm(stub);
 		return (await stub.info()).outboxSize === 0;
 	}, timeoutMs);
+}
+
+/** A minimal usage record for a settlement made straight through a ledger stub. */
+export function record(keyId: string): UsageRecordInput {
+	return {
+		key_id: keyId,
+		model: "test/ok",
+		node: null,
+		prompt_tokens: 1,
+		completion_tokens: 1,
+		status: "completed",
+		estimated: false,
+	};
 }
