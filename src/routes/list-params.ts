@@ -26,10 +26,19 @@ export function intParam(v: string | undefined, name: string, fallback: number, 
 /** ISO 8601 as the admin API reads it: a date, optionally a time (minutes or seconds, fractions) and a zone. */
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 
-/** Unix seconds or an ISO 8601 date, as unix milliseconds; undefined for anything else. */
+/** Unix seconds or an ISO 8601 date, as unix milliseconds; undefined for anything else (a 30 February too). */
 export function parseTime(raw: string): number | undefined {
-	const ms = /^\d{1,15}$/.test(raw) ? Number(raw) * 1000 : ISO_8601.test(raw) ? Date.parse(raw) : Number.NaN;
+	const ms = /^\d{1,15}$/.test(raw) ? Number(raw) * 1000 : ISO_8601.test(raw) && realDate(raw) ? Date.parse(raw) : Number.NaN;
 	return Number.isSafeInteger(ms) && ms >= 0 ? ms : undefined;
+}
+
+/** Whether the calendar date an ISO 8601 string starts with exists (Date.parse rolls 2026-02-30 over to March). */
+function realDate(iso: string): boolean {
+	const y = Number(iso.slice(0, 4));
+	const m = Number(iso.slice(5, 7));
+	const d = Number(iso.slice(8, 10));
+	const day = new Date(Date.UTC(y, m - 1, d));
+	return day.getUTCFullYear() === y && day.getUTCMonth() === m - 1 && day.getUTCDate() === d;
 }
 
 /** A time query parameter (`since`, `until`): absent, or unix seconds or an ISO 8601 date, as unix ms; else a 400 naming it. */

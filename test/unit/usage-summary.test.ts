@@ -29,6 +29,10 @@ describe("summary time parameters", () => {
 		expect(parseTime("-1")).toBeUndefined();
 		expect(parseTime("May 5 2026")).toBeUndefined();
 		expect(parseTime("1e9")).toBeUndefined();
+		expect(parseTime("2026-02-30T00:00:00Z")).toBeUndefined();
+		expect(parseTime("2026-13-01")).toBeUndefined();
+		expect(parseTime(" 123")).toBeUndefined();
+		expect(parseTime("2028-02-29")).toBe(Date.UTC(2028, 1, 29));
 	});
 
 	it("names the parameter that does not parse", () => {
