@@ -8,29 +8,30 @@ const verdict = (ok) => (ok ? "met" : "NOT met");
 /** A Portkey cell: blank when the run had no Portkey (the column is then left out). */
 const pk = (v, d) => (v === undefined ? undefined : f(v, d));
 
+/**
+ * One latency percentile row of a phase (`t`: its per-target stats): every target's value, the
+ * gateway over the floor, and the target (p50 only: at most +1 ms over the floor).
+ */
+function percentileRow(row, label, t, p) {
+	const over = t.gateway[p] - t.floor[p];
+	const judged = p === "p50";
+	row(
+		label,
+		f(t.direct[p], 3),
+		f(t.floor[p], 3),
+		f(t.gateway[p], 3),
+		signed(over, 3),
+		judged ? "≤ +1 ms over floor" : "",
+		judged ? verdict(over <= 1) : "",
+		pk(t.portkey?.[p], 3),
+	);
+}
+
 /** Non-stream latency, sequential and at a fixed rate. */
 function latencyRows(r, row) {
 	const s = r.sequential;
-	row(
-		"latency sequential p50 (ms)",
-		f(s.direct.p50, 3),
-		f(s.floor.p50, 3),
-		f(s.gateway.p50, 3),
-		signed(s.gateway.p50 - s.floor.p50, 3),
-		"≤ +1 ms over floor",
-		verdict(s.gateway.p50 - s.floor.p50 <= 1),
-		pk(s.portkey?.p50, 3),
-	);
-	row(
-		"latency sequential p99 (ms)",
-		f(s.direct.p99, 3),
-		f(s.floor.p99, 3),
-		f(s.gateway.p99, 3),
-		signed(s.gateway.p99 - s.floor.p99, 3),
-		"",
-		"",
-		pk(s.portkey?.p99, 3),
-	);
+	percentileRow(row, "latency sequential p50 (ms)", s, "p50");
+	percentileRow(row, "latency sequential p99 (ms)", s, "p99");
 	// Portkey's added latency, measured on the same engine in the same run (older runs: the
 	// +2.5 ms Portkey quotes for its own gateway).
 	const pkAdded = s.portkey ? s.portkey.p50 - s.direct.p50 : undefined;
@@ -58,26 +59,8 @@ function latencyRows(r, row) {
 		);
 	}
 	const fr = r.fixedRate;
-	row(
-		`latency @${fr.rate} req/s p50 (ms)`,
-		f(fr.direct.p50, 3),
-		f(fr.floor.p50, 3),
-		f(fr.gateway.p50, 3),
-		signed(fr.gateway.p50 - fr.floor.p50, 3),
-		"≤ +1 ms over floor",
-		verdict(fr.gateway.p50 - fr.floor.p50 <= 1),
-		pk(fr.portkey?.p50, 3),
-	);
-	row(
-		`latency @${fr.rate} req/s p99 (ms)`,
-		f(fr.direct.p99, 3),
-		f(fr.floor.p99, 3),
-		f(fr.gateway.p99, 3),
-		signed(fr.gateway.p99 - fr.floor.p99, 3),
-		"",
-		"",
-		pk(fr.portkey?.p99, 3),
-	);
+	percentileRow(row, `latency @${fr.rate} req/s p50 (ms)`, fr, "p50");
+	percentileRow(row, `latency @${fr.rate} req/s p99 (ms)`, fr, "p99");
 }
 
 /** Requests per second in flight, and workerd CPU per request. */

@@ -35,6 +35,7 @@ async function waitUntilUp(url, child, timeoutMs) {
  * Resolves once /healthz answers; `close()` stops it.
  */
 /**
+ * @param {{ port?: number, persistTo?: string, vars?: Record<string, string>, quiet?: boolean, echoLogs?: boolean, timeoutMs?: number }} [options]
  * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (README "Logs"), one per
  * line as wrangler relays them, and nothing else of wrangler's output.
  */

@@ -4,25 +4,10 @@
  * with a browser key bound to the page's origin. The same page from another origin shows the
  * gateway's 403 message, which it can only read because errors carry CORS headers.
  */
-import { existsSync } from "node:fs";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { type AppServer, bundleSdk, startAppServer } from "./app-server";
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-	"--headless",
-	"--no-sandbox",
-	"--disable-gpu",
-	"--disable-quic",
-	"--no-first-run",
-	"--disable-background-networking",
-	"--disable-component-update",
-	"--disable-sync",
-];
-
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.CI) throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install -y chromium)`);
+import { haveChromium, launchChromium } from "./chromium";
 
 const gatewayUrl = () => inject("gatewayUrl");
 
@@ -76,7 +61,7 @@ describe.skipIf(!haveChromium)("browser keys in a real browser", () => {
 			allowed_models: ["test/ok"],
 		});
 		browserKey = created.key;
-		browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+		browser = await launchChromium();
 	});
 
 	afterAll(async () => {

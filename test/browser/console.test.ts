@@ -6,26 +6,15 @@
  * are listed. At phone width the page does not overflow sideways. Nothing is blocked by the
  * page's Content-Security-Policy. Screenshots go to test/browser/screenshots/ (gitignored).
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 // The console's own formatter: the test expects exactly what the page shows for a balance.
 import { usd } from "../../src/console/js/format.js";
+import { haveChromium, launchChromium } from "./chromium";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-	"--headless",
-	"--no-sandbox",
-	"--disable-gpu",
-	"--no-first-run",
-	"--disable-background-networking",
-	"--disable-sync",
-];
 const SHOTS = fileURLToPath(new URL("./screenshots/", import.meta.url));
-
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.CI) throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install -y chromium)`);
 
 const gatewayUrl = () => inject("gatewayUrl");
 /** expect.poll with room for a busy machine (its default gives up after one second). */
@@ -103,7 +92,7 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 			const usage = await adminCall<{ data: unknown[] }>(`/usage?key_id=${key.id}`);
 			return usage.data.length >= 2;
 		});
-		browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+		browser = await launchChromium();
 		[context, page] = await newPage({ width: 1400, height: 900 });
 	});
 

@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import * as A from "../../src/ledger/allowance";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { record } from "../support/ledger";
+import { seededRandom } from "../support/seeded-random";
 
 /** Far ahead of the real clock, so the runtime's own alarm never expires anything these tests time themselves. */
 const BASE = Date.now() + 10 * 365 * 86_400_000;
@@ -202,11 +203,8 @@ describe("KeyLedger allowances", () => {
 		const { keyId, stub } = await funded("model", 400_000);
 		let credited = 400_000;
 		let now = BASE;
-		let rnd = 20_261_201;
-		const rand = (n: number) => {
-			rnd = (rnd * 1_103_515_245 + 12_345) % 2 ** 31;
-			return rnd % n;
-		};
+		const random = seededRandom(20_261_201);
+		const rand = (n: number) => Math.floor(random() * n);
 		interface Running {
 			requestId: string;
 			hold: number;

@@ -5,6 +5,7 @@
  */
 import { env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { RequestLogLine } from "../../src/observability/request-log";
 import { chat, createKey, gw, readSse, sdkClient, waitFor } from "../support/gateway";
 import { TEST_ADMIN_TOKEN, TEST_NODE_KEY } from "../support/test-config";
 
@@ -36,27 +37,8 @@ const FIELDS = [
 	"web_search",
 ];
 
-interface Line {
-	message: string;
-	request_id: string;
-	key_id: string | null;
-	model: string | null;
-	requested_model: string | null;
-	lane: string;
-	stream: boolean;
-	status: number;
-	outcome: string;
-	error_code: string | null;
-	node: string | null;
-	attempts: number;
-	ttfb_ms: number | null;
-	duration_ms: number;
-	prompt_tokens: number;
-	completion_tokens: number;
-	estimated: boolean;
-	cost_usd: number;
-	web_search: string | null;
-}
+/** A request line as the worker writes it; FIELDS above is what the test holds it to. */
+type Line = RequestLogLine;
 
 beforeAll(() => {
 	for (const method of ["log", "warn", "error"] as const) {

@@ -12,26 +12,25 @@ import { parseConfig } from "../../src/config";
 import { ledgerFor } from "../../src/ledger/ledger-client";
 import { estimatePromptTokens } from "../../src/stream/estimate";
 import {
-	type Answer,
 	callsWith,
 	errorOf,
+	fallbackFleet,
 	fleetConfig,
 	gatewayWith,
 	marker,
 	model,
 	nodeUrl,
 	perNode,
+	requestIdOf,
 	setNode,
+	usageRecord,
 } from "../support/fleet";
 import { createKey, gw as globalGw, waitFor } from "../support/gateway";
 
 let key: string;
-const t = marker("fl");
-const BROKEN = `${t}broken`;
-const DEAR = `${t}dear`;
-const CHEAP = `${t}cheap`;
-const SLOW = `${t}slow`;
-const REFUSES = `${t}refuses`;
+const fleet = fallbackFleet("fl");
+const t = fleet.marker;
+const { broken: BROKEN, dear: DEAR, cheap: CHEAP, refuses: REFUSES } = fleet.nodes;
 const EMBED_HANG = `${t}ehang`;
 const EMBED_DEAR = `${t}edear`;
 const EMBED_CHEAP = `${t}echeap`;
@@ -39,11 +38,7 @@ const AFFINITY = [`${t}a1`, `${t}a2`, `${t}a3`];
 
 // Ids from the global test catalog where a key's allowed_models (checked against it) must name them.
 const config = fleetConfig([
-	model("test/ok", [nodeUrl(BROKEN)], { fallbacks: ["test/reasoning"] }),
-	model("test/reasoning", [nodeUrl(DEAR)], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
-	model("test/slow", [nodeUrl(CHEAP)], { pricing: { input_usd_per_mtok: 3, output_usd_per_mtok: 6 } }),
-	model("test/trickle", [nodeUrl(SLOW)], { fallbacks: ["test/reasoning"] }),
-	model("test/bad400", [nodeUrl(REFUSES)], { fallbacks: ["test/reasoning"] }),
+	...fleet.models,
 	model("test/failover", AFFINITY.map(nodeUrl)),
 	// Embeddings: a node that never answers (the first-byte timeout, 600 ms, leaves time to read the hold).
 	model("test/embed", [nodeUrl(EMBED_HANG)], { capabilities: ["embeddings"], fallbacks: ["test/embed-dear"] }),
@@ -54,38 +49,10 @@ const gw = gatewayWith(config);
 const dear = parseConfig(config).models.find((m) => m.id === "test/reasoning")!;
 
 beforeAll(async () => {
+	await fleet.setUp();
 	key = (await createKey({ name: "fallback lanes", balance_usd: 100 })).key;
-	await setNode(BROKEN, { scenario: "fail500" });
-	await setNode(SLOW, { scenario: "slow" });
-	await setNode(REFUSES, { scenario: "bad400" });
 	await setNode(EMBED_HANG, { scenario: "hang" });
 });
-
-interface UsageRecord {
-	model: string;
-	requested_model: string | null;
-	node: string | null;
-	cost_nanos: number;
-	prompt_tokens: number;
-	completion_tokens: number;
-	status: string;
-}
-
-function usageRecord(requestId: string): Promise<UsageRecord> {
-	return waitFor(
-		() =>
-			env.DB.prepare(
-				"SELECT model, requested_model, node, cost_nanos, prompt_tokens, completion_tokens, status FROM usage_records WHERE request_id = ?",
-			)
-				.bind(requestId)
-				.first<UsageRecord>(),
-		10_000,
-	);
-}
-
-function requestIdOf(a: Answer | Response): string {
-	return ("res" in a ? a.res : a).headers.get("x-request-id") ?? "";
-}
 
 interface StoredResponse {
 	id: string;

@@ -10,62 +10,46 @@ import { promptBound } from "../../src/chat/usage-bounds";
 import { parseConfig } from "../../src/config";
 import { ledgerFor } from "../../src/ledger/ledger-client";
 import { estimatePromptTokens } from "../../src/stream/estimate";
-import { callsWith, errorOf, fleetConfig, gatewayWith, marker, model, nodeUrl, perNode, setNode } from "../support/fleet";
+import {
+	callsWith,
+	errorOf,
+	fallbackFleet,
+	fleetConfig,
+	gatewayWith,
+	marker,
+	model,
+	nodeUrl,
+	perNode,
+	requestIdOf,
+	setNode,
+	usageRecord,
+} from "../support/fleet";
 import { createKey, waitFor } from "../support/gateway";
 
 let key: string;
-const t = marker("fb");
-const BROKEN = `${t}broken`;
-const CHEAP = `${t}cheap`;
-const DEAR = `${t}dear`;
-const REFUSES = `${t}refuses`;
+const fleet = fallbackFleet("fb");
+const t = fleet.marker;
+const { broken: BROKEN, dear: DEAR, cheap: CHEAP, refuses: REFUSES } = fleet.nodes;
 const BUSY = `${t}busy`;
 const BUSY2 = `${t}busy2`;
-const SLOW = `${t}slow`;
 
 // Ids from the global test catalog, so a key's allowed_models (checked against it) can name them.
 const config = fleetConfig([
-	model("test/ok", [nodeUrl(BROKEN)], { fallbacks: ["test/reasoning"] }),
-	model("test/reasoning", [nodeUrl(DEAR)], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
-	model("test/slow", [nodeUrl(CHEAP)], { pricing: { input_usd_per_mtok: 3, output_usd_per_mtok: 6 } }),
-	// A slow node and cheap prices, but it may fall back to the dear model: it holds for that one.
-	model("test/trickle", [nodeUrl(SLOW)], { fallbacks: ["test/reasoning"] }),
-	model("test/bad400", [nodeUrl(REFUSES)], { fallbacks: ["test/reasoning"] }),
+	...fleet.models,
 	model("test/all-busy", [nodeUrl(BUSY)], { fallbacks: ["test/comments"] }),
 	model("test/comments", [nodeUrl(BUSY2)]),
 ]);
 const gw = gatewayWith(config);
 
 beforeAll(async () => {
+	await fleet.setUp();
 	key = (await createKey({ name: "fallbacks", balance_usd: 100 })).key;
-	await setNode(BROKEN, { scenario: "fail500" });
-	await setNode(REFUSES, { scenario: "bad400" });
 	await setNode(BUSY, { scenario: "fail429" });
 	await setNode(BUSY2, { scenario: "fail503" });
-	await setNode(SLOW, { scenario: "slow" });
 });
 
 function user(text: string) {
 	return [{ role: "user", content: text }];
-}
-
-async function usageRecord(requestId: string) {
-	return waitFor(
-		() =>
-			env.DB.prepare(
-				"SELECT model, requested_model, node, cost_nanos, prompt_tokens, completion_tokens FROM usage_records WHERE request_id = ?",
-			)
-				.bind(requestId)
-				.first<{
-					model: string;
-					requested_model: string | null;
-					node: string;
-					cost_nanos: number;
-					prompt_tokens: number;
-					completion_tokens: number;
-				}>(),
-		10_000,
-	);
 }
 
 describe("configured fallbacks", () => {
@@ -83,7 +67,7 @@ describe("configured fallbacks", () => {
 			[BROKEN, "engine-test/ok"],
 			[DEAR, "engine-test/reasoning"],
 		]);
-		const record = await usageRecord(a.res.headers.get("x-request-id") ?? "");
+		const record = await usageRecord(requestIdOf(a));
 		expect(record).toMatchObject({ model: "test/reasoning", requested_model: "test/ok", node: nodeUrl(DEAR), cost_nanos: cost });
 	});
 
@@ -98,14 +82,14 @@ describe("configured fallbacks", () => {
 			.map((f) => JSON.parse(f) as { model: string });
 		expect(frames.length).toBeGreaterThan(2);
 		for (const f of frames) expect(f.model).toBe("test/reasoning");
-		const record = await usageRecord(a.res.headers.get("x-request-id") ?? "");
+		const record = await usageRecord(requestIdOf(a));
 		expect(record).toMatchObject({ model: "test/reasoning", requested_model: "test/ok" });
 	});
 
 	it("records the requested model as requested_model when it served itself", async () => {
 		const a = await gw.chat(key, { model: "test/slow", messages: user("hi") });
 		expect(a.res.status).toBe(200);
-		const record = await usageRecord(a.res.headers.get("x-request-id") ?? "");
+		const record = await usageRecord(requestIdOf(a));
 		expect(record).toMatchObject({ model: "test/slow", requested_model: "test/slow" });
 	});
 
@@ -123,7 +107,7 @@ describe("configured fallbacks", () => {
 		expect(held).toBe(promptBound(dear, estimatePromptTokens({ messages })) * 10_000 + 100 * 20_000);
 		const a = await pending;
 		expect(a.res.status, a.text).toBe(200);
-		const record = await usageRecord(a.res.headers.get("x-request-id") ?? "");
+		const record = await usageRecord(requestIdOf(a));
 		expect(record).toMatchObject({
 			model: "test/trickle",
 			requested_model: "test/trickle",
@@ -159,7 +143,7 @@ describe("the request's own fallbacks", () => {
 		expect(calls.map((c) => c.node)).toEqual([BROKEN, CHEAP]);
 		for (const c of calls) expect(c.body).not.toHaveProperty("models");
 		const usage = a.json?.usage as { prompt_tokens: number; completion_tokens: number };
-		const record = await usageRecord(a.res.headers.get("x-request-id") ?? "");
+		const record = await usageRecord(requestIdOf(a));
 		expect(record).toMatchObject({
 			model: "test/slow",
 			requested_model: "test/ok",

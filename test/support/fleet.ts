@@ -7,7 +7,7 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import worker from "../../src/index";
-import { BASE } from "./gateway";
+import { BASE, waitFor } from "./gateway";
 import { TEST_ADMIN_TOKEN } from "./test-config";
 
 export function nodeUrl(name: string): string {
@@ -165,4 +165,58 @@ export function errorOf(a: Answer): { message?: string; param?: string | null; c
 /** The rows of an /admin/nodes answer. */
 export function rowsOf(a: Answer): NodeRow[] {
 	return (a.json?.data ?? []) as NodeRow[];
+}
+
+/** The usage record of one request (as flushed to D1), waited for. */
+export interface UsageRecord {
+	model: string;
+	requested_model: string | null;
+	node: string | null;
+	cost_nanos: number;
+	prompt_tokens: number;
+	completion_tokens: number;
+	status: string;
+}
+
+export function usageRecord(requestId: string): Promise<UsageRecord> {
+	return waitFor(
+		() =>
+			env.DB.prepare(
+				"SELECT model, requested_model, node, cost_nanos, prompt_tokens, completion_tokens, status FROM usage_records WHERE request_id = ?",
+			)
+				.bind(requestId)
+				.first<UsageRecord>(),
+		10_000,
+	);
+}
+
+/** The request id an answer carries (`x-request-id`). */
+export function requestIdOf(a: Answer | Response): string {
+	return ("res" in a ? a.res : a).headers.get("x-request-id") ?? "";
+}
+
+/**
+ * The fleet both fallback test files route, on nodes named after `prefix` (ids from the global
+ * test catalog, so a key's allowed_models can name them): test/ok on a broken node falls back to
+ * the dear test/reasoning ($10/$20 per million); test/slow is cheap ($3/$6); test/trickle (a
+ * slow node) and test/bad400 (a node that refuses) may fall back to the dear one. `setUp` gives
+ * the nodes their behaviour.
+ */
+export function fallbackFleet(prefix: string) {
+	const t = marker(prefix);
+	const nodes = { broken: `${t}broken`, dear: `${t}dear`, cheap: `${t}cheap`, slow: `${t}slow`, refuses: `${t}refuses` };
+	const models = [
+		model("test/ok", [nodeUrl(nodes.broken)], { fallbacks: ["test/reasoning"] }),
+		model("test/reasoning", [nodeUrl(nodes.dear)], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
+		model("test/slow", [nodeUrl(nodes.cheap)], { pricing: { input_usd_per_mtok: 3, output_usd_per_mtok: 6 } }),
+		// A slow node and cheap prices, but it may fall back to the dear model: it holds for that one.
+		model("test/trickle", [nodeUrl(nodes.slow)], { fallbacks: ["test/reasoning"] }),
+		model("test/bad400", [nodeUrl(nodes.refuses)], { fallbacks: ["test/reasoning"] }),
+	];
+	const setUp = async () => {
+		await setNode(nodes.broken, { scenario: "fail500" });
+		await setNode(nodes.slow, { scenario: "slow" });
+		await setNode(nodes.refuses, { scenario: "bad400" });
+	};
+	return { marker: t, nodes, models, setUp };
 }

@@ -1,5 +1,6 @@
 import { env, SELF } from "cloudflare:test";
 import OpenAI from "openai";
+import { expect } from "vitest";
 import { TEST_ADMIN_TOKEN } from "./test-config";
 
 export const BASE = "http://gateway.test";
@@ -108,4 +109,16 @@ export function sdkClient(key: string): OpenAI {
 		maxRetries: 0,
 		fetch: (input, init) => gw(new URL(String(input instanceof Request ? input.url : input)).pathname, init as RequestInit),
 	});
+}
+
+/** The failed-authentication throttle's answer (keys and the admin token alike): 429 with a Retry-After of 1–60 s. */
+export async function expectAuthThrottled(res: Response): Promise<void> {
+	expect(res.status).toBe(429);
+	const body = (await res.json()) as { error: { type: string; code: string; message: string } };
+	expect(body.error.type).toBe("rate_limit_error");
+	expect(body.error.code).toBe("rate_limit_exceeded");
+	expect(body.error.message).toMatch(/failed authentication/);
+	const retry = Number(res.headers.get("retry-after"));
+	expect(retry).toBeGreaterThanOrEqual(1);
+	expect(retry).toBeLessThanOrEqual(60);
 }

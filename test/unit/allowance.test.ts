@@ -1,13 +1,16 @@
 /** The isolate's allowance arithmetic (src/ledger/allowance.ts), with the clock passed in. */
 import { describe, expect, it } from "vitest";
-import * as A from "../../src/ledger/allowance";
 import {
+	ALLOWANCE_WARMUP_REQUESTS,
 	adoptAt,
 	adopted,
 	adoptLeadMs,
 	canTake,
+	grownTarget,
+	idleReleaseMs,
 	isStale,
 	type LocalAllowance,
+	MAX_ALLOWANCE_HOLDS,
 	needsRefill,
 	REFILL_STALE_MS,
 	refilled,
@@ -15,6 +18,7 @@ import {
 	startAllowance,
 	take,
 	takeMarginMs,
+	warmedUp,
 } from "../../src/ledger/allowance";
 
 const T0 = 1_000_000;
@@ -167,33 +171,33 @@ describe("edge allowance arithmetic", () => {
 describe("warm-up and idle release", () => {
 	it("counts a key busy only after ALLOWANCE_WARMUP_REQUESTS requests within one window", () => {
 		const seen: number[] = [];
-		const need = A.ALLOWANCE_WARMUP_REQUESTS;
-		for (let i = 0; i < need - 1; i++) expect(A.warmedUp(seen, 1_000 + i, 30_000)).toBe(false);
-		expect(A.warmedUp(seen, 1_000 + need, 30_000)).toBe(true);
+		const need = ALLOWANCE_WARMUP_REQUESTS;
+		for (let i = 0; i < need - 1; i++) expect(warmedUp(seen, 1_000 + i, 30_000)).toBe(false);
+		expect(warmedUp(seen, 1_000 + need, 30_000)).toBe(true);
 	});
 
 	it("forgets requests older than the window, and keeps a bounded list", () => {
 		const seen: number[] = [];
-		const need = A.ALLOWANCE_WARMUP_REQUESTS;
-		for (let i = 0; i < need - 1; i++) A.warmedUp(seen, i * 1_000, 30_000);
+		const need = ALLOWANCE_WARMUP_REQUESTS;
+		for (let i = 0; i < need - 1; i++) warmedUp(seen, i * 1_000, 30_000);
 		// The earlier ones are past the window: this one alone is not busy.
-		expect(A.warmedUp(seen, 100_000, 30_000)).toBe(false);
+		expect(warmedUp(seen, 100_000, 30_000)).toBe(false);
 		expect(seen).toEqual([100_000]);
-		for (let i = 1; i < 50; i++) A.warmedUp(seen, 100_000 + i, 30_000);
+		for (let i = 1; i < 50; i++) warmedUp(seen, 100_000 + i, 30_000);
 		expect(seen.length).toBe(need);
 	});
 
 	it("gives an idle allowance back after at most 2 s, sooner for short lifetimes", () => {
-		expect(A.idleReleaseMs(30_000)).toBe(2_000);
-		expect(A.idleReleaseMs(3_000)).toBe(1_500);
-		expect(A.idleReleaseMs(3_000)).toBeLessThan(3_000 - A.takeMarginMs(3_000) + 1);
+		expect(idleReleaseMs(30_000)).toBe(2_000);
+		expect(idleReleaseMs(3_000)).toBe(1_500);
+		expect(idleReleaseMs(3_000)).toBeLessThan(3_000 - takeMarginMs(3_000) + 1);
 	});
 
 	it("counts takes, so an idle check sees a request that came and went", () => {
-		const a = A.startAllowance("alw_t", { amountNanos: 1_000, ttlMs: 30_000, balanceNanos: 10_000 }, 0, 1_000);
+		const a = startAllowance("alw_t", { amountNanos: 1_000, ttlMs: 30_000, balanceNanos: 10_000 }, 0, 1_000);
 		expect(a.takes).toBe(0);
-		expect(A.take(a, 100, 0, 1)).toBe(true);
-		A.settled(a, 100, 40, true);
+		expect(take(a, 100, 0, 1)).toBe(true);
+		settled(a, 100, 40, true);
 		expect(a.takes).toBe(1);
 		expect(a.inFlight).toBe(0);
 		expect(a.remaining).toBe(960);
@@ -202,13 +206,13 @@ describe("warm-up and idle release", () => {
 
 describe("an allowance grows with concurrency", () => {
 	it("aims for twice what runs on it at once, between 10 and 100 holds", () => {
-		const a = A.startAllowance("alw_g", { amountNanos: 1_000, ttlMs: 30_000, balanceNanos: 1e9 }, 0, 1_000);
+		const a = startAllowance("alw_g", { amountNanos: 1_000, ttlMs: 30_000, balanceNanos: 1e9 }, 0, 1_000);
 		expect(a.unitNanos).toBe(100);
-		expect(A.grownTarget(a, 100)).toBe(1_000);
-		for (let i = 0; i < 10; i++) A.take(a, 100, 0, 1);
+		expect(grownTarget(a, 100)).toBe(1_000);
+		for (let i = 0; i < 10; i++) take(a, 100, 0, 1);
 		// Ten run at once and an eleventh did not fit: room for twice that.
-		expect(A.grownTarget(a, 100)).toBe(2 * (1_000 + 100));
+		expect(grownTarget(a, 100)).toBe(2 * (1_000 + 100));
 		a.inFlight = 1_000_000;
-		expect(A.grownTarget(a, 100)).toBe(A.MAX_ALLOWANCE_HOLDS * 100);
+		expect(grownTarget(a, 100)).toBe(MAX_ALLOWANCE_HOLDS * 100);
 	});
 });

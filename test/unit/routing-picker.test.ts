@@ -4,25 +4,14 @@ import { Fleet } from "../../src/routing/fleet";
 import { applyProbe, cooldownMs, newRuntime, recordFailure, recordSuccess } from "../../src/routing/node-state";
 import { LONG_QUEUE, type NodeView, pickNode } from "../../src/routing/picker";
 import { rendezvousPick } from "../../src/routing/rendezvous";
-
-/** A seeded random source (mulberry32), so the counts below are the same on every run. */
-function seeded(seed: number): () => number {
-	let a = seed >>> 0;
-	return () => {
-		a = (a + 0x6d2b79f5) >>> 0;
-		let t = a;
-		t = Math.imul(t ^ (t >>> 15), t | 1);
-		t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-		return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-	};
-}
+import { seededRandom } from "../support/seeded-random";
 
 function node(url: string, extra: Partial<NodeView> = {}): NodeView {
 	return { url, weight: 1, inFlight: 0, coolingUntil: 0, failedAt: 0, healthy: true, waiting: 0, kvCacheUsage: 0, ...extra };
 }
 
 function counts(nodes: NodeView[], n: number, opts: { seed?: number; affinity?: (i: number) => string } = {}) {
-	const random = seeded(opts.seed ?? 1);
+	const random = seededRandom(opts.seed ?? 1);
 	const out: Record<string, number> = {};
 	for (let i = 0; i < n; i++) {
 		const picked = pickNode(nodes, { now: 1000, random, affinityKey: opts.affinity?.(i) });
