@@ -164,8 +164,8 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 		await page.screenshot({ path: `${SHOTS}usage-1400x900.png` });
 
 		// Daily buckets over 7 days: the same spend in fewer, wider bars.
-		await page.getByLabel("7 d").check();
-		await page.getByLabel("day").check();
+		await page.getByRole("radio", { name: "7 d", exact: true }).check();
+		await page.getByRole("radio", { name: "day", exact: true }).check();
 		await poll(() => bars.count()).toBe(8);
 	});
 
