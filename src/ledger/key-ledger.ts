@@ -6,6 +6,7 @@ import { type CreditEntry, LedgerCredits } from "./ledger-credits";
 import { LedgerHolds } from "./ledger-holds";
 import { LedgerOutbox } from "./ledger-outbox";
 import { LEDGER_MIGRATIONS } from "./ledger-schema";
+import { loadLedgerState } from "./ledger-state";
 import type {
 	AdoptInput,
 	AllowanceState,
@@ -97,12 +98,15 @@ export class KeyLedger extends DurableObject<Env> {
 				JSON.stringify(record),
 			).rowsWritten;
 			if (inserted === 0) return false;
-			for (const h of this.sql.exec<{ amount: number }>(
-				"DELETE FROM holds WHERE request_id = ? RETURNING amount",
-				input.requestId,
-			)) {
-				released += h.amount;
-				held = true;
+			// With no hold open (requests served from an allowance), there is none to release.
+			if (st.openHolds > 0) {
+				for (const h of this.sql.exec<{ amount: number }>(
+					"DELETE FROM holds WHERE request_id = ? RETURNING amount",
+					input.requestId,
+				)) {
+					released += h.amount;
+					held = true;
+				}
 			}
 			// Served from an allowance (no hold of its own, unless it adopted one): the reservation covered it.
 			if (input.allowanceId !== undefined && !held) allowance = this.allowances.settle(input.allowanceId, cost, now);
@@ -133,6 +137,7 @@ export class KeyLedger extends DurableObject<Env> {
 		st.balance = balanceAfter;
 		st.spent = spentAfter;
 		st.held -= released + (allowance?.used ?? 0);
+		if (held) st.openHolds--;
 		// Flush soon, batching whatever else settles in the meantime.
 		this.alarms.ensure(now + 200);
 		const result = { requestId: input.requestId, costNanos: cost, balanceNanos: balanceAfter, applied: true };
@@ -205,6 +210,7 @@ export class KeyLedger extends DurableObject<Env> {
 			return { moved: m, expiresAt: this.holds.insert(input.requestId, hold, now) };
 		});
 		st.held += hold - moved.moved;
+		st.openHolds++;
 		this.alarms.ensure(expiresAt);
 		return { adopted: true, allowance: moved.state };
 	}
@@ -276,23 +282,8 @@ export class KeyLedger extends DurableObject<Env> {
 		st.keyId = keyId;
 	}
 
-	private load() {
-		if (this.state) return this.state;
-		const meta = new Map<string, unknown>();
-		for (const row of this.sql.exec<{ k: string; v: SqlStorageValue }>("SELECT k, v FROM meta")) meta.set(row.k, row.v);
-		const held = this.sql.exec<{ t: number }>("SELECT COALESCE(SUM(amount), 0) AS t FROM holds").one().t;
-		const revoked = new Set<string>();
-		for (const r of this.sql.exec<{ scope: string }>("SELECT scope FROM revoked_scopes")) revoked.add(r.scope);
-		this.state = {
-			balance: Number(meta.get("balance") ?? 0),
-			spent: Number(meta.get("spent") ?? 0),
-			// Allowances count as held, like holds.
-			held: held + this.allowances.totals().amount,
-			limitedHolds: this.limits.openLimitedHolds(),
-			keyId: (meta.get("key_id") as string | undefined) ?? null,
-			revoked,
-			grantsPausedUntil: Number(meta.get("grants_paused_until") ?? 0),
-		};
+	private load(): LedgerState {
+		this.state ??= loadLedgerState(this.sql, this.allowances, this.limits);
 		return this.state;
 	}
 }

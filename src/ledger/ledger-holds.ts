@@ -45,6 +45,7 @@ export class LedgerHolds {
 			).rowsWritten;
 			if (placed > 0) {
 				st.held += hold;
+				st.openHolds++;
 				this.ensureAlarm(expiresAt);
 				return { ok: true, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
 			}
@@ -99,6 +100,7 @@ export class LedgerHolds {
 			});
 		}
 		st.held += hold;
+		st.openHolds++;
 		this.ensureAlarm(expiresAt);
 		const admitted = { ok: true as const, availableNanos: available - hold, holdNanos: hold, balanceNanos: st.balance };
 		return rate ? { ...admitted, rate } : admitted;
@@ -138,7 +140,11 @@ export class LedgerHolds {
 			st.held -= h.amount;
 			voided++;
 		}
-		if (voided > 0 && st.limitedHolds > 0) st.limitedHolds = this.limits.pruneHolds();
+		if (voided > 0) {
+			// Counted again rather than lowered: exact even for a row stored by other means (an old ledger's).
+			st.openHolds = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM holds").one().n;
+			if (st.limitedHolds > 0) st.limitedHolds = this.limits.pruneHolds();
+		}
 		return voided;
 	}
 

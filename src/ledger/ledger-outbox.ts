@@ -29,15 +29,15 @@ export class LedgerOutbox {
 			)
 			.toArray();
 		if (rows.length === 0) return false;
+		// A record's `request_id` is its row's (settle writes both): one list serves D1's rollup and the update below.
+		const ids = JSON.stringify(rows.map((r) => r.request_id));
 		await flushOutboxJson(
 			d1,
 			rows.map((r) => r.record),
+			ids,
 		);
 		// Flushed records leave the outbox; the row stays as the idempotency record.
-		this.sql.exec(
-			"UPDATE settlements SET record = NULL WHERE request_id IN (SELECT value FROM json_each(?))",
-			JSON.stringify(rows.map((r) => r.request_id)),
-		);
+		this.sql.exec("UPDATE settlements SET record = NULL WHERE request_id IN (SELECT value FROM json_each(?))", ids);
 		return rows.length === FLUSH_BATCH;
 	}
 

@@ -159,6 +159,12 @@ export interface LedgerState {
 	balance: number;
 	spent: number;
 	held: number;
+	/**
+	 * How many holds are open (rows of `holds`): a settlement while none is open needs no hold
+	 * lookup (a request served from an edge allowance, the common case under load). Never below
+	 * the real count: raised once a hold is stored, lowered once its removal is.
+	 */
+	openHolds: number;
 	/** Open holds with limit rows (rate windows or spend caps) to settle. */
 	limitedHolds: number;
 	/** This ledger's key, remembered from the first authorize or credit. */

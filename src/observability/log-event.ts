@@ -5,6 +5,8 @@
  * credentials or a secret in its query).
  */
 
+import { memoize } from "../memo";
+
 export type LogLevel = "warn" | "error";
 
 /** Most characters an error's text keeps in a log line. */
@@ -12,14 +14,18 @@ const MAX_ERROR_CHARS = 500;
 
 const URL_PATTERN = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>`()[\]{}]+/gi;
 
-/** A URL's host (`node-b.example:8000`): no credentials, path or query. */
-export function hostOf(url: string): string {
+/**
+ * A URL's host (`node-b.example:8000`): no credentials, path or query. Remembered per URL: a
+ * request asks for its node's host up to three times (attempt, answer, settlement), and the nodes
+ * are the catalog's few URLs.
+ */
+export const hostOf = memoize((url: string): string => {
 	try {
 		return new URL(url).host || "[url]";
 	} catch {
 		return "[url]";
 	}
-}
+});
 
 /** Text with every URL in it cut to `scheme://host`. */
 export function scrubUrls(text: string): string {
