@@ -73,7 +73,8 @@ const WORKERD_PROJECT = {
 /**
  * The inner loop (`npm run test:unit` sets VENYM_SHARED_WORKERD=1) runs the integration files one
  * after another in one workerd per Vitest worker (`isolate: false`) instead of starting a workerd
- * and loading the gateway for every file: that start is most of what a file costs. Files then
+ * and loading the gateway for every file: that start is most of what a file costs. The pure
+ * tests then share their Node worker's module graph too. Files then
  * share D1, the Durable Objects and the isolate's memory (node health, caches, the background
  * queue), which every file tolerates by creating its own keys, except those below: they assert
  * over the whole database, the whole queue, every log line or a node's first failure, and keep a
@@ -102,7 +103,7 @@ export default defineConfig({
 		projects: [
 			{
 				// Pure modules with plain data, in Node: no runtime, no bindings.
-				test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node" },
+				test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node", isolate: !SHARED_WORKERD },
 			},
 			{
 				// The worker end to end inside workerd with real D1 and Durable Objects, against the fake engine.
@@ -135,7 +136,7 @@ export default defineConfig({
 			},
 			{
 				// The development engine itself, in plain Node.
-				test: { name: "node", include: ["test/node/**/*.test.ts"], environment: "node" },
+				test: { name: "node", include: ["test/node/**/*.test.ts"], environment: "node", isolate: !SHARED_WORKERD },
 			},
 			{
 				// The official openai SDK against the gateway running under `wrangler dev`.
