@@ -4,10 +4,11 @@
  * every record must arrive exactly once, whatever fails and however often the alarm runs.
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
 import { waitFor } from "../support/gateway";
+import { hideErrorsMentioning } from "../support/quiet-errors";
 
 function ledger(keyId: string): DurableObjectStub<KeyLedger> {
 	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
@@ -121,16 +122,7 @@ function expectExactlyOnce(rows: Awaited<ReturnType<typeof d1Rows>>, ids: string
 
 describe("usage outbox flush", () => {
 	// The ledger logs every failed flush; keep the injected ones out of the test output.
-	beforeAll(() => {
-		const original = console.error.bind(console);
-		vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
-			if (args.some((a) => String(a).includes("injected failure"))) return;
-			original(...args);
-		});
-	});
-	afterAll(() => {
-		vi.restoreAllMocks();
-	});
+	hideErrorsMentioning("injected failure");
 
 	it("flushes settled records to D1 once, and an empty outbox stays empty", async () => {
 		const keyId = freshKeyId("plain");

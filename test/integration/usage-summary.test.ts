@@ -4,10 +4,11 @@
  * same filter, exactly, whatever the grouping; a retried flush never counts twice.
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
 import { admin, type CreatedKey, chat, createKey, gw, waitFor } from "../support/gateway";
+import { hideErrorsMentioning } from "../support/quiet-errors";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -310,16 +311,7 @@ describe("GET /admin/usage/summary", () => {
 
 describe("rollups and retried flushes", () => {
 	// The ledger logs every failed flush; keep the injected ones out of the test output.
-	beforeAll(() => {
-		const original = console.error.bind(console);
-		vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
-			if (args.some((a) => String(a).includes("injected"))) return;
-			original(...args);
-		});
-	});
-	afterAll(() => {
-		vi.restoreAllMocks();
-	});
+	hideErrorsMentioning("injected");
 
 	const at = Date.UTC(2020, 2, 3, 4, 5);
 
