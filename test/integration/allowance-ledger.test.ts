@@ -4,29 +4,19 @@
  * revocation, and a seeded interleaving of several simulated isolates (the isolate arithmetic of
  * src/ledger/allowance.ts) against one ledger, checking the money invariants after every step.
  */
-import { env, runInDurableObject } from "cloudflare:test";
+import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import * as A from "../../src/ledger/allowance";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
-import { record } from "../support/ledger";
+import { freshKeyId, ledger, record } from "../support/ledger";
 import { seededRandom } from "../support/seeded-random";
 
 /** Far ahead of the real clock, so the runtime's own alarm never expires anything these tests time themselves. */
 const BASE = Date.now() + 10 * 365 * 86_400_000;
 const TTL = 30_000;
 
-let seq = 0;
-function freshKey(label: string): string {
-	seq += 1;
-	return `key_alw_${label}_${seq}_${crypto.randomUUID().slice(0, 8)}`;
-}
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
-}
-
 async function funded(label: string, balance: number) {
-	const keyId = freshKey(label);
+	const keyId = freshKeyId("alw", label);
 	const stub = ledger(keyId);
 	await stub.credit({ keyId, amountNanos: balance, idempotencyKey: "initial", now: BASE });
 	return { keyId, stub };

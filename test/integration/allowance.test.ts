@@ -12,11 +12,10 @@ import { promptBound } from "../../src/chat/usage-bounds";
 import { loadConfig } from "../../src/config";
 import * as A from "../../src/ledger/allowance";
 import { allowanceCounters, allowanceTuning, localAllowance } from "../../src/ledger/allowance-cache";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { holdNanos } from "../../src/ledger/ledger-client";
 import { estimatePromptTokens } from "../../src/stream/estimate";
 import { admin, engineRequestsSince as allSince, chat, createKey, gw, lastEngineId, waitFor } from "../support/gateway";
-import { flushUsage, record } from "../support/ledger";
+import { flushUsage, ledger, record } from "../support/ledger";
 
 const config = loadConfig(env.GATEWAY_CONFIG);
 const TTL = config.ledger.allowance_ttl_ms;
@@ -28,10 +27,6 @@ const WARM = A.ALLOWANCE_WARMUP_REQUESTS;
 /** Inference calls the engine received (health probes left out). */
 async function engineRequestsSince(since: number) {
 	return (await allSince(since)).filter((r) => /\/(chat\/completions|completions|embeddings)$/.test(r.path));
-}
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
 }
 
 function body(extra: Record<string, unknown> = {}) {

@@ -15,7 +15,7 @@
  */
 import { env, runDurableObjectAlarm, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { KeyLedger, LedgerInfo } from "../../src/ledger/key-ledger";
+import type { LedgerInfo } from "../../src/ledger/key-ledger";
 import {
 	admin,
 	BASE,
@@ -29,6 +29,7 @@ import {
 	readSse,
 	waitFor,
 } from "../support/gateway";
+import { ledger } from "../support/ledger";
 
 const IN = 1_000;
 const OUT = 2_000;
@@ -71,10 +72,6 @@ function ping(): string {
 }
 
 const usd = (nanos: number) => Number((nanos / 1e9).toFixed(9));
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
-}
 
 function info(keyId: string): Promise<LedgerInfo> {
 	return ledger(keyId).info();

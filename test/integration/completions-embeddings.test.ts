@@ -6,8 +6,9 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import type OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import type { KeyLedger, LedgerInfo } from "../../src/ledger/key-ledger";
+import type { LedgerInfo } from "../../src/ledger/key-ledger";
 import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, sdkClient, waitFor } from "../support/gateway";
+import { ledger } from "../support/ledger";
 
 interface ErrorBody {
 	error: { message: string; type: string; param: string | null; code: string | null };
@@ -28,10 +29,6 @@ function post(path: string, key: string, body: Record<string, unknown>): Promise
 		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
 		body: JSON.stringify(body),
 	});
-}
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
 }
 
 async function settled(keyId: string, records: number): Promise<{ info: LedgerInfo; rows: UsageRow[] }> {

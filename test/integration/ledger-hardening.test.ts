@@ -1,11 +1,8 @@
 /** The ledger's own guards: the n-choice reserve, hold lifetimes, and credits that keep a balance in range. */
-import { env, runInDurableObject } from "cloudflare:test";
+import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { HOLD_TTL_MS, type KeyLedger } from "../../src/ledger/key-ledger";
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
-}
+import { HOLD_TTL_MS } from "../../src/ledger/key-ledger";
+import { ledger } from "../support/ledger";
 
 async function funded(balance: number) {
 	const keyId = `key_lh_${crypto.randomUUID()}`;

@@ -4,19 +4,9 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { HOLD_TTL_MS, type KeyLedger, type SettleInput } from "../../src/ledger/key-ledger";
+import { HOLD_TTL_MS, type SettleInput } from "../../src/ledger/key-ledger";
 import type { UsageRecordInput } from "../../src/ledger/outbox";
-import { flushUsage } from "../support/ledger";
-
-let seq = 0;
-function freshKeyId(label: string): string {
-	seq += 1;
-	return `key_ledger_${label}_${seq}_${crypto.randomUUID().slice(0, 8)}`;
-}
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
-}
+import { flushUsage, freshKeyId, ledger } from "../support/ledger";
 
 function record(keyId: string, fields: Partial<UsageRecordInput> = {}): UsageRecordInput {
 	return {
@@ -37,7 +27,7 @@ function settleInput(keyId: string, requestId: string, costNanos: number, extra:
 
 /** A ledger with `balance` nano-dollars credited. */
 async function funded(label: string, balance: number) {
-	const keyId = freshKeyId(label);
+	const keyId = freshKeyId("ledger", label);
 	const stub = ledger(keyId);
 	if (balance !== 0) {
 		const r = await stub.credit({ keyId, amountNanos: balance, idempotencyKey: "initial" });
@@ -153,7 +143,7 @@ describe("KeyLedger: authorize and settle", () => {
 	});
 
 	it("remembers its key id", async () => {
-		const keyId = freshKeyId("remember");
+		const keyId = freshKeyId("ledger", "remember");
 		const stub = ledger(keyId);
 		await stub.authorize({ keyId, requestId: "r", holdNanos: 1 });
 		expect((await stub.info()).keyId).toBe(keyId);
@@ -293,7 +283,7 @@ describe("KeyLedger: hold expiry", () => {
 
 describe("KeyLedger: credits", () => {
 	it("credits are idempotent by key, and may be negative", async () => {
-		const keyId = freshKeyId("credit");
+		const keyId = freshKeyId("ledger", "credit");
 		const stub = ledger(keyId);
 		expect(await stub.credit({ keyId, amountNanos: 1_500_000_000, idempotencyKey: "c1" })).toEqual({
 			balanceNanos: 1_500_000_000,

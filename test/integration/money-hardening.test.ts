@@ -6,10 +6,11 @@
  */
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
-import type { KeyLedger, LedgerInfo } from "../../src/ledger/key-ledger";
+import type { LedgerInfo } from "../../src/ledger/key-ledger";
 import { groundingTokenBound } from "../../src/search/grounding";
 import { IMAGE_TOKENS } from "../../src/stream/estimate";
 import { admin, chat, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
+import { ledger } from "../support/ledger";
 import { TEST_NODE_KEY } from "../support/test-config";
 
 const IN = 1_000;
@@ -37,10 +38,6 @@ function ping(): string {
 }
 
 const usd = (nanos: number) => Number((nanos / 1e9).toFixed(9));
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
-}
 
 function info(keyId: string): Promise<LedgerInfo> {
 	return ledger(keyId).info();

@@ -1,22 +1,12 @@
-/**
- * Per-key rpm and tpm, enforced in the key's ledger Durable Object in the same atomic step as
- * the hold: 429 rate_limit_exceeded with Retry-After, and x-ratelimit-* headers on answers,
- * streams and errors alike.
- */
-import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { formatDuration } from "../../src/ledger/ledger-client";
 import { chat, createKey, readSse } from "../support/gateway";
+import { ledger } from "../support/ledger";
 
 type ErrorBody = { error: { message: string; type: string; code: string | null } };
 
 function body(extra: Record<string, unknown> = {}) {
 	return { model: "test/ok", messages: [{ role: "user", content: "hi" }], max_tokens: 5, ...extra };
-}
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
 }
 
 function limits(res: Response) {

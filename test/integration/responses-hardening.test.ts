@@ -7,6 +7,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import type { ResponseStore } from "../../src/responses/response-store";
 import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
+import { ledger } from "../support/ledger";
 
 const APP = "https://app.example.com";
 /**
@@ -65,10 +66,6 @@ function outputText(r: ResponseJson): string {
 		.flatMap((o) => o.content ?? [])
 		.map((p) => p.text)
 		.join("");
-}
-
-function ledger(keyId: string) {
-	return env.LEDGER.get(env.LEDGER.idFromName(keyId));
 }
 
 interface UsageRow {

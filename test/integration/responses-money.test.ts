@@ -7,9 +7,9 @@ import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { runChat } from "../../src/chat/run-chat";
 import { loadConfig } from "../../src/config";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
 import type { ResponseStore } from "../../src/responses/response-store";
 import { admin, createKey, gw, waitFor } from "../support/gateway";
+import { ledger } from "../support/ledger";
 
 const APP = "https://app.example.com";
 
@@ -27,10 +27,6 @@ function post(key: string, body: Record<string, unknown>, headers: Record<string
 
 function store(keyId: string): DurableObjectStub<ResponseStore> {
 	return env.RESPONSES.get(env.RESPONSES.idFromName(keyId)) as DurableObjectStub<ResponseStore>;
-}
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
 }
 
 /** Rows in the key's response store: turns, their stored documents, queue slots. */

@@ -5,9 +5,9 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { periodEnd, periodStart } from "../../src/ledger/limits";
 import { admin, chat, createKey, engineRequests, gw, waitFor } from "../support/gateway";
+import { ledger } from "../support/ledger";
 
 type ErrorBody = { error: { message: string; type: string; param: string | null; code: string | null } };
 
@@ -24,10 +24,6 @@ async function expectError(res: Response, status: number, code: string | null): 
 	expect(res.status, JSON.stringify(json)).toBe(status);
 	expect(json.error.code).toBe(code);
 	return json;
-}
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
 }
 
 describe("browser keys: allowed_origins", () => {

@@ -8,15 +8,8 @@ import { describe, expect, it } from "vitest";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
 import { waitFor } from "../support/gateway";
+import { freshKeyId, ledger } from "../support/ledger";
 import { hideErrorsMentioning } from "../support/quiet-errors";
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
-}
-
-function freshKeyId(label: string): string {
-	return `key_flush_${label}_${crypto.randomUUID().slice(0, 8)}`;
-}
 
 function record(keyId: string, i: number): UsageRecordInput {
 	return {
@@ -125,7 +118,7 @@ describe("usage outbox flush", () => {
 	hideErrorsMentioning("injected failure");
 
 	it("flushes settled records to D1 once, and an empty outbox stays empty", async () => {
-		const keyId = freshKeyId("plain");
+		const keyId = freshKeyId("flush", "plain");
 		const stub = ledger(keyId);
 		const ids = await settleMany(keyId, 5, "plain");
 		await drain(stub);
@@ -140,7 +133,7 @@ describe("usage outbox flush", () => {
 	});
 
 	it("D1 batch failing 3 times before writing: every record still arrives exactly once", async () => {
-		const keyId = freshKeyId("fail-before");
+		const keyId = freshKeyId("flush", "fail-before");
 		const stub = ledger(keyId);
 		const faults = await breakD1(stub, 3, "before");
 		const ids = await settleMany(keyId, 7, "before");
@@ -154,7 +147,7 @@ describe("usage outbox flush", () => {
 	});
 
 	it("D1 batch writing but losing its reply 3 times: records arrive exactly once", async () => {
-		const keyId = freshKeyId("fail-after");
+		const keyId = freshKeyId("flush", "fail-after");
 		const stub = ledger(keyId);
 		const faults = await breakD1(stub, 3, "after");
 		const ids = await settleMany(keyId, 4, "after");
@@ -166,7 +159,7 @@ describe("usage outbox flush", () => {
 	});
 
 	it("more records than one flush batch (120), with failures in between: all arrive, once", async () => {
-		const keyId = freshKeyId("many");
+		const keyId = freshKeyId("flush", "many");
 		const stub = ledger(keyId);
 		const faults = await breakD1(stub, 2, "before");
 		const ids = await settleMany(keyId, 120, "many");
@@ -180,7 +173,7 @@ describe("usage outbox flush", () => {
 	});
 
 	it("a failed flush keeps the alarm scheduled (backoff) so the outbox is retried without help", async () => {
-		const keyId = freshKeyId("backoff");
+		const keyId = freshKeyId("flush", "backoff");
 		const stub = ledger(keyId);
 		const faults = await breakD1(stub, 1, "before");
 		const ids = await settleMany(keyId, 2, "backoff");
@@ -199,7 +192,7 @@ describe("usage outbox flush", () => {
 	});
 
 	it("records settled while a flush is failing are kept and delivered too", async () => {
-		const keyId = freshKeyId("interleave");
+		const keyId = freshKeyId("flush", "interleave");
 		const stub = ledger(keyId);
 		const faults = await breakD1(stub, 2, "before");
 		const first = await settleMany(keyId, 3, "inter-a");
@@ -220,7 +213,7 @@ describe("usage outbox flush", () => {
 	});
 
 	it("flushOutbox writes each field as given, with defaults for the optional ones", async () => {
-		const keyId = freshKeyId("fields");
+		const keyId = freshKeyId("flush", "fields");
 		const before = Date.now();
 		await flushOutbox(env.DB, [
 			{
@@ -251,7 +244,7 @@ describe("usage outbox flush", () => {
 	});
 
 	it("flushOutbox is idempotent by request id (INSERT OR IGNORE)", async () => {
-		const keyId = freshKeyId("direct");
+		const keyId = freshKeyId("flush", "direct");
 		const recs = [1, 2, 3].map((i) => ({
 			...record(keyId, i),
 			request_id: `direct-${i}`,

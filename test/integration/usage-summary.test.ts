@@ -5,9 +5,9 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
 import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
 import { admin, type CreatedKey, chat, createKey, gw, waitFor } from "../support/gateway";
+import { ledger } from "../support/ledger";
 import { hideErrorsMentioning } from "../support/quiet-errors";
 
 const HOUR = 3_600_000;
@@ -51,10 +51,6 @@ type ErrorBody = { error: { message: string; type: string; param: string | null;
 
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
 const usd = (nanos: number) => Number((nanos / 1e9).toFixed(9));
-
-function ledger(keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
-}
 
 /** Waits until the key's requests have settled and its outbox is flushed to D1. */
 async function flushed(keyId: string, records: number): Promise<void> {

@@ -1,4 +1,4 @@
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { env, runDurableObjectAlarm } from "cloudflare:test";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
 import type { UsageRecordInput } from "../../src/ledger/outbox";
 import { waitFor } from "./gateway";
@@ -27,4 +27,14 @@ export function record(keyId: string): UsageRecordInput {
 		status: "completed",
 		estimated: false,
 	};
+}
+
+/** The KeyLedger Durable Object of a key id. */
+export function ledger(keyId: string): DurableObjectStub<KeyLedger> {
+	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
+}
+
+/** A key id no other test uses, so a test gets a ledger of its own: `key_<prefix>_<label>_<random>`. */
+export function freshKeyId(prefix: string, label: string): string {
+	return `key_${prefix}_${label}_${crypto.randomUUID().slice(0, 12)}`;
 }
