@@ -76,22 +76,13 @@ const WORKERD_PROJECT = {
  * The inner loop (`npm run test:unit` sets VENYM_SHARED_WORKERD=1) runs the integration files one
  * after another in one workerd per Vitest worker (`isolate: false`) instead of starting a workerd
  * and loading the gateway for every file: that start is most of what a file costs. The pure
- * tests then share their Node worker's module graph too. Files then
- * share D1, the Durable Objects and the isolate's memory (node health, caches, the background
- * queue), which every file tolerates by creating its own keys, except those below: they assert
- * over the whole database, the whole queue, every log line or a node's first failure, and keep a
- * workerd of their own. `npm test` (and CI) keeps one workerd per file for every file, so a test
- * that leans on another file's leftovers fails there.
+ * tests then share their Node worker's module graph too. Files then share D1, the Durable Objects
+ * and the isolate's memory (node health, caches, the background queue, console spies), so every
+ * file keeps to what it made: its own keys, its own engine tenant for node health
+ * (fleet.ts `ownEngineUrl`), its own request ids in logs, past days no other file writes. `npm test`
+ * (and CI) keeps one workerd per file, so a test that leans on another file's leftovers fails there.
  */
 const SHARED_WORKERD = process.env.VENYM_SHARED_WORKERD === "1";
-const NEEDS_OWN_WORKERD = [
-	"test/integration/admin-keys-list.test.ts",
-	"test/integration/failover.test.ts",
-	"test/integration/request-log.test.ts",
-	"test/integration/responses-money.test.ts",
-	"test/integration/usage-retention.test.ts",
-	"test/integration/usage-summary.test.ts",
-];
 
 export default defineConfig({
 	test: {
@@ -113,19 +104,11 @@ export default defineConfig({
 				test: {
 					name: "workers",
 					include: ["test/integration/**/*.test.ts"],
-					exclude: SHARED_WORKERD ? [REDIS_TESTS, ...NEEDS_OWN_WORKERD] : [REDIS_TESTS],
+					exclude: [REDIS_TESTS],
 					isolate: !SHARED_WORKERD,
 					...WORKERD_PROJECT,
 				},
 			},
-			...(SHARED_WORKERD
-				? [
-						{
-							plugins: [workerPlugin(false)],
-							test: { name: "workers-own", include: NEEDS_OWN_WORKERD, ...WORKERD_PROJECT },
-						},
-					]
-				: []),
 			{
 				// The Redis path (key cache, failed-auth throttle) against a real redis-server behind dev/redis-bridge.mjs.
 				plugins: [workerPlugin(true)],

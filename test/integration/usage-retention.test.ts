@@ -5,11 +5,13 @@
  * summaries and balances never change.
  */
 import { createScheduledController, env } from "cloudflare:test";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import worker from "../../src/index";
 import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
 import { enforceRetention, type RetentionEnv } from "../../src/maintenance/retention";
 import { admin, createKey } from "../support/gateway";
+import { freshKeyId } from "../support/ledger";
+import { hideErrorsMentioning } from "../support/quiet-errors";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -19,11 +21,21 @@ const CUTOFF = Date.UTC(2026, 2, 17);
 
 const archive = () => (env as unknown as { USAGE_ARCHIVE: R2Bucket }).USAGE_ARCHIVE;
 
+/**
+ * In the inner loop (`npm run test:unit`) other test files' records share usage_records and
+ * usage_hourly, so every assertion here looks at this file's two keys only, and its request ids
+ * carry a marker of this run. `keyId` is a real key (its balance must not change); OTHER has no
+ * key row (the cleanup does not look at keys).
+ */
+let keyId: string;
+const OTHER = freshKeyId("retention", "other");
+const RUN = crypto.randomUUID().slice(0, 8);
+
 let seq = 0;
-function rec(keyId: string, createdAt: number, i = ++seq): UsageRecordInput {
+function rec(key: string, createdAt: number, i = ++seq): UsageRecordInput {
 	return {
-		request_id: `req_${String(i).padStart(6, "0")}`,
-		key_id: keyId,
+		request_id: `req_${RUN}_${String(i).padStart(6, "0")}`,
+		key_id: key,
 		model: i % 2 ? "test/ok" : "test/reasoning",
 		node: "http://node.test/v1",
 		prompt_tokens: i,
@@ -35,33 +47,40 @@ function rec(keyId: string, createdAt: number, i = ++seq): UsageRecordInput {
 	};
 }
 
-async function ids(where = "1 = 1", ...binds: unknown[]): Promise<string[]> {
-	const { results } = await env.DB.prepare(`SELECT request_id FROM usage_records WHERE ${where} ORDER BY request_id`)
-		.bind(...binds)
+/** The request ids of this file's records still in D1. */
+async function ids(): Promise<string[]> {
+	const { results } = await env.DB.prepare("SELECT request_id FROM usage_records WHERE key_id IN (?1, ?2) ORDER BY request_id")
+		.bind(keyId, OTHER)
 		.all<{ request_id: string }>();
 	return results.map((r) => r.request_id);
 }
 
 async function rollups() {
-	return (await env.DB.prepare("SELECT * FROM usage_hourly ORDER BY hour, key_id, model").all()).results;
+	return (
+		await env.DB.prepare("SELECT * FROM usage_hourly WHERE key_id IN (?1, ?2) ORDER BY hour, key_id, model")
+			.bind(keyId, OTHER)
+			.all()
+	).results;
 }
 
 async function summaries() {
 	const out: unknown[] = [];
-	for (const q of [
-		"since=2025-06-01&until=2026-06-16&granularity=day&group_by=key",
-		"since=2025-06-01&until=2026-06-16&granularity=day&group_by=model",
-		`since=${(CUTOFF - 200 * DAY) / 1000}&until=${CUTOFF / 1000}&group_by=model`,
-	]) {
-		const res = await admin(`/usage/summary?${q}`);
-		expect(res.status).toBe(200);
-		out.push(await res.json());
+	for (const key of [keyId, OTHER]) {
+		for (const q of [
+			"since=2025-06-01&until=2026-06-16&granularity=day&group_by=key",
+			"since=2025-06-01&until=2026-06-16&granularity=day&group_by=model",
+			`since=${(CUTOFF - 200 * DAY) / 1000}&until=${CUTOFF / 1000}&group_by=model`,
+		]) {
+			const res = await admin(`/usage/summary?${q}&key_id=${key}`);
+			expect(res.status).toBe(200);
+			out.push(await res.json());
+		}
 	}
 	return out;
 }
 
-async function balance(keyId: string) {
-	const res = await admin(`/keys/${keyId}`);
+async function balance(key: string) {
+	const res = await admin(`/keys/${key}`);
 	const body = (await res.json()) as { balance_usd: number; spent_usd: number };
 	return { balance_usd: body.balance_usd, spent_usd: body.spent_usd };
 }
@@ -72,24 +91,33 @@ async function clearArchive(): Promise<void> {
 }
 
 /** Everything the cleanup must leave alone. */
-async function untouched(keyId: string) {
+async function untouched() {
 	return { rollups: await rollups(), summaries: await summaries(), balance: await balance(keyId) };
 }
 
+/** Deletes this file's records and every record created before `olderThan` (none without it). */
+async function clearRecords(olderThan?: number): Promise<void> {
+	await env.DB.prepare("DELETE FROM usage_records WHERE key_id IN (?1, ?2) OR created_at < ?3")
+		.bind(keyId, OTHER, olderThan ?? 0)
+		.run();
+}
+
 describe("usage retention", () => {
-	let keyId: string;
+	// The injected R2 failure's log line and the scheduled run's line for it (its info line is console.log).
+	hideErrorsMentioning("injected", "usage retention");
 	beforeAll(async () => {
 		keyId = (await createKey({ name: "retention", balance_usd: 3 })).id;
+		// Restored by hideErrorsMentioning's vi.restoreAllMocks.
 		vi.spyOn(console, "log").mockImplementation(() => {});
-		const original = console.error.bind(console);
-		vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
-			if (args.some((a) => /injected|usage retention/.test(String(a)))) return;
-			original(...args);
-		});
 	});
-	afterAll(() => {
-		vi.restoreAllMocks();
-	});
+	// The cleanup runs over the whole table. In the inner loop, files that ran before this one in
+	// the same workerd leave their records behind: all after NOW (they are stamped with the real
+	// time), which no cutoff here reaches, except those they seed in the past (usage-flush's,
+	// usage-summary's). Those would be deleted and archived along with this
+	// file's and change its counts, its oldest-first order and its archive parts, so each test
+	// starts without them (their files are done with them) and without this file's earlier records.
+	beforeEach(() => clearRecords(NOW));
+	afterAll(() => clearRecords());
 
 	it("deletes records past retention in bounded runs, without an archive, and changes no rollup or balance", async () => {
 		const old = [
@@ -97,11 +125,11 @@ describe("usage retention", () => {
 			rec(keyId, CUTOFF - 3 * DAY + 5),
 			rec(keyId, CUTOFF - 3 * DAY + HOUR),
 			rec(keyId, CUTOFF - 1),
-			rec("key_other", CUTOFF - 2 * DAY),
+			rec(OTHER, CUTOFF - 2 * DAY),
 		];
-		const kept = [rec(keyId, CUTOFF), rec(keyId, NOW - DAY), rec("key_other", NOW - 1)];
+		const kept = [rec(keyId, CUTOFF), rec(keyId, NOW - DAY), rec(OTHER, NOW - 1)];
 		await flushOutbox(env.DB, [...old, ...kept]);
-		const before = await untouched(keyId);
+		const before = await untouched();
 		const noArchive: RetentionEnv = { DB: env.DB, GATEWAY_CONFIG: env.GATEWAY_CONFIG };
 
 		// A run deletes at most maxRows, oldest first; the next goes on.
@@ -113,8 +141,7 @@ describe("usage retention", () => {
 		expect(await ids()).toEqual(kept.map((r) => r.request_id).sort());
 		expect(await enforceRetention(noArchive, NOW)).toEqual({ cutoff: CUTOFF, deleted: 0, archived: [], done: true });
 
-		expect(await untouched(keyId)).toEqual(before);
-		await env.DB.prepare("DELETE FROM usage_records").run();
+		expect(await untouched()).toEqual(before);
 	});
 
 	it("the Cron Trigger's scheduled handler writes each UTC day's records to R2 as JSONL, then deletes them", async () => {
@@ -122,10 +149,10 @@ describe("usage retention", () => {
 		const dayA = Date.UTC(2026, 0, 10);
 		const dayB = Date.UTC(2026, 0, 11);
 		const a = [rec(keyId, dayA + 5 * HOUR), rec(keyId, dayA + 5 * HOUR), rec(keyId, dayA + DAY - 1)];
-		const b = [rec("key_other", dayB), rec(keyId, dayB + 7 * HOUR)];
+		const b = [rec(OTHER, dayB), rec(keyId, dayB + 7 * HOUR)];
 		const kept = [rec(keyId, CUTOFF + 1), rec(keyId, NOW - HOUR)];
 		await flushOutbox(env.DB, [...a, ...b, ...kept]);
-		const before = await untouched(keyId);
+		const before = await untouched();
 
 		// Each write to R2 happens while its records are still in D1.
 		const seenAtPut: string[][] = [];
@@ -173,7 +200,7 @@ describe("usage retention", () => {
 				}),
 			),
 		);
-		expect(await untouched(keyId)).toEqual(before);
+		expect(await untouched()).toEqual(before);
 
 		// The same through the worker's scheduled export, as the Cron Trigger calls it.
 		const c = rec(keyId, dayB + 9 * HOUR);
@@ -182,7 +209,6 @@ describe("usage retention", () => {
 		expect(await ids()).toEqual(kept.map((r) => r.request_id).sort());
 		const part = await bucket.get(`usage/2026-01-11/${c.created_at}-${c.request_id}.jsonl`);
 		expect(JSON.parse((await part?.text()) ?? "null")).toMatchObject({ request_id: c.request_id });
-		await env.DB.prepare("DELETE FROM usage_records").run();
 	});
 
 	it("keeps every record of a part whose R2 write fails, and the scheduled run fails", async () => {

@@ -7,7 +7,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { beforeAll, describe, expect, it } from "vitest";
 import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
 import { admin, type CreatedKey, chat, createKey, gw, waitFor } from "../support/gateway";
-import { ledger } from "../support/ledger";
+import { freshKeyId, ledger } from "../support/ledger";
 import { hideErrorsMentioning } from "../support/quiet-errors";
 
 const HOUR = 3_600_000;
@@ -160,6 +160,16 @@ describe("GET /admin/usage/summary", () => {
 	let token: { id: string; token: string };
 	/** An hour-aligned window holding every request these tests make. */
 	let window: { since: number; until: number };
+	/**
+	 * In the inner loop (`npm run test:unit`) other test files' usage lands in the same hours as
+	 * these tests' requests, so over `window` every sum is of this file's keys only: filtered by
+	 * key_id, or grouped by key and the other keys' rows left out. The sums without a key filter
+	 * are checked over PAST: two UTC days of 1999 that only this file writes usage into, seeded
+	 * through the outbox flush (the same D1 batch a ledger's flush runs).
+	 */
+	const PAST = { since: Date.UTC(1999, 6, 7), until: Date.UTC(1999, 6, 9) };
+	const MODELS = ["test/ok", "test/reasoning", "test/cumulative"];
+	let seeded: UsageRecordInput[];
 
 	beforeAll(async () => {
 		const start = Date.now();
@@ -186,37 +196,87 @@ describe("GET /admin/usage/summary", () => {
 			since: Math.floor(start / HOUR) * HOUR - HOUR,
 			until: Math.ceil(Date.now() / HOUR) * HOUR + HOUR,
 		};
+
+		// Four records an hour in five hours over both days, some of a key and model sharing an hour.
+		seeded = Array.from(
+			{ length: 20 },
+			(_, i): UsageRecordInput => ({
+				request_id: `${a.id}-past-${i}`,
+				key_id: i % 3 === 0 ? b.id : a.id,
+				model: MODELS[Math.floor(i / 2) % 3] as string,
+				node: null,
+				prompt_tokens: i + 1,
+				completion_tokens: 2 * i + 3,
+				cost_nanos: 1000 * (i + 1) + 7,
+				status: "completed",
+				estimated: false,
+				search_count: i % 3,
+				created_at: PAST.since + Math.floor(i / 4) * 7 * HOUR + i * 61_000,
+			}),
+		);
+		await flushOutbox(env.DB, seeded.slice(0, 11));
+		await flushOutbox(env.DB, seeded.slice(11));
 	});
 
 	const inWindow = () => ({ since: String(window.since / 1000), until: String(window.until / 1000) });
+	const inPast = () => ({ since: String(PAST.since / 1000), until: String(PAST.until / 1000) });
+	const ownKey = (r: SummaryRow) => r.key_id === a.id || r.key_id === b.id;
+	/** The records of both keys (GET /admin/usage takes one key_id). */
+	const ownRecords = async (query: Query) => [
+		...(await records({ ...query, key_id: a.id })),
+		...(await records({ ...query, key_id: b.id })),
+	];
 
 	it("sums per hour equal the usage records' sums exactly", async () => {
-		const recs = await records(inWindow());
-		expect(recs.length).toBeGreaterThanOrEqual(6);
-		const s = await summary({ since: iso(window.since), until: iso(window.until) });
-		expect(s).toMatchObject({
-			object: "list",
-			granularity: "hour",
-			group_by: null,
-			since: iso(window.since),
-			until: iso(window.until),
-		});
+		for (const [key, requests] of [
+			[a, 4],
+			[b, 2],
+		] as const) {
+			const recs = await records({ ...inWindow(), key_id: key.id });
+			expect(recs).toHaveLength(requests);
+			const s = await summary({ since: iso(window.since), until: iso(window.until), key_id: key.id });
+			expect(s).toMatchObject({
+				object: "list",
+				granularity: "hour",
+				group_by: null,
+				since: iso(window.since),
+				until: iso(window.until),
+			});
+			expect(s.data).toEqual(expected(recs, HOUR));
+			expect(totals(s.data)).toEqual(totals(expected(recs, HOUR)));
+		}
+		// Without a filter: the seeded hours, which hold this file's records and nothing else.
+		const recs = await records(inPast());
+		expect(recs.map((r) => r.request_id).sort()).toEqual(seeded.map((r) => r.request_id).sort());
+		const s = await summary(inPast());
 		expect(s.data).toEqual(expected(recs, HOUR));
+		expect(s.data).toHaveLength(5);
 		expect(totals(s.data)).toEqual(totals(expected(recs, HOUR)));
 	});
 
 	it("groups by model and by paying key, the token's usage under its parent", async () => {
-		const recs = await records(inWindow());
-		const byModel = await summary({ ...inWindow(), group_by: "model" });
-		expect(byModel.data).toEqual(expected(recs, HOUR, "model"));
-		expect(new Set(byModel.data.map((r) => r.model))).toEqual(new Set(["test/ok", "test/reasoning", "test/cumulative"]));
+		const models = new Set<string | undefined>();
+		for (const key of [a, b]) {
+			const recs = await records({ ...inWindow(), key_id: key.id });
+			const byModel = await summary({ ...inWindow(), key_id: key.id, group_by: "model" });
+			expect(byModel.data).toEqual(expected(recs, HOUR, "model"));
+			for (const r of byModel.data) models.add(r.model);
+		}
+		expect(models).toEqual(new Set(MODELS));
 
+		const recs = await ownRecords(inWindow());
 		const byKey = await summary({ ...inWindow(), group_by: "key" });
-		expect(byKey.data).toEqual(expected(recs, HOUR, "key"));
+		expect(byKey.data.filter(ownKey)).toEqual(expected(recs, HOUR, "key"));
 		const keys = new Set(byKey.data.map((r) => r.key_id));
 		expect(keys.has(a.id) && keys.has(b.id)).toBe(true);
 		expect(keys.has(token.id)).toBe(false);
 		expect(totals(byKey.data.filter((r) => r.key_id === a.id)).requests).toBe(4);
+
+		// Without a filter, over the seeded hours.
+		const past = await records(inPast());
+		for (const group_by of ["model", "key"] as const) {
+			expect((await summary({ ...inPast(), group_by })).data).toEqual(expected(past, HOUR, group_by));
+		}
 	});
 
 	it("filters by key_id and model like the records", async () => {
@@ -228,15 +288,29 @@ describe("GET /admin/usage/summary", () => {
 			{ key_id: b.id, model: "test/reasoning" },
 		];
 		for (const filter of filters) {
-			const recs = await records({ ...inWindow(), ...filter });
-			for (const group_by of [undefined, "model", "key"] as const) {
+			// Over the requests' hours, a model alone also sums other files' usage: only by key, this file's rows.
+			const mine = filter.key_id === undefined;
+			const recs = mine ? await ownRecords({ ...inWindow(), ...filter }) : await records({ ...inWindow(), ...filter });
+			for (const group_by of mine ? (["key"] as const) : ([undefined, "model", "key"] as const)) {
 				const s = await summary({ ...inWindow(), ...filter, ...(group_by ? { group_by } : {}) });
-				expect(s.data, JSON.stringify({ filter, group_by })).toEqual(expected(recs, HOUR, group_by));
+				const data = mine ? s.data.filter(ownKey) : s.data;
+				expect(data, JSON.stringify({ filter, group_by })).toEqual(expected(recs, HOUR, group_by));
+			}
+			const past = await records({ ...inPast(), ...filter });
+			expect(past.length, JSON.stringify(filter)).toBeGreaterThan(0);
+			for (const group_by of [undefined, "model", "key"] as const) {
+				const s = await summary({ ...inPast(), ...filter, ...(group_by ? { group_by } : {}) });
+				expect(s.data, JSON.stringify({ past: true, filter, group_by })).toEqual(expected(past, HOUR, group_by));
 			}
 		}
-		expect((await summary({ ...inWindow(), key_id: "key_nobody" })).data).toEqual([]);
+		expect((await summary({ ...inWindow(), key_id: freshKeyId("summary", "nobody") })).data).toEqual([]);
 		// An empty parameter is an absent one, as on GET /admin/usage.
-		expect((await summary({ ...inWindow(), key_id: "", model: "" })).data).toEqual((await summary(inWindow())).data);
+		const all = await summary(inPast());
+		expect(all.data.length).toBeGreaterThan(0);
+		expect((await summary({ ...inPast(), key_id: "", model: "" })).data).toEqual(all.data);
+		expect((await summary({ ...inWindow(), key_id: a.id, model: "" })).data).toEqual(
+			(await summary({ ...inWindow(), key_id: a.id })).data,
+		);
 	});
 
 	it("by day sums the hours of each UTC day", async () => {
@@ -244,28 +318,44 @@ describe("GET /admin/usage/summary", () => {
 			since: String((Math.floor(window.since / DAY) * DAY) / 1000),
 			until: String((Math.ceil(window.until / DAY) * DAY) / 1000),
 		};
-		const recs = await records(dayWindow);
-		for (const group_by of [undefined, "model", "key"] as const) {
-			const g = group_by ? { group_by } : {};
-			const days = await summary({ ...dayWindow, granularity: "day", ...g });
-			expect(days.data).toEqual(expected(recs, DAY, group_by));
-			const hours = await summary({ ...dayWindow, ...g });
-			expect(totals(days.data)).toEqual(totals(hours.data));
-			for (const d of days.data) expect(d.period).toMatch(/T00:00:00Z$/);
+		// The requests' days by key, and the seeded days without a filter.
+		const spans: [Query, UsageRecord[]][] = [
+			[{ ...dayWindow, key_id: a.id }, await records({ ...dayWindow, key_id: a.id })],
+			[{ ...dayWindow, key_id: b.id }, await records({ ...dayWindow, key_id: b.id })],
+			[inPast(), await records(inPast())],
+		];
+		for (const [span, recs] of spans) {
+			for (const group_by of [undefined, "model", "key"] as const) {
+				const g = group_by ? { group_by } : {};
+				const days = await summary({ ...span, granularity: "day", ...g });
+				expect(days.data).toEqual(expected(recs, DAY, group_by));
+				const hours = await summary({ ...span, ...g });
+				expect(totals(days.data)).toEqual(totals(hours.data));
+				for (const d of days.data) expect(d.period).toMatch(/T00:00:00Z$/);
+			}
 		}
+		expect((await summary({ ...inPast(), granularity: "day" })).data).toHaveLength(2);
 	});
 
 	it("widens an unaligned window to whole hours, and defaults to the last 24 hours", async () => {
-		const recs = await records(inWindow());
-		const unaligned = await summary({ since: iso(window.since + 1234), until: iso(window.until - HOUR + 1000) });
-		expect(unaligned.since).toBe(iso(window.since));
-		expect(unaligned.until).toBe(iso(window.until));
-		expect(unaligned.data).toEqual(expected(recs, HOUR));
+		const past = await records(inPast());
+		const unaligned = await summary({ since: iso(PAST.since + 1234), until: iso(PAST.until - HOUR + 1000) });
+		expect(unaligned.since).toBe(iso(PAST.since));
+		expect(unaligned.until).toBe(iso(PAST.until));
+		expect(unaligned.data).toEqual(expected(past, HOUR));
+		const recs = await records({ ...inWindow(), key_id: a.id });
+		const keyed = await summary({ since: iso(window.since + 1234), until: iso(window.until - HOUR + 1000), key_id: a.id });
+		expect([keyed.since, keyed.until]).toEqual([iso(window.since), iso(window.until)]);
+		expect(keyed.data).toEqual(expected(recs, HOUR));
 
 		const last24 = await summary({});
 		expect(Date.parse(last24.until) - Date.parse(last24.since)).toBe(DAY);
 		expect(Date.parse(last24.until)).toBeGreaterThan(Date.now());
-		expect(totals(last24.data)).toEqual(totals(expected(recs, HOUR)));
+		for (const key of [a, b]) {
+			const mine = await summary({ key_id: key.id });
+			expect([mine.since, mine.until]).toEqual([last24.since, last24.until]);
+			expect(totals(mine.data)).toEqual(totals(expected(await records({ ...inWindow(), key_id: key.id }), HOUR)));
+		}
 		const last30 = await summary({ granularity: "day" });
 		expect(Date.parse(last30.until) - Date.parse(last30.since)).toBe(30 * DAY);
 	});
@@ -337,7 +427,7 @@ describe("rollups and retried flushes", () => {
 	}
 
 	it("flushing the same records again adds nothing to the rollups", async () => {
-		const keyId = "key_retry_same";
+		const keyId = freshKeyId("summary", "retry_same");
 		const batch = [rec(keyId, 1, at), rec(keyId, 2, at + 10), rec(keyId, 3, at + HOUR, "test/reasoning")];
 		await flushOutbox(env.DB, batch);
 		const once = await rollup(keyId);
@@ -380,7 +470,7 @@ describe("rollups and retried flushes", () => {
 	});
 
 	it("a flush whose D1 reply is lost and is retried counts each record once", async () => {
-		const keyId = `key_retry_lost_${crypto.randomUUID().slice(0, 8)}`;
+		const keyId = freshKeyId("summary", "retry_lost");
 		const stub = ledger(keyId);
 		// The ledger's D1 writes and then throws, twice: the alarm flushes the same records again.
 		const faults = { failed: 0 };

@@ -10,6 +10,20 @@ import worker from "../../src/index";
 import { BASE, waitFor } from "./gateway";
 import { TEST_ADMIN_TOKEN } from "./test-config";
 
+/**
+ * The development engine under a tenant of its own (dev/engine.mjs `/t/<tenant>`): its scenario
+ * nodes (`<url>/s/<scenario>/v1`, as testGatewayConfig names them) are URLs no other test file
+ * routes to, so neither the isolate's node health nor the NodeHealth object has seen them fail,
+ * and its request record (engineRequests' `engineUrl`) is its own. Files that share a workerd
+ * (`npm run test:unit`) share env.ENGINE_URL's scenario nodes and their cooldowns.
+ */
+export function ownEngineUrl(name: string): string {
+	// env.ENGINE_URL is already `<engine>/t/<file>`, and the engine reads one tenant prefix, not nested ones.
+	const file = /^(.*)\/t\/[^/]+$/.exec(env.ENGINE_URL);
+	if (!file) throw new Error(`ownEngineUrl: ENGINE_URL ${env.ENGINE_URL} has no /t/<tenant>`);
+	return `${file[1]}/t/${name}-${crypto.randomUUID()}`;
+}
+
 export function nodeUrl(name: string): string {
 	return `${env.ENGINE_URL}/n/${name}/v1`;
 }
@@ -158,8 +172,8 @@ export async function waitForNode(
 }
 
 /** The OpenAI error of an answer (empty when it has none). */
-export function errorOf(a: Answer): { message?: string; param?: string | null; code?: string | null } {
-	return (a.json?.error ?? {}) as { message?: string; param?: string | null; code?: string | null };
+export function errorOf(a: Answer): { message?: string; type?: string; param?: string | null; code?: string | null } {
+	return (a.json?.error ?? {}) as { message?: string; type?: string; param?: string | null; code?: string | null };
 }
 
 /** The rows of an /admin/nodes answer. */

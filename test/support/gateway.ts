@@ -54,14 +54,18 @@ export interface EngineRequest {
 /**
  * What the engine received, oldest first. The engine keeps every request of the run (bodies
  * included, some of them megabytes), so ask it for what a test needs: `since` an id from an
- * earlier listing, `contains` a marker in the raw body.
+ * earlier listing, `contains` a marker in the raw body. `engineUrl` names the engine tenant whose
+ * record to read (fleet.ts `ownEngineUrl`); the file's own by default.
  */
-export async function engineRequests(filter: { since?: number; contains?: string } = {}): Promise<EngineRequest[]> {
+export async function engineRequests(
+	filter: { since?: number; contains?: string } = {},
+	engineUrl: string = env.ENGINE_URL,
+): Promise<EngineRequest[]> {
 	const query = new URLSearchParams();
 	if (filter.since !== undefined) query.set("since", String(filter.since));
 	if (filter.contains !== undefined) query.set("contains", filter.contains);
 	const qs = query.toString();
-	return (await (await fetch(`${env.ENGINE_URL}/_engine/requests${qs ? `?${qs}` : ""}`)).json()) as EngineRequest[];
+	return (await (await fetch(`${engineUrl}/_engine/requests${qs ? `?${qs}` : ""}`)).json()) as EngineRequest[];
 }
 
 /** Engine requests made after `since` (an id from a previous listing). */
