@@ -23,6 +23,7 @@ import type {
 	SettleResult,
 } from "./ledger-types";
 import { LedgerLimits } from "./limits";
+import type { SettleManyAnswer } from "./settle-batch";
 
 export { HOLD_TTL_MS } from "./ledger-holds";
 export type * from "./ledger-types";
@@ -143,6 +144,20 @@ export class KeyLedger extends DurableObject<Env> {
 		const result = { requestId: input.requestId, costNanos: cost, balanceNanos: balanceAfter, applied: true };
 		if (input.allowanceId === undefined) return result;
 		return { ...result, allowance: allowance?.state ?? this.allowances.state(input.allowanceId, now) };
+	}
+
+	/**
+	 * Several requests' settlements in one call (an isolate's batch, settle-batch.ts): each exactly as
+	 * `settle` would, in order, and one that fails leaves the others standing.
+	 */
+	settleMany(inputs: SettleInput[]): SettleManyAnswer[] {
+		return inputs.map((input) => {
+			try {
+				return this.settle(input);
+			} catch (err) {
+				return { failed: err instanceof Error ? err.message : String(err) };
+			}
+		});
 	}
 
 	/** Adds credit (or removes it, with a negative amount); idempotent by key (ledger-credits.ts). */

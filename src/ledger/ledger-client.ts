@@ -16,6 +16,7 @@ import {
 import type { AuthorizeResult, KeyLedger, SettleResult } from "./key-ledger";
 import { isLimited, type LimitRefusal, type RateState, type RateWindow, type ScopeLimits } from "./limits";
 import { costNanos, nanosToUsd, usageCostNanos } from "./pricing";
+import { settleInBatch } from "./settle-batch";
 
 /** The ledger of a key: for a request, the payer's (auth/scopes.ts `payerKeyId`), never a `vk-tmp-` token's own. */
 export function ledgerFor(env: Env, keyId: string): DurableObjectStub<KeyLedger> {
@@ -167,8 +168,8 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 	const cost = outcomeCostNanos(req, outcome, extraNanos);
 	// An adoption under way lands first: the ledger then knows whether the request holds.
 	if (req.allowance) await beforeSettle(req.allowance);
-	// A fresh stub per call: after an exception a stub may be broken.
-	return ledgerFor(env, req.payerKeyId).settle({
+	// In a batch with this isolate's other settlements of the key (settle-batch.ts); a fresh stub per call.
+	return settleInBatch(() => ledgerFor(env, req.payerKeyId), req.payerKeyId, {
 		requestId: req.requestId,
 		costNanos: cost,
 		...(req.allowance ? { allowanceId: req.allowance.allowanceId } : {}),
