@@ -3,7 +3,7 @@
 // gateway isolate (worker and its Durable Objects), maps it through the bundle's source
 // map to src/ and node_modules/, and prints self and inclusive time.
 //
-//   node bench/profile.mjs [--mode nonstream|paced|burst|all] [--seconds 5]
+//   node bench/profile.mjs [--mode nonstream|sequential|paced|burst|all] [--seconds 5]
 //
 // Profiles are written to bench/.tmp/<mode>.cpuprofile (open them in Chrome DevTools).
 // The inspector slows workerd down a little: use bench/run.mjs for the numbers.
@@ -97,6 +97,10 @@ const WORKLOADS = {
 	nonstream: {
 		describe: `non-stream requests, 16 in flight, ${SECONDS} s`,
 		run: (gw) => closedLoop(gw, 16, SECONDS * 1000, nonStream),
+	},
+	sequential: {
+		describe: "non-stream requests one at a time (the sequential phase's shape), 2000",
+		run: (gw) => sequential([gw], 2000, nonStream),
 	},
 	paced: {
 		describe: "128 concurrent streams of 200 chunks paced at 20 ms",

@@ -37,6 +37,8 @@ const { values: argv } = parseArgs({
 		"ledger-delay-ms": { type: "string" },
 		// Leave Portkey's gateway out.
 		"no-portkey": { type: "boolean", default: false },
+		// Where D1 and Durable Object storage live (lib/rig.mjs stateRoot: /dev/shm when there is one).
+		"state-dir": { type: "string" },
 	},
 });
 const SMOKE = argv.smoke;
@@ -130,6 +132,8 @@ function meta(ctx) {
 		variants: VARIANTS,
 		portkey: info.portkeyVersion,
 		idleCpuMsPerSecond: ctx.idleCpuMsPerSecond(),
+		// D1 and Durable Object storage (a tmpfs unless --state-dir says otherwise): see README "How the rig works".
+		stateDir: ctx.stateDir,
 	};
 }
 
@@ -159,6 +163,7 @@ async function main() {
 		bundleDir: argv["skip-build"],
 		variants: VARIANTS,
 		portkey: PORTKEY,
+		stateRoot: argv["state-dir"],
 		log,
 	});
 	let results;

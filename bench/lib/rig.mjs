@@ -3,7 +3,7 @@
 // variant (--variant: its own workerd and GATEWAY_CONFIG), and Portkey's gateway (own Node
 // process, bench/lib/portkey-process.mjs) unless it is left out.
 import { fork, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -159,6 +159,17 @@ export function mergeConfig(base, patch, engineUrl) {
 const portkeyHeaders = (engineUrl) => ({ "x-portkey-provider": "openai", "x-portkey-custom-host": `${engineUrl}/v1` });
 
 /**
+ * Where the gateways' D1 and Durable Object storage live: a tmpfs (/dev/shm) when the host has
+ * one. On a VM disk each ledger commit's SQLite write blocks workerd's one thread (about 1 ms p50
+ * per request on the dev box, bench/README.md "Session 6"); on Cloudflare a Durable Object's
+ * storage write does not stall the Worker's thread on a local disk, so a disk here measures the
+ * host, not the gateway. `--state-dir <dir>` puts it elsewhere (`--state-dir /tmp` for the disk).
+ */
+function defaultStateRoot() {
+	return existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir();
+}
+
+/**
  * Builds the bundle, starts engine, floor, gateway (and its variants) and Portkey, and creates
  * a funded key on each gateway. `maxSockets` sizes each target's keep-alive pool;
  * `inspectorPort` opens the main gateway's DevTools inspector (bench/profile.mjs only: it slows
@@ -167,8 +178,17 @@ const portkeyHeaders = (engineUrl) => ({ "x-portkey-provider": "openai", "x-port
  * Each target: {name, kind: "direct"|"floor"|"gateway"|"portkey", url, key, agent, headers,
  * stream (false: not in stream phases), instance (gateways: the workerd-host instance name)}.
  */
-export async function startRig({ paceMs, maxSockets, bundleDir, inspectorPort, variants = [], portkey = false, log = () => {} }) {
-	const stateDir = mkdtempSync(path.join(os.tmpdir(), "venym-bench-"));
+export async function startRig({
+	paceMs,
+	maxSockets,
+	bundleDir,
+	inspectorPort,
+	variants = [],
+	portkey = false,
+	stateRoot = defaultStateRoot(),
+	log = () => {},
+}) {
+	const stateDir = mkdtempSync(path.join(stateRoot, "venym-bench-"));
 	let engine;
 	let host;
 	let pk;
@@ -247,6 +267,7 @@ export async function startRig({ paceMs, maxSockets, bundleDir, inspectorPort, v
 			keys,
 			info: { ...info, portkeyVersion: pkInfo?.version ?? null, engineUrl: engineInfo.url },
 			bundleDir: bundle,
+			stateDir,
 			rpc: host.rpc,
 			stop,
 		};

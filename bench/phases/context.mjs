@@ -89,6 +89,7 @@ export function createContext({ rig, params, smoke, log }) {
 		key: rig.key,
 		keys: rig.keys,
 		info: rig.info,
+		stateDir: rig.stateDir,
 		rpc: rig.rpc,
 		problems,
 		check,
