@@ -79,8 +79,8 @@ function fakeLedger(answer: (i: SettleInput) => SettleManyAnswer = result) {
 	};
 }
 
-/** Lets queued promise callbacks and 1 ms polls run. */
-const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
+/** Lets queued promise callbacks and the waiting requests' polls (1 ms, doubling to 32 ms) run. */
+const tick = (ms = 40) => new Promise((r) => setTimeout(r, ms));
 
 beforeEach(() => forgetSettleQueues());
 afterEach(() => vi.useRealTimers());
@@ -196,7 +196,7 @@ describe("settlement batches", () => {
 		await vi.advanceTimersByTimeAsync(STUCK_AFTER_MS - 100);
 		expect(f.batches).toEqual([["stuck"]]);
 		// Once the call counts as stuck, the waiting request sends the queue itself.
-		await vi.advanceTimersByTimeAsync(200);
+		await vi.advanceTimersByTimeAsync(250);
 		expect(f.batches).toEqual([["stuck"], ["waiter"]]);
 		f.release();
 		expect((await waiter).requestId).toBe("waiter");
@@ -220,10 +220,28 @@ describe("settlement batches", () => {
 		// One of the waiting two sent both in a call that never answers (its request is gone).
 		expect(f.batches).toEqual([["first"], ["a", "b"]]);
 		expect((await first).requestId).toBe("first");
-		await vi.advanceTimersByTimeAsync(STUCK_AFTER_MS + 10);
+		await vi.advanceTimersByTimeAsync(STUCK_AFTER_MS + 50);
 		// The other one gave up on that call and settled alone (on the real ledger, a replay if the call landed).
 		expect(f.singles).toEqual(["b"]);
 		expect((await b).requestId).toBe("b");
 		void a;
+	});
+
+	it("polls less and less often while a slow call is out (a ledger on another continent)", async () => {
+		vi.useFakeTimers({ now: 1_000_000, toFake: ["Date", "setTimeout"] });
+		const timers = vi.spyOn(globalThis, "setTimeout");
+		const f = fakeLedger();
+		const first = settleInBatch(f.ledger, "k", input("first"));
+		const waiter = settleInBatch(f.ledger, "k", input("waiter"));
+		await vi.advanceTimersByTimeAsync(150);
+		// 1, 2, 4, 8, 16, then every 32 ms: 8 wake-ups in 150 ms, where every millisecond would be 150.
+		expect(timers.mock.calls.length).toBeGreaterThanOrEqual(6);
+		expect(timers.mock.calls.length).toBeLessThanOrEqual(10);
+		f.release();
+		expect((await first).requestId).toBe("first");
+		await vi.advanceTimersByTimeAsync(40);
+		f.release();
+		expect((await waiter).requestId).toBe("waiter");
+		timers.mockRestore();
 	});
 });
