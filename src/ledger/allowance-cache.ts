@@ -10,9 +10,11 @@ import { randomId } from "../ids";
 import {
 	ALLOWANCE_HOLDS,
 	adopted,
+	armIdleCheck,
 	GRANT_BACKOFF_MS,
 	grownTarget,
-	idleReleaseMs,
+	IDLE_CHECK_WAITS,
+	idleCheckDue,
 	isStale,
 	type LocalAllowance,
 	needsRefill,
@@ -280,23 +282,32 @@ export function afterSettle(
 }
 
 /**
- * Nothing runs on the allowance any more: unless a request takes from it within
- * idleReleaseMs, it is given back (this request's waitUntil waits that long), so a key whose
- * traffic stopped shows no reservation a moment later instead of one allowance lifetime later.
+ * Nothing runs on the allowance any more: unless a request takes from it within idleReleaseMs,
+ * it is given back, so a key whose traffic stopped shows no reservation a moment later instead of
+ * one allowance lifetime later. One check per allowance is pending (allowance.ts armIdleCheck),
+ * under the waitUntil of the request that armed it: a busy key does not keep a timer and a live
+ * request context per request for two seconds.
  */
 function releaseWhenIdle(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContext): void {
-	const takes = a.takes;
-	edge.waitUntil(
-		new Promise<void>((resolve) => setTimeout(resolve, idleReleaseMs(a.ttlMs))).then(() => {
-			if (allowances.get(keyId) !== a || a.inFlight > 0 || a.takes !== takes) return;
-			allowances.delete(keyId);
-			allowanceCounters.released++;
-			return ledger()
-				.release({ allowanceId: a.id, keepNanos: 0 })
-				.then(() => undefined)
-				.catch((err) => console.warn(`releasing idle allowance ${a.id} failed (it expires on its own)`, err));
-		}),
-	);
+	const at = armIdleCheck(a, Date.now());
+	if (at === null) return;
+	const check = async (): Promise<void> => {
+		let waits = IDLE_CHECK_WAITS;
+		let next: number | "release" | null = at;
+		while (typeof next === "number") {
+			await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, (next as number) - Date.now())));
+			// Replaced or dropped meanwhile: whoever did that has dealt with it.
+			if (allowances.get(keyId) !== a) return;
+			next = idleCheckDue(a, Date.now(), waits--);
+		}
+		if (next !== "release") return;
+		allowances.delete(keyId);
+		allowanceCounters.released++;
+		await ledger()
+			.release({ allowanceId: a.id, keepNanos: 0 })
+			.catch((err) => console.warn(`releasing idle allowance ${a.id} failed (it expires on its own)`, err));
+	};
+	edge.waitUntil(check());
 }
 
 /** The last balance this isolate knows for a key from a synchronous call (for allowance-served requests' header). */

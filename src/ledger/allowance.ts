@@ -42,8 +42,12 @@ export interface LocalAllowance {
 	lastBalance: number;
 	/** When the running refill was sent (0: none runs). */
 	refillSince: number;
-	/** How many requests took from it so far (an idle allowance is one nobody took from for a while). */
+	/** How many requests took from it so far. */
 	takes: number;
+	/** When the last request running on it ended (nothing ran since, while `inFlight` is 0). */
+	idleSince: number;
+	/** When the pending idle check fires (0: none pending): one check per allowance, not one per request. */
+	idleCheckAt: number;
 }
 
 /** No request takes from an allowance this close to its expiry: it has time to finish, or to adopt its hold. */
@@ -63,6 +67,42 @@ export function adoptLeadMs(ttlMs: number): number {
  */
 export function idleReleaseMs(ttlMs: number): number {
 	return Math.min(2_000, Math.floor(ttlMs / 2));
+}
+
+/** A pending idle check this overdue is taken as lost (its request ended first): the next idle request arms another. */
+export const IDLE_CHECK_LOST_MS = 1_000;
+/**
+ * How many times one request's idle check may wait again (each at most idleReleaseMs), so it
+ * stays well within a request's waitUntil budget; then the next request to leave the allowance
+ * idle arms a fresh one.
+ */
+export const IDLE_CHECK_WAITS = 5;
+
+/**
+ * A request ended and nothing runs on the allowance now: notes when, and says when this request
+ * must check it for idleness (null: a check is pending already). At most one check per allowance
+ * is pending, whatever the request rate.
+ */
+export function armIdleCheck(a: LocalAllowance, now: number): number | null {
+	a.idleSince = now;
+	if (a.idleCheckAt > 0 && now <= a.idleCheckAt + IDLE_CHECK_LOST_MS) return null;
+	a.idleCheckAt = now + idleReleaseMs(a.ttlMs);
+	return a.idleCheckAt;
+}
+
+/**
+ * The pending idle check fired at `now`: "release" when nothing ran on the allowance for
+ * idleReleaseMs, a time to check again when something ran meanwhile and it is idle again (while
+ * `waits` last), or null when a request runs on it now (that request arms the next check when it ends).
+ */
+export function idleCheckDue(a: LocalAllowance, now: number, waits: number): "release" | number | null {
+	a.idleCheckAt = 0;
+	if (a.inFlight > 0) return null;
+	const due = a.idleSince + idleReleaseMs(a.ttlMs);
+	if (now >= due) return "release";
+	if (waits <= 0) return null;
+	a.idleCheckAt = due;
+	return due;
 }
 
 /**
@@ -94,6 +134,8 @@ export function startAllowance(
 		lastBalance: grant.balanceNanos,
 		refillSince: 0,
 		takes: 0,
+		idleSince: sentAt,
+		idleCheckAt: 0,
 	};
 }
 

@@ -5,8 +5,12 @@ import {
 	adoptAt,
 	adopted,
 	adoptLeadMs,
+	armIdleCheck,
 	canTake,
 	grownTarget,
+	IDLE_CHECK_LOST_MS,
+	IDLE_CHECK_WAITS,
+	idleCheckDue,
 	idleReleaseMs,
 	isStale,
 	type LocalAllowance,
@@ -191,6 +195,48 @@ describe("warm-up and idle release", () => {
 		expect(idleReleaseMs(30_000)).toBe(2_000);
 		expect(idleReleaseMs(3_000)).toBe(1_500);
 		expect(idleReleaseMs(3_000)).toBeLessThan(3_000 - takeMarginMs(3_000) + 1);
+	});
+
+	it("keeps one idle check per allowance, however many requests leave it idle", () => {
+		const a = fresh();
+		const idle = idleReleaseMs(TTL);
+		// The first request to leave it idle arms the check; the next ones (one every 10 ms) only note when.
+		expect(armIdleCheck(a, T0 + 100)).toBe(T0 + 100 + idle);
+		for (let t = T0 + 110; t < T0 + 100 + idle; t += 10) expect(armIdleCheck(a, t)).toBeNull();
+		const last = T0 + 100 + idle - 10;
+		// The check fires while the allowance was used meanwhile: it waits for a quiet idleReleaseMs after the last request.
+		expect(idleCheckDue(a, T0 + 100 + idle, IDLE_CHECK_WAITS)).toBe(last + idle);
+		expect(a.idleCheckAt).toBe(last + idle);
+		expect(armIdleCheck(a, last + 5)).toBeNull();
+		expect(idleCheckDue(a, last + idle, IDLE_CHECK_WAITS - 1)).toBe(last + 5 + idle);
+		// Nothing ran since: give it back.
+		expect(idleCheckDue(a, last + 5 + idle, IDLE_CHECK_WAITS - 2)).toBe("release");
+		expect(a.idleCheckAt).toBe(0);
+	});
+
+	it("never gives back an allowance a request runs on, and stops waiting after IDLE_CHECK_WAITS", () => {
+		const a = fresh();
+		const idle = idleReleaseMs(TTL);
+		armIdleCheck(a, T0);
+		expect(take(a, 100, 0, T0 + 50)).toBe(true);
+		// Running: no release, and the check ends (the running request arms the next one when it ends).
+		expect(idleCheckDue(a, T0 + idle, IDLE_CHECK_WAITS)).toBeNull();
+		expect(a.idleCheckAt).toBe(0);
+		settled(a, 100, 40, true);
+		expect(armIdleCheck(a, T0 + idle + 1)).toBe(T0 + 2 * idle + 1);
+		// Used again before the check fires, with no waits left: it stops, and the next idle request arms anew.
+		armIdleCheck(a, T0 + 2 * idle);
+		expect(idleCheckDue(a, T0 + 2 * idle + 1, 0)).toBeNull();
+		expect(a.idleCheckAt).toBe(0);
+		expect(armIdleCheck(a, T0 + 2 * idle + 2)).toBe(T0 + 3 * idle + 2);
+	});
+
+	it("arms another idle check when the pending one is overdue (its request ended before its timer)", () => {
+		const a = fresh();
+		const idle = idleReleaseMs(TTL);
+		const at = armIdleCheck(a, T0) as number;
+		expect(armIdleCheck(a, at + IDLE_CHECK_LOST_MS)).toBeNull();
+		expect(armIdleCheck(a, at + IDLE_CHECK_LOST_MS + 1)).toBe(at + IDLE_CHECK_LOST_MS + 1 + idle);
 	});
 
 	it("counts takes, so an idle check sees a request that came and went", () => {
