@@ -1,6 +1,5 @@
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { parseEngineError } from "../engine/classify";
-import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import type { SettleResult } from "../ledger/key-ledger";
 import { keepReservationAlive, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
@@ -186,7 +185,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 
 	let engineJson: unknown;
 	try {
-		const text = await readEngineBody(answer.response, {
+		const text = await answer.readBody({
 			idleTimeoutMs: config.stream_idle_timeout_ms,
 			abort: (reason) => answer.abort(reason),
 		});

@@ -11,7 +11,6 @@ import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../c
 import { boundedUsage } from "../chat/usage-bounds";
 import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
-import { readEngineBody } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
 import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
@@ -119,7 +118,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 		node = answer.node;
 		// A fallback model may have served: its id, price and input bound from here on.
 		bound = servedBy(authorized, answer.target).bounds.maxPromptTokens;
-		text = await readEngineBody(answer.response, {
+		text = await answer.readBody({
 			idleTimeoutMs: config.stream_idle_timeout_ms,
 			abort: (reason) => answer.abort(reason),
 		});

@@ -3,6 +3,7 @@ import { GatewayError } from "../errors";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { type Fleet, isolateFleet } from "../routing/fleet";
 import { classifyStatus, parseEngineError } from "./classify";
+import { type ReadBodyOptions, readEngineBody } from "./read-body";
 import { readCapped, relayText } from "./relay-text";
 
 /** One model the request may be served by: its nodes, and the body its engine gets. */
@@ -52,7 +53,13 @@ export interface EngineObserver {
 }
 
 export interface EngineAnswer {
-	response: Response;
+	/**
+	 * The answer for a stream: its body passed through, so the node's in-flight count drops when
+	 * it ends, errors or is cancelled, whoever reads it. Use either this or `readBody`, not both.
+	 */
+	readonly response: Response;
+	/** A non-stream answer's body as text (read-body.ts: idle timeout, size cap), with no pass-through stream. */
+	readBody(opts: ReadBodyOptions): Promise<string>;
 	node: string;
 	/** Index into `targets` of the model that answered (0 unless a fallback served). */
 	target: number;
@@ -92,10 +99,7 @@ function clientClosed(cause?: unknown): GatewayError {
 const Passthrough: new () => TransformStream<Uint8Array, Uint8Array> =
 	typeof IdentityTransformStream === "function" ? IdentityTransformStream : TransformStream;
 
-/**
- * The engine's answer with its body passed through, so the node's in-flight count drops when
- * the body ends, errors or is cancelled, whoever reads it.
- */
+/** The engine's answer with its body passed through, calling `done` when the body ends, errors or is cancelled. */
 function tracked(response: Response, done: () => void): Response {
 	if (!response.body) {
 		done();
@@ -104,6 +108,31 @@ function tracked(response: Response, done: () => void): Response {
 	const { readable, writable } = new Passthrough();
 	response.body.pipeTo(writable).then(done, done);
 	return new Response(readable, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/**
+ * A 2xx answer, its node counted in flight until the body is read: a stream gets the body passed
+ * through on first use of `response`; a non-stream answer is read as it came (`readBody`), which
+ * spares it the pass-through's stream, pipe and copied headers.
+ */
+function answerOf(response: Response, url: string, target: number, controller: AbortController, fleet: Fleet): EngineAnswer {
+	let finished = false;
+	const finish = () => {
+		if (finished) return;
+		finished = true;
+		fleet.finished(url);
+	};
+	let passed: Response | undefined;
+	return {
+		get response() {
+			passed ??= tracked(response, finish);
+			return passed;
+		},
+		readBody: (opts) => readEngineBody(response, opts).finally(finish),
+		node: url,
+		target,
+		abort: (reason) => controller.abort(reason),
+	};
 }
 
 /**
@@ -169,13 +198,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			if (verdict === "ok") {
 				fleet.succeeded(node.url, now() - started, now());
 				call.observer?.answered(node.url);
-				const url = node.url;
-				return {
-					response: tracked(response, () => fleet.finished(url)),
-					node: url,
-					target: t,
-					abort: (reason) => controller.abort(reason),
-				};
+				return answerOf(response, node.url, t, controller, fleet);
 			}
 			call.clientSignal?.removeEventListener("abort", onClientAbort);
 			fleet.finished(node.url);

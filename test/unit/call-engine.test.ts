@@ -188,6 +188,21 @@ describe("callEngine", () => {
 		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
 	});
 
+	it("counts a non-stream answer in flight until readBody has read it, or given up on it", async () => {
+		const t = setup({});
+		const answer = await t.run([{ model: "m", nodes: nodes("http://a"), body: "{}" }]);
+		expect(t.fleet.runtime("http://a").inFlight).toBe(1);
+		const text = await answer.readBody({ idleTimeoutMs: 1_000, abort: () => {} });
+		expect(text.length).toBeGreaterThan(0);
+		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
+		const big = await t.run([{ model: "m", nodes: nodes("http://a"), body: "{}" }]);
+		await expect(big.readBody({ idleTimeoutMs: 1_000, maxBytes: 1, abort: () => {} })).rejects.toMatchObject({
+			kind: "upstream_unavailable",
+			options: { status: 502 },
+		});
+		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
+	});
+
 	it("keeps a conversation on one node with an affinity key, and sends the node's key", async () => {
 		const t = setup({});
 		const target = {
