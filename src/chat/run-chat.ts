@@ -171,6 +171,8 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 				encoder,
 				bounds,
 				idleTimeoutMs: config.stream_idle_timeout_ms,
+				// workerd fires the request's signal when the client goes, without cancelling the body.
+				clientSignal,
 			},
 			(reason) => answer.abort(reason),
 		);

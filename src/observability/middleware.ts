@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
 import { payerKeyId } from "../auth/scopes";
@@ -7,11 +8,25 @@ import { laneOf, RequestLog } from "./request-log";
  * The request log of the inference routes: made before CORS and authentication, so a refusal
  * there is logged too; written when the response is ready, or for a stream when it ends (under
  * waitUntil, which settlement already keeps alive).
+ *
+ * It also keeps the request alive until its handler is done: every inference lane places a ledger
+ * hold before it registers the settlement that releases it (runHeld's waitUntil). A client that
+ * leaves while the hold is on its way lets the runtime end a request that has nothing under
+ * waitUntil, and then the hold is placed but never settled (open until it expires, the request
+ * never logged). Under this waitUntil the handler runs on, settles and is logged.
  */
 export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
 	const lane = laneOf(c.req.method, c.req.path);
 	if (!lane) return next();
-	const log = new RequestLog(c.get("requestId"), lane);
+	const handled = keepAliveUntilHandled(c);
+	try {
+		await logged(c, next, new RequestLog(c.get("requestId"), lane));
+	} finally {
+		handled();
+	}
+});
+
+async function logged(c: Context<AppEnv>, next: () => Promise<void>, log: RequestLog): Promise<void> {
 	c.set("log", log);
 	await next();
 	const principal = c.get("principal");
@@ -20,4 +35,18 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
 	const ended = log.ended();
 	if (ended === undefined) log.write(status);
 	else c.executionCtx.waitUntil(ended.then(() => log.write(status)));
-});
+}
+
+/** Registers a waitUntil that lasts until the returned function is called; registered before anything awaits. */
+function keepAliveUntilHandled(c: Context<AppEnv>): () => void {
+	let done!: () => void;
+	const handled = new Promise<void>((resolve) => {
+		done = resolve;
+	});
+	try {
+		c.executionCtx.waitUntil(handled);
+	} catch {
+		// No ExecutionContext (app.request in a unit test): nothing ends the request early either.
+	}
+	return done;
+}

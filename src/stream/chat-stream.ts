@@ -28,6 +28,11 @@ export interface ChatStreamOptions {
 	idleTimeoutMs?: number;
 	/** Another encoder than chat SSE (the Responses lane). */
 	encoder?: StreamEncoder;
+	/**
+	 * The request's signal: the stream ends as client_disconnected when it fires, even when the
+	 * runtime drops the body without cancelling it (pipe-engine-stream.ts).
+	 */
+	clientSignal?: AbortSignal;
 }
 
 export interface ChatStreamResult {
@@ -37,8 +42,8 @@ export interface ChatStreamResult {
 }
 
 /**
- * `abortEngine` aborts the engine request: called when the client cancels and when the engine
- * goes idle past `idleTimeoutMs`.
+ * `abortEngine` aborts the engine request: called when the client cancels (or `clientSignal`
+ * fires) and when the engine goes idle past `idleTimeoutMs`.
  */
 export function rewriteChatStream(
 	upstream: ReadableStream<Uint8Array>,
@@ -47,5 +52,6 @@ export function rewriteChatStream(
 ): EngineStream {
 	const events = new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
 	const reducer = new ChatStreamReducer({ promptTokensEstimate: opts.promptTokensEstimate, bounds: opts.bounds });
-	return pipeEngineStream(events, reducer, opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources), abortEngine);
+	const encoder = opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources);
+	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal);
 }

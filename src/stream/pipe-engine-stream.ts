@@ -29,6 +29,8 @@ export function pipeEngineStream(
 	encoder: StreamEncoder,
 	/** Aborts the engine request when the client leaves. */
 	abortEngine?: (reason: unknown) => void,
+	/** Fires when the client goes away (the request's signal). */
+	clientSignal?: AbortSignal,
 ): EngineStream {
 	const bytes = new TextEncoder();
 	let concluded = false;
@@ -40,11 +42,42 @@ export function pipeEngineStream(
 	const conclude = (end: StreamEnd) => {
 		if (concluded) return;
 		concluded = true;
+		clientSignal?.removeEventListener("abort", onClientAbort);
 		resolveDone(end);
 	};
+	/** The client left: stop reading the engine, abort its request, end as client_disconnected. */
+	const clientGone = (reason: unknown): Promise<void> | undefined => {
+		if (concluded) return;
+		const cancelled = events.cancel(reason);
+		try {
+			abortEngine?.(reason);
+		} finally {
+			conclude(reducer.end("client_disconnected"));
+		}
+		return cancelled;
+	};
+	let ctl!: ReadableStreamDefaultController<Uint8Array>;
+	/**
+	 * The runtime does not always cancel a response body whose client went away: a body it is not
+	 * reading at that moment (the client had stopped reading, or the frames sit in the queue) is
+	 * dropped with no cancel, so nothing would pull again and `done`, which settlement waits on,
+	 * would never come. The request's signal does fire: it ends the stream the way a cancel does.
+	 * The body is closed, not errored: a read left pending by the dropped body would reject with
+	 * nobody to handle it (an uncaught error in the logs), and no client is left to tell.
+	 */
+	function onClientAbort() {
+		if (concluded) return;
+		void clientGone(clientSignal?.reason);
+		try {
+			ctl.close();
+		} catch {
+			// Already closed or errored: nothing left to end.
+		}
+	}
 
 	const stream = new ReadableStream<Uint8Array>({
 		start(controller) {
+			ctl = controller;
 			const head = encoder.start();
 			if (head) controller.enqueue(bytes.encode(head));
 		},
@@ -89,15 +122,10 @@ export function pipeEngineStream(
 			}
 		},
 		cancel(reason) {
-			if (concluded) return;
-			const cancelled = events.cancel(reason);
-			try {
-				abortEngine?.(reason);
-			} finally {
-				conclude(reducer.end("client_disconnected"));
-			}
-			return cancelled;
+			return clientGone(reason);
 		},
 	});
+	if (clientSignal?.aborted) onClientAbort();
+	else clientSignal?.addEventListener("abort", onClientAbort, { once: true });
 	return { stream, done };
 }
