@@ -173,7 +173,7 @@ function defaultStateRoot() {
  * Builds the bundle, starts engine, floor, gateway (and its variants) and Portkey, and creates
  * a funded key on each gateway. `maxSockets` sizes each target's keep-alive pool;
  * `inspectorPort` opens the main gateway's DevTools inspector (bench/profile.mjs only: it slows
- * workerd down). `variants`: [{name, patch}] (parseVariant). `portkey`: start Portkey's gateway.
+ * workerd down). `variants`: [{name, patch, bundleDir?}] (parseVariant; a bundleDir runs another build, bench/ablate.mjs). `portkey`: start Portkey's gateway.
  *
  * Each target: {name, kind: "direct"|"floor"|"gateway"|"portkey", url, key, agent, headers,
  * stream (false: not in stream phases), instance (gateways: the workerd-host instance name)}.
@@ -210,7 +210,11 @@ export async function startRig({
 		const base = gatewayConfig(engineInfo.url, paceMs);
 		const specs = [
 			{ name: "gateway", gatewayConfig: base },
-			...variants.map((v) => ({ name: v.name, gatewayConfig: mergeConfig(base, v.patch, engineInfo.url) })),
+			...variants.map((v) => ({
+				name: v.name,
+				gatewayConfig: mergeConfig(base, v.patch ?? {}, engineInfo.url),
+				...(v.bundleDir ? { bundleDir: v.bundleDir } : {}),
+			})),
 		];
 		const info = await host.rpc("start", {
 			bundleDir: bundle,

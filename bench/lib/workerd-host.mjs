@@ -143,7 +143,7 @@ async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: spe
 		bindings = { ...(config.vars ?? {}), GATEWAY_CONFIG: JSON.stringify(spec.gatewayConfig), ADMIN_TOKEN: adminToken };
 		const instance = await startGateway({
 			name: spec.name,
-			bundleDir,
+			bundleDir: spec.bundleDir ?? bundleDir,
 			workerOptions,
 			bindings,
 			stateDir,
