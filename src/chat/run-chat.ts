@@ -1,6 +1,7 @@
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { parseEngineError } from "../engine/classify";
 import { GatewayError } from "../errors";
+import { afterResponse } from "../http/after-response";
 import type { SettleResult } from "../ledger/key-ledger";
 import { keepReservationAlive, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
@@ -98,7 +99,8 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	const settle = (outcome: Outcome, extraNanos: number) => {
 		clearInterval(keepAlive);
 		run.log?.settled(req, outcome, outcomeCostNanos(req, outcome, extraNanos));
-		settleNow(settleSafely(env, req, outcome, extraNanos));
+		// After the answer has gone out: the client does not wait for the ledger call's first steps.
+		settleNow(afterResponse().then(() => settleSafely(env, req, outcome, extraNanos)));
 		return settlement;
 	};
 

@@ -2,12 +2,13 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
 import { payerKeyId } from "../auth/scopes";
+import { afterResponse } from "../http/after-response";
 import { laneOf, RequestLog } from "./request-log";
 
 /**
  * The request log of the inference routes: made before CORS and authentication, so a refusal
- * there is logged too; written when the response is ready, or for a stream when it ends (under
- * waitUntil, which settlement already keeps alive).
+ * there is logged too; written under waitUntil just after the response has gone out, or for a
+ * stream when it ends.
  *
  * It also keeps the request alive until its handler is done: every inference lane places a ledger
  * hold before it registers the settlement that releases it (runHeld's waitUntil). A client that
@@ -33,8 +34,13 @@ async function logged(c: Context<AppEnv>, next: () => Promise<void>, log: Reques
 	if (log.keyId === null && principal) log.keyId = payerKeyId(principal);
 	const status = c.res.status;
 	const ended = log.ended();
-	if (ended === undefined) log.write(status);
-	else c.executionCtx.waitUntil(ended.then(() => log.write(status)));
+	// Written after the answer has gone out (a stream's when it ends): the client does not wait for it.
+	const written = (ended ?? afterResponse()).then(() => log.write(status));
+	try {
+		c.executionCtx.waitUntil(written);
+	} catch {
+		// No ExecutionContext (app.request in a unit test): the line is written a moment later all the same.
+	}
 }
 
 /** Registers a waitUntil that lasts until the returned function is called; registered before anything awaits. */

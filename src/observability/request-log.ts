@@ -3,7 +3,7 @@
  * request arrives (app.ts) and each layer notes what it learns: the route what was asked, the
  * engine call its attempts and first byte, settlement the outcome, tokens and cost. It is
  * written once, as `console.log(JSON.stringify(line))`: for a stream when the stream ends
- * (settlement), otherwise when the response is ready. Nothing of the body is kept but the model
+ * (settlement), otherwise just after the response has gone out. Nothing of the body is kept but the model
  * id and the stream flag; nodes are kept as their host only.
  */
 import { nanosToUsd } from "../ledger/pricing";

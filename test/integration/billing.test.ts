@@ -227,8 +227,11 @@ describe("each outcome is billed as stated", () => {
 		const requestId = res.headers.get("x-request-id");
 		expect(requestId).toMatch(/^req_/);
 
-		// Settled before the response: the ledger agrees with the headers at once.
-		const now = await info(k.id);
+		// Settled just after the response went out (README): the ledger then agrees with the headers.
+		const now = await waitFor(async () => {
+			const i = await info(k.id);
+			return i.openHolds === 0 && i.spentNanos > 0 ? i : null;
+		});
 		expect(now.balanceNanos).toBe(10_000_000_000 - COMPLETED);
 		expect(Number(res.headers.get("x-venym-balance-usd"))).toBe(usd(now.balanceNanos));
 		expect(Number(res.headers.get("x-venym-cost-usd"))).toBe(usd(now.spentNanos));
