@@ -6,6 +6,7 @@
  * per-request I/O isolation, bench/README.md).
  */
 import type { LedgerConfig } from "../config";
+import { afterResponse } from "../http/after-response";
 import { randomId } from "../ids";
 import {
 	ALLOWANCE_HOLDS,
@@ -26,7 +27,7 @@ import {
 	warmedUp,
 } from "./allowance";
 import { type AllowanceTicket, adoptNow as adoptWith, type Stub, scheduleAdopt } from "./allowance-adopt";
-import type { AllowanceState, SettleResult } from "./ledger-types";
+import type { AllowanceState, GrantInput, SettleResult } from "./ledger-types";
 
 /** What a request needs to use allowances: the config's `ledger` block and its own `waitUntil`. */
 export interface EdgeContext {
@@ -137,17 +138,16 @@ export function afterSyncHold(
 	const target = ALLOWANCE_HOLDS * hold;
 	allowanceCounters.grants++;
 	edge.waitUntil(
-		ledger()
-			.grant({
-				keyId,
-				allowanceId: id,
-				holdNanos: hold,
-				wantNanos: target,
-				ttlMs: edge.ledger.allowance_ttl_ms,
-				minHeadroom: edge.ledger.allowance_min_headroom,
-				extend: false,
-				now,
-			})
+		grantLater(ledger, {
+			keyId,
+			allowanceId: id,
+			holdNanos: hold,
+			wantNanos: target,
+			ttlMs: edge.ledger.allowance_ttl_ms,
+			minHeadroom: edge.ledger.allowance_min_headroom,
+			extend: false,
+			now,
+		})
 			.then((g) => {
 				if (!g.ok) return refused(keyId, now);
 				// A stale allowance this replaces is retired: what its running requests do not need goes back now, the rest as they settle.
@@ -160,22 +160,27 @@ export function afterSyncHold(
 	);
 }
 
+/** The ledger's grant, asked just after this request's answer has gone out: nothing waits for it. */
+async function grantLater(ledger: Stub, input: GrantInput) {
+	await afterResponse();
+	return ledger().grant(input);
+}
+
 function refill(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContext, now: number): void {
 	a.refillSince = now;
 	allowanceCounters.refills++;
 	const id = a.id;
 	edge.waitUntil(
-		ledger()
-			.grant({
-				keyId,
-				allowanceId: id,
-				holdNanos: a.unitNanos,
-				wantNanos: a.targetNanos,
-				ttlMs: edge.ledger.allowance_ttl_ms,
-				minHeadroom: edge.ledger.allowance_min_headroom,
-				extend: true,
-				now,
-			})
+		grantLater(ledger, {
+			keyId,
+			allowanceId: id,
+			holdNanos: a.unitNanos,
+			wantNanos: a.targetNanos,
+			ttlMs: edge.ledger.allowance_ttl_ms,
+			minHeadroom: edge.ledger.allowance_min_headroom,
+			extend: true,
+			now,
+		})
 			.then((g) => {
 				const current = allowances.get(keyId);
 				if (current?.id !== id) return;
