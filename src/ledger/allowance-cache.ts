@@ -14,7 +14,6 @@ import {
 	armIdleCheck,
 	GRANT_BACKOFF_MS,
 	grownTarget,
-	IDLE_CHECK_WAITS,
 	idleCheckDue,
 	isStale,
 	type LocalAllowance,
@@ -152,8 +151,11 @@ export function afterSyncHold(
 				if (!g.ok) return refused(keyId, now);
 				// A stale allowance this replaces is retired: what its running requests do not need goes back now, the rest as they settle.
 				const old = allowances.get(keyId);
-				allowances.set(keyId, startAllowance(id, g, now, target));
+				const fresh = startAllowance(id, g, now, target);
+				allowances.set(keyId, fresh);
 				if (old) retire(ledger, old, edge);
+				// Traffic may have stopped with the warm-up: unless a request takes from it, it goes back soon.
+				if (allowanceTuning.idleRelease) releaseWhenIdle(ledger, keyId, fresh, edge);
 			})
 			.catch((err) => console.warn(`allowance grant for ${keyId} failed`, err))
 			.finally(() => granting.delete(keyId)),
@@ -296,14 +298,14 @@ export function afterSettle(
 function releaseWhenIdle(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContext): void {
 	const at = armIdleCheck(a, Date.now());
 	if (at === null) return;
+	const gen = a.idleCheckGen;
 	const check = async (): Promise<void> => {
-		let waits = IDLE_CHECK_WAITS;
 		let next: number | "release" | null = at;
 		while (typeof next === "number") {
 			await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, (next as number) - Date.now())));
 			// Replaced or dropped meanwhile: whoever did that has dealt with it.
 			if (allowances.get(keyId) !== a) return;
-			next = idleCheckDue(a, Date.now(), waits--);
+			next = idleCheckDue(a, Date.now(), gen);
 		}
 		if (next !== "release") return;
 		allowances.delete(keyId);

@@ -48,6 +48,10 @@ export interface LocalAllowance {
 	idleSince: number;
 	/** When the pending idle check fires (0: none pending): one check per allowance, not one per request. */
 	idleCheckAt: number;
+	/** Which idle check is live (a newer one supersedes an older one still waiting). */
+	idleCheckGen: number;
+	/** Looks the live idle check has left before a request that ends hands over to a fresh one. */
+	idleWaits: number;
 }
 
 /** No request takes from an allowance this close to its expiry: it has time to finish, or to adopt its hold. */
@@ -72,35 +76,41 @@ export function idleReleaseMs(ttlMs: number): number {
 /** A pending idle check this overdue is taken as lost (its request ended first): the next idle request arms another. */
 export const IDLE_CHECK_LOST_MS = 1_000;
 /**
- * How many times one request's idle check may wait again (each at most idleReleaseMs), so it
- * stays well within a request's waitUntil budget; then the next request to leave the allowance
- * idle arms a fresh one.
+ * How many times one request's idle check may look again (each at most idleReleaseMs later), so it
+ * stays well within a request's waitUntil budget. When it is down to its last look, the next request
+ * to leave the allowance idle arms a fresh check (in its own context) that supersedes it.
  */
 export const IDLE_CHECK_WAITS = 5;
 
 /**
  * A request ended and nothing runs on the allowance now: notes when, and says when this request
- * must check it for idleness (null: a check is pending already). At most one check per allowance
- * is pending, whatever the request rate.
+ * must check it for idleness (null: a pending check will see it). At most one check per allowance
+ * is live, whatever the request rate; `idleCheckGen` names it.
  */
 export function armIdleCheck(a: LocalAllowance, now: number): number | null {
 	a.idleSince = now;
-	if (a.idleCheckAt > 0 && now <= a.idleCheckAt + IDLE_CHECK_LOST_MS) return null;
+	if (a.idleCheckAt > 0 && now <= a.idleCheckAt + IDLE_CHECK_LOST_MS && a.idleWaits > 1) return null;
+	a.idleCheckGen++;
+	a.idleWaits = IDLE_CHECK_WAITS;
 	a.idleCheckAt = now + idleReleaseMs(a.ttlMs);
 	return a.idleCheckAt;
 }
 
 /**
- * The pending idle check fired at `now`: "release" when nothing ran on the allowance for
- * idleReleaseMs, a time to check again when something ran meanwhile and it is idle again (while
- * `waits` last), or null when a request runs on it now (that request arms the next check when it ends).
+ * The idle check `gen` looks at `now`: "release" when nothing ran on the allowance for
+ * idleReleaseMs, a time to look again when something ran meanwhile and it is idle again, or null
+ * when a request runs on it now (that request arms the next check when it ends) or a newer check
+ * superseded this one. A check never gives up while the allowance is idle: once its looks run low,
+ * the next request that ends hands over to a fresh check, and with no request ending the next look
+ * finds it due.
  */
-export function idleCheckDue(a: LocalAllowance, now: number, waits: number): "release" | number | null {
+export function idleCheckDue(a: LocalAllowance, now: number, gen: number): "release" | number | null {
+	if (gen !== a.idleCheckGen) return null;
 	a.idleCheckAt = 0;
 	if (a.inFlight > 0) return null;
 	const due = a.idleSince + idleReleaseMs(a.ttlMs);
 	if (now >= due) return "release";
-	if (waits <= 0) return null;
+	a.idleWaits--;
 	a.idleCheckAt = due;
 	return due;
 }
@@ -136,6 +146,8 @@ export function startAllowance(
 		takes: 0,
 		idleSince: sentAt,
 		idleCheckAt: 0,
+		idleCheckGen: 0,
+		idleWaits: 0,
 	};
 }
 

@@ -94,7 +94,11 @@ function chatBody(req: ResponsesRequest, prior: ResponseInputItem[], items: Resp
 	return responsesToChat({ ...req, input: [] }, [...prior, ...items]);
 }
 
-/** Gives back a hold that will never be used: settled once, at no cost, like a client that left before anything ran. */
+/**
+ * Gives back a hold that will never be used: settled once, at no cost, like a client that left
+ * before anything ran. Given the request's own context (`authorized.req`), a share taken from an
+ * edge allowance goes back to the allowance too.
+ */
 export function releaseHold(env: Env, hold: HeldRequest): Promise<unknown> {
 	return settleSafely(
 		env,
@@ -165,11 +169,11 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		try {
 			begun = await stub.begin(beginInput(meta, req, items, inProgressResponse(meta)));
 		} catch (err) {
-			run.waitUntil(releaseHold(run.env, heldRequest(authorized)));
+			run.waitUntil(releaseHold(run.env, authorized.req));
 			throw err;
 		}
 		if (!begun.ok) {
-			run.waitUntil(releaseHold(run.env, heldRequest(authorized)));
+			run.waitUntil(releaseHold(run.env, authorized.req));
 			conversationOf(begun, req, run.config);
 		}
 	}

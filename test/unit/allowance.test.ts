@@ -202,33 +202,57 @@ describe("warm-up and idle release", () => {
 		const idle = idleReleaseMs(TTL);
 		// The first request to leave it idle arms the check; the next ones (one every 10 ms) only note when.
 		expect(armIdleCheck(a, T0 + 100)).toBe(T0 + 100 + idle);
+		const gen = a.idleCheckGen;
 		for (let t = T0 + 110; t < T0 + 100 + idle; t += 10) expect(armIdleCheck(a, t)).toBeNull();
 		const last = T0 + 100 + idle - 10;
-		// The check fires while the allowance was used meanwhile: it waits for a quiet idleReleaseMs after the last request.
-		expect(idleCheckDue(a, T0 + 100 + idle, IDLE_CHECK_WAITS)).toBe(last + idle);
+		// The check looks while the allowance was used meanwhile: it waits for a quiet idleReleaseMs after the last request.
+		expect(idleCheckDue(a, T0 + 100 + idle, gen)).toBe(last + idle);
 		expect(a.idleCheckAt).toBe(last + idle);
 		expect(armIdleCheck(a, last + 5)).toBeNull();
-		expect(idleCheckDue(a, last + idle, IDLE_CHECK_WAITS - 1)).toBe(last + 5 + idle);
+		expect(idleCheckDue(a, last + idle, gen)).toBe(last + 5 + idle);
 		// Nothing ran since: give it back.
-		expect(idleCheckDue(a, last + 5 + idle, IDLE_CHECK_WAITS - 2)).toBe("release");
+		expect(idleCheckDue(a, last + 5 + idle, gen)).toBe("release");
 		expect(a.idleCheckAt).toBe(0);
+		expect(a.idleCheckGen).toBe(gen);
 	});
 
-	it("never gives back an allowance a request runs on, and stops waiting after IDLE_CHECK_WAITS", () => {
+	it("never gives back an allowance a request runs on; the request arms the next check when it ends", () => {
 		const a = fresh();
 		const idle = idleReleaseMs(TTL);
 		armIdleCheck(a, T0);
+		const gen = a.idleCheckGen;
 		expect(take(a, 100, 0, T0 + 50)).toBe(true);
-		// Running: no release, and the check ends (the running request arms the next one when it ends).
-		expect(idleCheckDue(a, T0 + idle, IDLE_CHECK_WAITS)).toBeNull();
+		expect(idleCheckDue(a, T0 + idle, gen)).toBeNull();
 		expect(a.idleCheckAt).toBe(0);
 		settled(a, 100, 40, true);
 		expect(armIdleCheck(a, T0 + idle + 1)).toBe(T0 + 2 * idle + 1);
-		// Used again before the check fires, with no waits left: it stops, and the next idle request arms anew.
-		armIdleCheck(a, T0 + 2 * idle);
-		expect(idleCheckDue(a, T0 + 2 * idle + 1, 0)).toBeNull();
-		expect(a.idleCheckAt).toBe(0);
-		expect(armIdleCheck(a, T0 + 2 * idle + 2)).toBe(T0 + 3 * idle + 2);
+		expect(a.idleCheckGen).toBe(gen + 1);
+	});
+
+	it("hands over to a fresh check when the live one runs low on looks, so the last request is always checked", () => {
+		const a = fresh();
+		const idle = idleReleaseMs(TTL);
+		let t = T0;
+		expect(armIdleCheck(a, t)).toBe(t + idle);
+		const first = a.idleCheckGen;
+		let at = t + idle;
+		// A request ends just before each look: the check waits again, using up its looks.
+		for (let look = 0; look < IDLE_CHECK_WAITS - 1; look++) {
+			t = at - 1;
+			expect(armIdleCheck(a, t)).toBeNull();
+			at = idleCheckDue(a, at, first) as number;
+			expect(at).toBe(t + idle);
+		}
+		expect(a.idleWaits).toBe(1);
+		// Down to its last look: the next request to end arms a fresh check in its own context.
+		t = at - 1;
+		expect(armIdleCheck(a, t)).toBe(t + idle);
+		const second = a.idleCheckGen;
+		expect(second).toBe(first + 1);
+		// The old check, looking at its time, stands down; the new one releases once quiet.
+		expect(idleCheckDue(a, at, first)).toBeNull();
+		expect(a.idleCheckAt).toBe(t + idle);
+		expect(idleCheckDue(a, t + idle, second)).toBe("release");
 	});
 
 	it("arms another idle check when the pending one is overdue (its request ended before its timer)", () => {
