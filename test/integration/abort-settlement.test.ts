@@ -12,17 +12,9 @@ import { env, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { BASE, createKey, waitFor } from "../support/gateway";
-import { flushUsage, ledger } from "../support/ledger";
+import { ledger, usageRows } from "../support/ledger";
 
 const CREDIT_NANOS = 50_000_000_000;
-
-async function usageRows(keyId: string) {
-	await flushUsage(ledger(keyId));
-	const rows = await env.DB.prepare("SELECT request_id, cost_nanos, status FROM usage_records WHERE key_id = ?")
-		.bind(keyId)
-		.all<{ request_id: string; cost_nanos: number; status: string }>();
-	return rows.results;
-}
 
 function send(key: string, model: string, stream: boolean, i: number, signal: AbortSignal): Promise<Response> {
 	return SELF.fetch(`${BASE}/v1/chat/completions`, {

@@ -24,7 +24,7 @@ import type { RequestLogLine } from "../../src/observability/request-log";
 import { isolateFleet } from "../../src/routing/fleet";
 import { estimatePromptTokens } from "../../src/stream/estimate";
 import { BASE, chat, createKey, engineRequests, gw, waitFor } from "../support/gateway";
-import { flushUsage, ledger } from "../support/ledger";
+import { ledger, usageRows } from "../support/ledger";
 import { testGatewayConfig } from "../support/test-config";
 
 /** The request log lines the worker wrote during this file (it runs in this isolate). */
@@ -43,14 +43,6 @@ afterAll(() => vi.restoreAllMocks());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A scenario node of this file's engine tenant, as testGatewayConfig names it. */
 const node = (scenario?: string) => (scenario ? `${env.ENGINE_URL}/s/${scenario}/v1` : `${env.ENGINE_URL}/v1`);
-
-async function usageRows(keyId: string) {
-	await flushUsage(ledger(keyId));
-	const rows = await env.DB.prepare("SELECT request_id, cost_nanos, status FROM usage_records WHERE key_id = ?")
-		.bind(keyId)
-		.all<{ request_id: string; cost_nanos: number; status: string }>();
-	return rows.results;
-}
 
 /**
  * Waits until nothing of the key is held, then checks the books: one record per request, the

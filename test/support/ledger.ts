@@ -38,3 +38,12 @@ export function ledger(keyId: string): DurableObjectStub<KeyLedger> {
 export function freshKeyId(prefix: string, label: string): string {
 	return `key_${prefix}_${label}_${crypto.randomUUID().slice(0, 12)}`;
 }
+
+/** A key's usage records in D1 (its outbox flushed first): request id, cost and status. */
+export async function usageRows(keyId: string): Promise<Array<{ request_id: string; cost_nanos: number; status: string }>> {
+	await flushUsage(ledger(keyId));
+	const rows = await env.DB.prepare("SELECT request_id, cost_nanos, status FROM usage_records WHERE key_id = ?")
+		.bind(keyId)
+		.all<{ request_id: string; cost_nanos: number; status: string }>();
+	return rows.results;
+}
