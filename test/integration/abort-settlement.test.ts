@@ -12,7 +12,7 @@ import { env, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/app";
 import { BASE, createKey, waitFor } from "../support/gateway";
-import { ledger, usageRows } from "../support/ledger";
+import { expectBooks, ledger } from "../support/ledger";
 
 const CREDIT_NANOS = 50_000_000_000;
 
@@ -32,25 +32,6 @@ function sendResponse(key: string, model: string, i: number, signal: AbortSignal
 		body: JSON.stringify({ model, stream: true, store: false, input: `walk away ${i}`, max_output_tokens: 16 }),
 		signal,
 	});
-}
-
-/**
- * Nothing held once every request has settled, each request at most one usage record, and the
- * records are exactly what the ledger debited. Returns the records.
- */
-async function expectAllSettled(keyId: string) {
-	const info = await waitFor(async () => {
-		const i = await ledger(keyId).info();
-		return i.openHolds === 0 && i.heldNanos === 0 ? i : null;
-	}, 10_000).catch(() => ledger(keyId).info());
-	expect(info).toMatchObject({ openHolds: 0, heldNanos: 0 });
-	const rows = await usageRows(keyId);
-	const ids = rows.map((r) => r.request_id);
-	expect(new Set(ids).size).toBe(ids.length);
-	const charged = rows.reduce((s, r) => s + r.cost_nanos, 0);
-	expect(info.spentNanos).toBe(charged);
-	expect(info.balanceNanos).toBe(CREDIT_NANOS - charged);
-	return rows;
 }
 
 const MODELS = [
@@ -91,7 +72,7 @@ describe("clients that walk away", () => {
 		}
 		// Many of them left before their answer: the case under test.
 		expect(sent - answered).toBeGreaterThan(sent / 10);
-		await expectAllSettled(k.id);
+		await expectBooks(k.id, CREDIT_NANOS);
 	});
 
 	for (const lane of ["chat", "responses"] as const) {
@@ -114,7 +95,7 @@ describe("clients that walk away", () => {
 					return res.headers.get("x-request-id") as string;
 				}),
 			);
-			const rows = await expectAllSettled(k.id);
+			const { rows } = await expectBooks(k.id, CREDIT_NANOS);
 			expect(rows.map((r) => r.request_id).sort()).toEqual([...ids].sort());
 			// A test/ok answer may have gone out whole before its client left.
 			for (const r of rows) expect(["client_disconnected", "completed"]).toContain(r.status);

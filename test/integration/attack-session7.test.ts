@@ -24,7 +24,7 @@ import type { RequestLogLine } from "../../src/observability/request-log";
 import { isolateFleet } from "../../src/routing/fleet";
 import { estimatePromptTokens } from "../../src/stream/estimate";
 import { BASE, chat, createKey, engineRequests, gw, waitFor } from "../support/gateway";
-import { ledger, usageRows } from "../support/ledger";
+import { expectBooks, ledger, usageRows } from "../support/ledger";
 import { testGatewayConfig } from "../support/test-config";
 
 /** The request log lines the worker wrote during this file (it runs in this isolate). */
@@ -43,26 +43,6 @@ afterAll(() => vi.restoreAllMocks());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A scenario node of this file's engine tenant, as testGatewayConfig names it. */
 const node = (scenario?: string) => (scenario ? `${env.ENGINE_URL}/s/${scenario}/v1` : `${env.ENGINE_URL}/v1`);
-
-/**
- * Waits until nothing of the key is held, then checks the books: one record per request, the
- * records add up to the debits, the balance is the credit less the debits. Returns the records.
- */
-async function expectBooks(keyId: string, creditNanos: number, timeoutMs = 10_000) {
-	const info = await waitFor(async () => {
-		const i = await ledger(keyId).info();
-		return i.openHolds === 0 && i.heldNanos === 0 ? i : null;
-	}, timeoutMs).catch(() => ledger(keyId).info());
-	expect(info.openHolds).toBe(0);
-	expect(info.heldNanos).toBe(0);
-	const rows = await usageRows(keyId);
-	const ids = rows.map((r) => r.request_id);
-	expect(new Set(ids).size).toBe(ids.length);
-	const charged = rows.reduce((s, r) => s + r.cost_nanos, 0);
-	expect(info.spentNanos).toBe(charged);
-	expect(info.balanceNanos).toBe(creditNanos - charged);
-	return { info, rows, charged };
-}
 
 /** Every request of the key that held money wrote exactly one log line, and nothing else of the key was logged but refusals. */
 async function expectOneLinePerRequest(

@@ -1,4 +1,5 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
+import { expect } from "vitest";
 import type { KeyLedger } from "../../src/ledger/key-ledger";
 import type { UsageRecordInput } from "../../src/ledger/outbox";
 import { waitFor } from "./gateway";
@@ -46,4 +47,24 @@ export async function usageRows(keyId: string): Promise<Array<{ request_id: stri
 		.bind(keyId)
 		.all<{ request_id: string; cost_nanos: number; status: string }>();
 	return rows.results;
+}
+
+/**
+ * The books of a key once nothing of it is held: no open hold, nothing held, at most one usage record
+ * per request, the records add up to what the ledger debited, and the balance is `creditNanos` less
+ * that. Returns the ledger's view, the records and what they charged.
+ */
+export async function expectBooks(keyId: string, creditNanos: number, timeoutMs = 10_000) {
+	const info = await waitFor(async () => {
+		const i = await ledger(keyId).info();
+		return i.openHolds === 0 && i.heldNanos === 0 ? i : null;
+	}, timeoutMs).catch(() => ledger(keyId).info());
+	expect(info).toMatchObject({ openHolds: 0, heldNanos: 0 });
+	const rows = await usageRows(keyId);
+	const ids = rows.map((r) => r.request_id);
+	expect(new Set(ids).size).toBe(ids.length);
+	const charged = rows.reduce((s, r) => s + r.cost_nanos, 0);
+	expect(info.spentNanos).toBe(charged);
+	expect(info.balanceNanos).toBe(creditNanos - charged);
+	return { info, rows, charged };
 }

@@ -7,29 +7,17 @@
 import { describe, expect, it } from "vitest";
 import { type ChatStreamOptions, rewriteChatStream, type StreamEnd } from "../../src/stream/chat-stream";
 import * as t from "../fixtures/transcripts";
+import { upstreamOf } from "../support/fake-upstream";
 
 const PROMPT_ESTIMATE = 50;
 const encoder = new TextEncoder();
 
 /** The engine's frames, one per read; then it closes (its answer is complete) or hangs. */
 function engine(transcript: string, end: "close" | "hang") {
-	const frames = transcript.split(/(?<=\n\n)/).map((f) => encoder.encode(f));
-	const state = { reads: 0, cancelled: false };
-	const stream = new ReadableStream<Uint8Array>(
-		{
-			pull(controller) {
-				const next = frames[state.reads++];
-				if (next) controller.enqueue(next);
-				else if (end === "close") controller.close();
-				else return new Promise<void>(() => {});
-			},
-			cancel() {
-				state.cancelled = true;
-			},
-		},
-		{ highWaterMark: 0 },
+	return upstreamOf(
+		transcript.split(/(?<=\n\n)/).map((f) => encoder.encode(f)),
+		end,
 	);
-	return { stream, state };
 }
 
 function options(extra: Partial<ChatStreamOptions> = {}): ChatStreamOptions {

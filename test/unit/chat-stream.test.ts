@@ -7,6 +7,7 @@ import { estimatePromptTokens, estimateTokens, IMAGE_TOKENS } from "../../src/st
 import type { Usage } from "../../src/types";
 import * as t from "../fixtures/transcripts";
 import { byteChunks, splittings } from "../fixtures/transcripts/splits";
+import { upstreamOf } from "../support/fake-upstream";
 
 const MODEL = "venym/qwen-27b:online";
 const PROMPT_ESTIMATE = 50;
@@ -20,27 +21,6 @@ const ERROR_FRAME = {
 };
 
 const encoder = new TextEncoder();
-
-/** An upstream that hands out one chunk per read, then closes (or hangs, like an idle engine). */
-function upstreamOf(chunks: Uint8Array[], end: "close" | "hang" = "close") {
-	const state = { reads: 0, cancelled: false, cancelReason: undefined as unknown };
-	const stream = new ReadableStream<Uint8Array>(
-		{
-			pull(controller) {
-				const next = chunks[state.reads++];
-				if (next) controller.enqueue(next);
-				else if (end === "close") controller.close();
-				else return new Promise<void>(() => {});
-			},
-			cancel(reason) {
-				state.cancelled = true;
-				state.cancelReason = reason;
-			},
-		},
-		{ highWaterMark: 0 },
-	);
-	return { stream, state };
-}
 
 /** An upstream whose connection drops after `k` chunks. */
 function droppingUpstream(chunks: Uint8Array[], k: number): ReadableStream<Uint8Array> {
