@@ -48,6 +48,8 @@ const ModelSchema = z
 		owned_by: z.string().default("venym"),
 		/** Other model ids tried, in order, when every node of this one fails before the first byte. */
 		fallbacks: z.array(z.string().min(1)).max(16).optional(),
+		/** Repair tool-call arguments that are not valid JSON (src/stream/tool-call-repair.ts). */
+		tool_call_repair: z.boolean().optional(),
 	})
 	.superRefine((m, ctx) => {
 		if (m.capabilities.includes(EMBEDDINGS)) return;

@@ -10,6 +10,8 @@ export interface PreparedChat {
 	/** The output token cap the engine was given. */
 	maxOutputTokens: number;
 	webSearch: { enabled: boolean; results: number };
+	/** `venym.tool_call_repair`: false turns the model's repair off for this request. */
+	toolCallRepair?: boolean;
 }
 
 /** The largest output the model may produce for this prompt: the model's cap, and what the context leaves. */
@@ -45,9 +47,13 @@ export function prepareChat(body: ChatRequest, resolved: ResolvedModel, promptTo
 	}
 	if (!sawLimit) out.max_tokens = cap;
 
+	// The engine is always asked for a stream with usage, whatever the client asked: an engine
+	// answers a non-stream request only when it is whole, so only a stream lets the first-byte
+	// timeout tell a slow answer from a dead node. A non-stream client's answer is put together
+	// from the stream (src/stream/assemble-answer.ts).
 	const stream = body.stream === true;
-	if (stream) out.stream_options = { include_usage: true };
-	else delete out.stream_options;
+	out.stream = true;
+	out.stream_options = { include_usage: true };
 
 	return {
 		engineBody: out,
@@ -57,5 +63,6 @@ export function prepareChat(body: ChatRequest, resolved: ResolvedModel, promptTo
 			enabled: resolved.online || venym?.web_search === true,
 			results: venym?.search_results ?? DEFAULT_SEARCH_RESULTS,
 		},
+		...(venym?.tool_call_repair === false ? { toolCallRepair: false } : {}),
 	};
 }

@@ -1,5 +1,4 @@
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
-import { parseEngineError } from "../engine/classify";
 import { GatewayError } from "../errors";
 import { afterResponse } from "../http/after-response";
 import type { SettleResult } from "../ledger/key-ledger";
@@ -9,12 +8,14 @@ import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { engineRouting } from "../routing/shared-view";
 import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
+import { assembleAnswer } from "../stream/assemble-answer";
 import { ChatSseEncoder } from "../stream/chat-sse-encoder";
 import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
+import { EngineEventReader } from "../stream/engine-events";
+import { repairBodyToolCalls, ToolCallRepairStream } from "../stream/tool-call-repair";
 import type { Outcome, Usage } from "../types";
 import { type AuthorizedChat, authorizeChat } from "./authorize-chat";
 import type { ChatResult, ChatRun } from "./chat-run";
-import { rewriteCompletion } from "./completion-response";
 import { affinityKey, engineTargets, servedBy } from "./fallbacks";
 
 export type { AuthorizedChat } from "./authorize-chat";
@@ -131,6 +132,10 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		}
 	}
 
+	// The engine is always asked for a stream (prepare.ts), and the engine call waits for its first
+	// token: a node that sends headers and then nothing is abandoned within the first-byte timeout
+	// and the next one tried, for stream and non-stream clients alike.
+	let events: EngineEventReader | undefined;
 	let answer: EngineAnswer;
 	try {
 		answer = await callEngine({
@@ -142,6 +147,18 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			routing: engineRouting(env, config, run.waitUntil),
 			affinityKey: affinityKey(prepared.engineBody),
 			observer: run.log,
+			firstToken: async (a) => {
+				const reader = new EngineEventReader(a.response.body ?? EMPTY_BODY(), {
+					idleTimeoutMs: config.stream_idle_timeout_ms,
+					abortEngine: (reason) => a.abort(reason),
+				});
+				if (!(await reader.firstToken())) {
+					void reader.cancel();
+					return false;
+				}
+				events = reader;
+				return true;
+			},
 		});
 	} catch (err) {
 		const gone = err instanceof GatewayError && err.kind === "client_closed";
@@ -156,25 +173,31 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		void settle(outcome, searchNanos);
 		throw err;
 	}
+	const engineEvents = events as EngineEventReader;
 	// A fallback model may have served: its id, prices and usage bounds from here on.
 	const { requestedId, bounds } = servedBy(authorized, answer.target);
+	const repair =
+		req.model.tool_call_repair === true && prepared.toolCallRepair !== false ? new ToolCallRepairStream() : undefined;
 
 	if (prepared.stream) {
-		const upstream = answer.response.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
 		const encoder =
 			run.streamEncoder?.(sources) ??
-			(authorized.lane === "completions" ? new ChatSseEncoder(requestedId, undefined, "text_completion") : undefined);
+			new ChatSseEncoder(
+				requestedId,
+				authorized.lane === "completions" ? undefined : sources,
+				authorized.lane === "completions" ? "text_completion" : undefined,
+				repair ? () => ({ tool_calls_repaired: repair.repaired }) : undefined,
+			);
 		const { stream, done } = rewriteChatStream(
-			upstream,
+			engineEvents,
 			{
 				model: requestedId,
 				promptTokensEstimate: promptTokens,
-				sources,
-				encoder,
 				bounds,
-				idleTimeoutMs: config.stream_idle_timeout_ms,
+				encoder,
 				// workerd fires the request's signal when the client goes, without cancelling the body.
 				clientSignal,
+				transform: repair,
 			},
 			(reason) => answer.abort(reason),
 		);
@@ -187,77 +210,65 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		return { kind: "stream", stream, headers, done };
 	}
 
-	let engineJson: unknown;
-	try {
-		const text = await answer.readBody({
+	const assembled = await assembleAnswer(
+		engineEvents,
+		{
+			object: authorized.lane === "completions" ? "text_completion" : "chat.completion",
+			promptTokensEstimate: promptTokens,
+			bounds,
 			idleTimeoutMs: config.stream_idle_timeout_ms,
-			abort: (reason) => answer.abort(reason),
-		});
-		engineJson = JSON.parse(text);
-	} catch (err) {
-		const gone = clientSignal.aborted;
-		if (!gone && err instanceof GatewayError) {
-			// Idle or oversized: nothing is charged, the hold is released now.
-			logEvent("warn", "engine answer failed", {
-				request_id: requestId,
-				node: hostOf(answer.node),
-				error: errorText(err.message),
-			});
-			void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, searchNanos);
-			throw err;
-		}
-		const outcome: Outcome = gone
-			? { status: "client_disconnected", usage: promptOnly(promptTokens), estimated: true, node: answer.node }
-			: { status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node };
-		void settle(outcome, searchNanos);
-		if (gone) throw new GatewayError("client_closed", "The client closed the request", { cause: err });
-		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502, cause: err });
+			clientSignal,
+		},
+		(reason) => answer.abort(reason),
+	);
+	const { end } = assembled;
+	if (end.status === "client_disconnected" || clientSignal.aborted) {
+		// Billed for what the engine generated until the client left.
+		void settle(streamOutcome(end, answer.node, true), searchNanos);
+		throw new GatewayError("client_closed", "The client closed the request");
 	}
-	// Some servers answer 200 with an error body instead of an error status.
-	if (!isCompletion(engineJson)) {
+	if (end.status === "engine_error" || assembled.overflowed) {
+		// The client gets nothing: nothing is charged, and the hold is released now.
+		logStreamEnd(requestId, answer.node, end, false, assembled.overflowed);
 		void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, searchNanos);
-		logEvent("warn", "engine answered 200 without a completion", {
-			request_id: requestId,
-			node: hostOf(answer.node),
-			error: engineErrorOf(engineJson),
-		});
+		if (end.idleTimedOut) {
+			throw new GatewayError("upstream_timeout", "The model engine stopped sending data before the response was complete.");
+		}
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 });
 	}
-	const completion = rewriteCompletion(engineJson, requestedId, promptTokens, bounds);
-	if (completion.outOfBounds)
+	if (end.usageOutOfBounds)
 		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(answer.node) });
-	if (sources.length) attachSources(completion.body, sources);
-	const outcome: Outcome = { status: "completed", usage: completion.usage, estimated: completion.estimated, node: answer.node };
+	const body = assembled.body(requestedId);
+	if (repair) body.venym = { tool_calls_repaired: repairBodyToolCalls(body) };
+	if (sources.length) attachSources(body, sources);
+	const outcome: Outcome = { status: "completed", usage: end.usage, estimated: end.estimated, node: answer.node };
 	// Settlement runs under waitUntil rather than before the answer: the cost is known here, and
 	// the balance shown is the one this request started from, less its cost.
 	void settle(outcome, searchNanos);
 	const cost = outcomeCostNanos(req, outcome, searchNanos);
 	headers["x-venym-cost-usd"] = String(nanosToUsd(cost));
 	if (req.balanceNanos !== undefined) headers["x-venym-balance-usd"] = String(nanosToUsd(req.balanceNanos - cost));
-	return { kind: "completion", body: completion.body, usage: completion.usage, headers };
+	return { kind: "completion", body, usage: end.usage, headers };
 }
 
+const EMPTY_BODY = () => new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
+
 /** Why a stream did not complete, for the operator (the client only sees a generic frame). */
-function logStreamEnd(requestId: string, node: string, end: StreamEnd, clientGone: boolean): void {
+function logStreamEnd(requestId: string, node: string, end: StreamEnd, clientGone: boolean, tooLarge = false): void {
 	if (end.usageOutOfBounds)
 		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(node) });
 	// A client that left breaks the upstream read too: that is not the engine failing.
 	if (end.status !== "engine_error" || clientGone) return;
-	const cause = end.error ? `${end.error.message}${end.error.code ? ` (code ${end.error.code})` : ""}` : "unknown";
+	const cause = tooLarge
+		? "the answer is over the non-stream size limit"
+		: end.error
+			? `${end.error.message}${end.error.code ? ` (code ${end.error.code})` : ""}`
+			: "unknown";
 	logEvent("warn", `engine failed mid-stream${end.idleTimedOut ? " (idle timeout)" : ""}`, {
 		request_id: requestId,
 		node: hostOf(node),
 		error: errorText(cause),
 	});
-}
-
-function isCompletion(v: unknown): v is Record<string, unknown> {
-	return typeof v === "object" && v !== null && Array.isArray((v as { choices?: unknown }).choices);
-}
-
-/** The engine's error message, if its body has one: never the body itself, which may carry prompt or completion text. */
-function engineErrorOf(v: unknown): string {
-	return errorText(parseEngineError(JSON.stringify(v) ?? "", "no error message").message).slice(0, 300);
 }
 
 /** `venym.sources` on the response, and url_citation annotations on each message that cites [n]. */

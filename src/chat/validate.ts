@@ -25,6 +25,8 @@ const MaxTokens = z.number().int().positive().nullable().optional();
 export const VenymOptions = z.strictObject({
 	web_search: z.boolean().optional(),
 	search_results: z.number().int().min(1).max(10).optional(),
+	/** `false` turns the model's tool-call repair off for this request. */
+	tool_call_repair: z.boolean().optional(),
 });
 
 /** Only what the gateway itself reads is checked; every other field goes to the engine untouched. */

@@ -139,9 +139,14 @@ function completionPlan(model: ModelConfig, body: CompletionRequest, shape: Prom
 	let cap = outputCap(model, shape.longest);
 	if (shape.ceiling !== null) cap = Math.min(cap, shape.ceiling);
 	const maxTokens = Math.min(body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS, cap);
-	const engineBody: Record<string, unknown> = { ...body, model: model.engine_model, max_tokens: maxTokens };
-	if (shape.stream) engineBody.stream_options = { include_usage: true };
-	else delete engineBody.stream_options;
+	// Always a stream with usage from the engine (as chat: src/chat/prepare.ts).
+	const engineBody: Record<string, unknown> = {
+		...body,
+		model: model.engine_model,
+		max_tokens: maxTokens,
+		stream: true,
+		stream_options: { include_usage: true },
+	};
 	// Every prompt gets `best_of` generations (n of them returned); all are billed.
 	const generations = shape.bestOf * shape.estimates.length;
 	const outputTokens = maxTokens * generations;

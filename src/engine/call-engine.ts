@@ -42,6 +42,13 @@ export interface EngineCall {
 	fetch?: typeof fetch;
 	/** Told of each attempt and of the answer: the request's log line (src/observability/request-log.ts). */
 	observer?: EngineObserver;
+	/**
+	 * Waits, within `firstByteTimeoutMs` of the attempt's start, until a 2xx answer has produced its
+	 * first token (the stream layer reads it: src/stream/engine-events.ts `firstToken`). False when
+	 * the read failed (the timeout or the client aborted the call): the node counts as timed out and
+	 * the next one is tried, since nothing has reached the client yet.
+	 */
+	firstToken?: (answer: EngineAnswer) => Promise<boolean>;
 }
 
 export interface EngineObserver {
@@ -193,13 +200,31 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				});
 				continue;
 			}
-			clearTimeout(timer);
 			const verdict = classifyStatus(response.status);
 			if (verdict === "ok") {
-				fleet.succeeded(node.url, now() - started, now());
-				call.observer?.answered(node.url);
-				return answerOf(response, node.url, t, controller, fleet);
+				const answer = answerOf(response, node.url, t, controller, fleet);
+				// The first-byte timeout runs on until the first token: headers, a role chunk and
+				// keep-alives from a node that then says nothing are not an answer.
+				const spoke = call.firstToken ? await call.firstToken(answer) : true;
+				clearTimeout(timer);
+				if (spoke) {
+					fleet.succeeded(node.url, now() - started, now());
+					call.observer?.answered(node.url);
+					return answer;
+				}
+				call.clientSignal?.removeEventListener("abort", onClientAbort);
+				const timedOut = controller.signal.aborted;
+				answer.abort(new Error("no first token"));
+				if (call.clientSignal?.aborted) throw clientClosed();
+				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", now(), cooldownMs);
+				failures.push({
+					node: node.url,
+					model: target.model,
+					reason: timedOut ? "timeout" : "stream failed before the first token",
+				});
+				continue;
 			}
+			clearTimeout(timer);
 			call.clientSignal?.removeEventListener("abort", onClientAbort);
 			fleet.finished(node.url);
 			if (verdict === "next") {

@@ -48,13 +48,21 @@ export class ChatSseEncoder implements StreamEncoder {
 	#engineModelField = "";
 
 	readonly #chunkObject: string;
+	readonly #venym: (() => Record<string, unknown>) | undefined;
 
 	/**
 	 * `sources`: web-search results, sent first as a chunk-shaped `venym.sources` event.
 	 * `chunkObject`: the usage chunk's `object` (legacy completions stream `text_completion`).
 	 */
-	constructor(model: string, sources?: Source[], chunkObject = "chat.completion.chunk") {
+	constructor(
+		model: string,
+		sources?: Source[],
+		chunkObject = "chat.completion.chunk",
+		/** The usage chunk's `venym` field (e.g. `tool_calls_repaired`), asked for when the stream ends. */
+		venym?: () => Record<string, unknown>,
+	) {
 		this.#model = model;
+		this.#venym = venym;
 		this.#chunkObject = chunkObject;
 		this.#modelField = `"model":${JSON.stringify(model)}`;
 		if (sources?.length) {
@@ -108,6 +116,7 @@ export class ChatSseEncoder implements StreamEncoder {
 				model: this.#model,
 				choices: [],
 				usage: reducer.usageField(),
+				...(this.#venym ? { venym: this.#venym() } : {}),
 			}),
 		);
 		if (outcome.status === "completed") return usage + DONE_FRAME;

@@ -10,7 +10,7 @@ import type { StreamEnd } from "./chat-reducer";
 import { ChatStreamReducer } from "./chat-reducer";
 import { ChatSseEncoder } from "./chat-sse-encoder";
 import { EngineEventReader } from "./engine-events";
-import { type EngineStream, pipeEngineStream, type StreamEncoder } from "./pipe-engine-stream";
+import { type ChunkTransform, type EngineStream, pipeEngineStream, type StreamEncoder } from "./pipe-engine-stream";
 
 export type { StreamEnd } from "./chat-reducer";
 export type { StreamError } from "./engine-events";
@@ -33,6 +33,8 @@ export interface ChatStreamOptions {
 	 * runtime drops the body without cancelling it (pipe-engine-stream.ts).
 	 */
 	clientSignal?: AbortSignal;
+	/** Rewrites forwarded chunks between the reducer and the encoder (tool-call repair). */
+	transform?: ChunkTransform;
 }
 
 export interface ChatStreamResult {
@@ -46,12 +48,16 @@ export interface ChatStreamResult {
  * fires) and when the engine goes idle past `idleTimeoutMs`.
  */
 export function rewriteChatStream(
-	upstream: ReadableStream<Uint8Array>,
+	/** The engine's body, or its events already being read (the engine call waited for the first token). */
+	upstream: ReadableStream<Uint8Array> | EngineEventReader,
 	opts: ChatStreamOptions,
 	abortEngine?: (reason: unknown) => void,
 ): EngineStream {
-	const events = new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
+	const events =
+		upstream instanceof EngineEventReader
+			? upstream
+			: new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
 	const reducer = new ChatStreamReducer({ promptTokensEstimate: opts.promptTokensEstimate, bounds: opts.bounds });
 	const encoder = opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources);
-	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal);
+	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal, opts.transform);
 }

@@ -25,6 +25,31 @@ export type EngineEvent =
 	/** The engine closed the stream without `[DONE]`. */
 	| { type: "closed" };
 
+/** Events kept while waiting for the first token (a role chunk, empty deltas) before handing the stream on. */
+const MAX_PRIMED_EVENTS = 64;
+
+/** A chunk with something the model produced, or any ending: what first-token timing waits for. */
+export function isFirstToken(e: EngineEvent): boolean {
+	if (e.type !== "chunk") return true;
+	const chunk = e.chunk;
+	if (chunk.usage !== undefined && chunk.usage !== null) return true;
+	if (!Array.isArray(chunk.choices)) return false;
+	for (const c of chunk.choices) {
+		if (typeof c !== "object" || c === null) continue;
+		const choice = c as Json;
+		if (choice.finish_reason !== undefined && choice.finish_reason !== null) return true;
+		if (typeof choice.text === "string" && choice.text !== "") return true;
+		const delta = choice.delta as Json | undefined;
+		if (typeof delta !== "object" || delta === null) continue;
+		if (typeof delta.content === "string" && delta.content !== "") return true;
+		if (typeof delta.reasoning_content === "string" && delta.reasoning_content !== "") return true;
+		if (typeof delta.reasoning === "string" && delta.reasoning !== "") return true;
+		if (typeof delta.refusal === "string" && delta.refusal !== "") return true;
+		if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) return true;
+	}
+	return false;
+}
+
 function failure(message: string): EngineEvent {
 	return { type: "error", error: { message, type: "server_error", code: null } };
 }
@@ -94,9 +119,32 @@ export class EngineEventReader {
 		);
 	}
 
+	/**
+	 * Reads until the engine has produced its first token: a chunk carrying content, reasoning, a
+	 * tool call, a finish reason or usage, or anything that ends the stream. What was read stays
+	 * queued for `next()`. False when the read failed first (the engine call was aborted: the
+	 * caller's first-token timeout, or the client leaving), so another node may be tried.
+	 * Before the first token an engine sends only headers, a role chunk and keep-alives: past
+	 * `MAX_PRIMED_EVENTS` of those the stream is handed on as it is.
+	 */
+	async firstToken(): Promise<boolean> {
+		for (;;) {
+			if (this.#events.some(isFirstToken) || this.#events.length >= MAX_PRIMED_EVENTS) return true;
+			let result: ReadableStreamReadResult<Uint8Array>;
+			try {
+				result = await this.#reader.read();
+			} catch {
+				return false;
+			}
+			this.#feed(result);
+			if (result.done) return true;
+		}
+	}
+
 	/** The events completed by the next piece of the body; an ending event is always last. */
 	async next(): Promise<EngineEvent[]> {
 		if (this.#ended) return [];
+		if (this.#events.length) return this.#take();
 		const idleMs = this.#opts.idleTimeoutMs ?? 0;
 		if (idleMs > 0) {
 			this.#waitingSince = Date.now();
@@ -112,6 +160,12 @@ export class EngineEventReader {
 			this.#waitingSince = 0;
 		}
 		if (this.#idle) return this.#end(this.#idle);
+		this.#feed(result);
+		return this.#take();
+	}
+
+	/** Parses one piece of the body into the queue. */
+	#feed(result: ReadableStreamReadResult<Uint8Array>): void {
 		try {
 			if (result.done) {
 				this.#parser.feed(this.#decoder.decode());
@@ -124,6 +178,10 @@ export class EngineEventReader {
 			if (!(err instanceof SseOverflowError)) throw err;
 			this.#events.push(failure(`upstream sent an event over ${this.#opts.maxEventSize ?? MAX_EVENT_BYTES} characters`));
 		}
+	}
+
+	/** Everything queued, up to and including an ending event. */
+	#take(): EngineEvent[] {
 		const events = this.#events;
 		this.#events = [];
 		if (events.length) this.#quietMs = 0;

@@ -17,6 +17,13 @@ export interface StreamEncoder {
 	finish(outcome: EngineOutcome, reducer: ChatStreamReducer): string;
 }
 
+/** Rewrites forwarded chunks between the reducer and the encoder; may hold some back until `flush`. */
+export interface ChunkTransform {
+	push(chunks: ForwardedChunk[]): ForwardedChunk[];
+	/** What is still held once the engine's side has ended. */
+	flush(): ForwardedChunk[];
+}
+
 export interface EngineStream {
 	stream: ReadableStream<Uint8Array>;
 	/** Resolves exactly once, never rejects. */
@@ -31,6 +38,7 @@ export function pipeEngineStream(
 	abortEngine?: (reason: unknown) => void,
 	/** Fires when the client goes away (the request's signal). */
 	clientSignal?: AbortSignal,
+	transform?: ChunkTransform,
 ): EngineStream {
 	const bytes = new TextEncoder();
 	let concluded = false;
@@ -93,10 +101,13 @@ export function pipeEngineStream(
 						const f = reducer.push(e);
 						if (f) forwarded.push(f);
 					}
+					const passed = transform && forwarded.length ? transform.push(forwarded) : forwarded;
 					// Frames that arrived together leave together: one enqueue per pull.
-					let out = forwarded.length ? encoder.chunks(forwarded) : "";
+					let out = passed.length ? encoder.chunks(passed) : "";
 					const outcome = reducer.outcome;
 					if (outcome) {
+						const held = transform?.flush();
+						if (held?.length) out += encoder.chunks(held);
 						out += encoder.finish(outcome, reducer);
 						controller.enqueue(bytes.encode(out));
 						controller.close();

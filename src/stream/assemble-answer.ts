@@ -1,0 +1,90 @@
+/**
+ * A non-stream client's answer, read from the engine's stream through the same layers a stream
+ * client's goes through (engine events → chat reducer → an encoder), so usage bounds, the idle
+ * timeout, the client leaving and the one end signal behave alike; the encoder here sends nothing
+ * and puts the answer together instead (completion-assembler.ts).
+ */
+import type { UsageBounds } from "../chat/usage-bounds";
+import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
+import { rewriteChatStream } from "./chat-stream";
+import { type AssembledObject, CompletionAssembler } from "./completion-assembler";
+import type { EngineEventReader } from "./engine-events";
+import type { StreamEncoder } from "./pipe-engine-stream";
+
+type Json = Record<string, unknown>;
+
+export interface AssembleOptions {
+	object: AssembledObject;
+	promptTokensEstimate: number;
+	bounds: UsageBounds;
+	idleTimeoutMs: number;
+	clientSignal?: AbortSignal;
+}
+
+export interface AssembledAnswer {
+	end: StreamEnd;
+	/** The answer (with the gateway's model and the billed usage); only when the stream completed. */
+	body(model: string): Json;
+	/** The answer outgrew what a non-stream body may hold (the engine call was abandoned). */
+	overflowed: boolean;
+}
+
+class AnswerTooLarge extends Error {}
+
+class AssemblingEncoder implements StreamEncoder {
+	readonly assembler: CompletionAssembler;
+	usage: Json = {};
+
+	constructor(object: AssembledObject) {
+		this.assembler = new CompletionAssembler(object);
+	}
+
+	start(): string {
+		return "";
+	}
+
+	chunks(chunks: ForwardedChunk[]): string {
+		this.assembler.push(chunks);
+		if (this.assembler.overflowed) throw new AnswerTooLarge("the engine's answer is too large for a non-stream response");
+		return "";
+	}
+
+	finish(_outcome: EngineOutcome, reducer: ChatStreamReducer): string {
+		this.usage = reducer.usageField();
+		return "";
+	}
+}
+
+/** Reads the engine's stream to its end (or the client's departure) and puts the answer together. */
+export async function assembleAnswer(
+	events: EngineEventReader,
+	opts: AssembleOptions,
+	abortEngine: (reason: unknown) => void,
+): Promise<AssembledAnswer> {
+	const encoder = new AssemblingEncoder(opts.object);
+	const { stream, done } = rewriteChatStream(
+		events,
+		{
+			model: "",
+			promptTokensEstimate: opts.promptTokensEstimate,
+			bounds: opts.bounds,
+			idleTimeoutMs: opts.idleTimeoutMs,
+			encoder,
+			clientSignal: opts.clientSignal,
+		},
+		abortEngine,
+	);
+	const reader = stream.getReader();
+	let overflowed = false;
+	try {
+		while (!(await reader.read()).done) {
+			// The encoder sends nothing: this only drives the pipe.
+		}
+	} catch (err) {
+		// The pipe has ended the stream as an engine failure already; an oversized answer is one.
+		overflowed = err instanceof AnswerTooLarge;
+		abortEngine(err);
+	}
+	const end = await done;
+	return { end, overflowed, body: (model) => encoder.assembler.body(model, encoder.usage) };
+}
