@@ -39,11 +39,13 @@ function replyText(messages, last, userText) {
 	return `Echo: ${userText}`;
 }
 
-function chooseTool(body, last, userText, n) {
+function chooseTool(body, last, userText, n, behaviour) {
 	const tools = Array.isArray(body.tools) ? body.tools : [];
 	if (tools.length === 0 || last.role === "tool" || body.tool_choice === "none") return null;
 	const name = body.tool_choice?.function?.name ?? tools[0]?.function?.name ?? "tool";
-	const args = JSON.stringify({ query: userText });
+	const whole = JSON.stringify({ query: userText });
+	// A weak model's arguments: the closing quote and brace never come.
+	const args = behaviour.brokenToolArgs ? whole.slice(0, -2) : whole;
 	return { id: `call_${n}`, type: "function", function: { name, arguments: args } };
 }
 
@@ -68,7 +70,9 @@ export function planReply(body, behaviour, n) {
 	const messages = body.messages;
 	const last = messages.at(-1) ?? {};
 	const userText = textOf(messages.findLast((m) => m?.role === "user")?.content);
-	const toolCall = chooseTool(body, last, userText, n);
+	const toolCall = chooseTool(body, last, userText, n, behaviour);
+	// `n` choices, each the same answer (so a test knows what every one must say).
+	const choices = Number.isInteger(body.n) && body.n > 1 ? Math.min(body.n, 8) : 1;
 	const wantsReasoning = body.reasoning_effort != null || /reason/i.test(String(body.model ?? ""));
 	const reasoningField = behaviour.reasoningField ?? (wantsReasoning ? "reasoning_content" : null);
 	const reasoningWords = reasoningField ? words(REASONING_TEXT) : [];
@@ -78,8 +82,9 @@ export function planReply(body, behaviour, n) {
 	const contentWords = capped ? fullWords.slice(0, cap) : fullWords;
 	const argFragments = toolCall ? fragments(toolCall.function.arguments) : [];
 	const prompt = promptTokens(messages);
-	const completion = reasoningWords.length + contentWords.length + argFragments.length;
+	const completion = (reasoningWords.length + contentWords.length + argFragments.length) * choices;
 	return {
+		choices,
 		reasoningField,
 		reasoningWords,
 		contentWords,
@@ -136,17 +141,23 @@ export function streamPayloads(plan, meta, behaviour, includeUsage) {
 	const mode = behaviour.usage ?? "final";
 	const chunk = (choices, extra = {}) => ({ ...header(meta, "chat.completion.chunk"), choices, ...extra });
 	let emitted = 0;
-	const payloads = streamDeltas(plan).map((delta) => {
-		emitted += carriesToken(delta) ? 1 : 0;
-		const extra = mode === "cumulative" ? { usage: usageOf(plan.usage.prompt_tokens, emitted) } : {};
-		return chunk([{ index: 0, delta, finish_reason: null }], extra);
-	});
+	const indexes = Array.from({ length: plan.choices }, (_, i) => i);
+	const payloads = streamDeltas(plan).flatMap((delta) =>
+		indexes.map((index) => {
+			emitted += carriesToken(delta) ? 1 : 0;
+			const extra = mode === "cumulative" ? { usage: usageOf(plan.usage.prompt_tokens, emitted) } : {};
+			return chunk([{ index, delta, finish_reason: null }], extra);
+		}),
+	);
 	if (behaviour.failAfter !== undefined) {
 		const head = payloads.slice(0, behaviour.failAfter);
 		return behaviour.failure === "cut" ? head : [...head, behaviour.failure];
 	}
 	const finishExtra = { cumulative: { usage: plan.usage }, finish: { usage: plan.usage, timings: timingsOf(plan.usage) } };
-	payloads.push(chunk([{ index: 0, delta: {}, finish_reason: plan.finish }], finishExtra[mode]));
+	for (const index of indexes) {
+		const last = index === plan.choices - 1;
+		payloads.push(chunk([{ index, delta: {}, finish_reason: plan.finish }], last ? finishExtra[mode] : {}));
+	}
 	if (includeUsage && (mode === "final" || mode === "cumulative")) payloads.push(chunk([], { usage: plan.usage }));
 	payloads.push("[DONE]");
 	return payloads;
@@ -173,7 +184,8 @@ export function completion(plan, meta, behaviour) {
 	const message = { role: "assistant", content: toolCall ? null : plan.contentWords.join(" ") };
 	if (reasoningField) message[reasoningField] = plan.reasoningWords.join(" ");
 	if (toolCall) message.tool_calls = [toolCall];
-	const body = { ...header(meta, "chat.completion"), choices: [{ index: 0, message, finish_reason: plan.finish }] };
+	const choices = Array.from({ length: plan.choices }, (_, index) => ({ index, message, finish_reason: plan.finish }));
+	const body = { ...header(meta, "chat.completion"), choices };
 	if (behaviour.usage !== "none") body.usage = plan.usage;
 	if (behaviour.usage === "finish") body.timings = timingsOf(plan.usage);
 	return body;

@@ -20,6 +20,7 @@
 //   delayMs, headerDelayMs     pause between stream frames (non-stream: the whole answer),
 //                              and before the headers
 //   stallAfter                 headers (and that many frames), then silence
+//   brokenToolArgs             tool-call arguments cut before their closing `"}`
 //   bodyMs                     a non-stream answer dribbled over that many ms (data throughout)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
 //   queue                      what `/metrics` reports: { waiting, running, kv_cache_usage }
@@ -131,6 +132,25 @@ export const SCENARIOS = {
 			}
 		},
 	},
+	// A node that accepts a stream and never produces a token (vLLM sends a stream's headers at
+	// once): headers, the role chunk, then `: ping` keep-alives until the gateway gives up. A
+	// non-stream request gets nothing at all (vLLM answers it only when it is done).
+	mute: {
+		early: async (ctx) => {
+			if (ctx.body?.stream !== true) return;
+			ctx.res.writeHead(200, { "content-type": "text/event-stream" });
+			const chunk = { id: "chatcmpl-mute", object: "chat.completion.chunk", created: 1, model: "m" };
+			ctx.res.write(
+				`data: ${JSON.stringify({ ...chunk, choices: [{ index: 0, delta: { role: "assistant", content: "" } }] })}\n\n`,
+			);
+			while (!ctx.gone) {
+				await sleep(200);
+				if (!ctx.gone) ctx.res.write(": ping\n\n");
+			}
+		},
+	},
+	// A weak model that never closes its tool call's arguments (`{"query":"…` with no `"}`).
+	brokentool: { brokenToolArgs: true },
 	// Headers arrive late but within the first-byte timeout.
 	slowheaders: { headerDelayMs: 600 },
 	// A non-stream answer that takes about 3 s, sending data throughout.

@@ -30,7 +30,9 @@ export type ScenarioName =
 	| "slowheaders"
 	| "slowbody"
 	| "searchfail"
-	| "searchslow";
+	| "searchslow"
+	| "mute"
+	| "brokentool";
 
 export declare const scenarioNames: readonly ScenarioName[];
 
