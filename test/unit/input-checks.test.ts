@@ -70,9 +70,11 @@ describe("lone surrogates", () => {
 		expect(parsedPath(String.raw`{"a":"\\ud800"}`)).toBeNull();
 	});
 
-	it("finds a raw lone surrogate in text that did not come from UTF-8", () => {
-		const text = `{"a":"x\ud800"}`;
-		expect(loneSurrogatePath(text, JSON.parse(text))).toEqual(["a"]);
+	it("relies on UTF-8 decoding: a surrogate's bytes decode to U+FFFD, never to a lone surrogate", () => {
+		const text = new TextDecoder().decode(new Uint8Array([0x22, 0xed, 0xa0, 0x80, 0x22]));
+		expect(text).toContain("\ufffd");
+		expect(text).not.toMatch(/\p{Cs}/u);
+		expect(loneSurrogatePath(text, JSON.parse(text))).toBeNull();
 	});
 
 	it("parseJsonText answers 400 invalid_value with the param as OpenAI writes it", () => {
