@@ -17,9 +17,12 @@ export const REFUSED_ENGINE_FIELDS: Readonly<Record<string, string>> = {
 	best_of: "use 'n'",
 	use_beam_search: "beam search is not offered",
 	// Per-token probability lists far larger than the tokens billed (llama.cpp's `n_probs`, unbounded;
-	// SGLang's hidden states, a vector per token).
+	// vLLM's over every prompt token; SGLang's hidden states, a vector per token).
 	n_probs: "use 'logprobs' and 'top_logprobs'",
+	prompt_logprobs: "use 'logprobs'",
 	return_hidden_states: "hidden states are not offered",
+	// A prompt the estimate cannot see (vLLM's tensor input, unpickled by the engine).
+	prompt_embeds: "prompts are text or token ids",
 	// Templates, adapters and processors are the operator's setup (and unseen by the estimate).
 	chat_template: "the model's own template is used",
 	lora: "adapters are the operator's",
@@ -33,6 +36,7 @@ export const REFUSED_ENGINE_FIELDS: Readonly<Record<string, string>> = {
 	// Scheduling and placement: the gateway routes and schedules requests.
 	priority: "requests are scheduled by the gateway",
 	id_slot: "requests are scheduled by the gateway",
+	slot_id: "requests are scheduled by the gateway",
 	n_keep: "the context is managed by the engine's operator",
 	data_parallel_rank: "requests are scheduled by the gateway",
 	// The engine's own request ids and disaggregated-serving internals.
