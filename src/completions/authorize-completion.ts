@@ -20,6 +20,8 @@ import { outputCap } from "../chat/prepare";
 import { promptBound } from "../chat/usage-bounds";
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
+import { refuseEngineFields } from "../http/engine-fields";
+import { COMPLETION_LOGPROBS, SAMPLING_FIELDS } from "../http/sampling-params";
 import { zodToGatewayError } from "../http/zod-error";
 import { authorizeRequest, holdNanos } from "../ledger/ledger-client";
 import { costNanos } from "../ledger/pricing";
@@ -35,7 +37,11 @@ const TokenArray = z.array(z.number().int().nonnegative()).min(1);
 const Prompt = z.union([z.string(), z.array(z.string()).min(1), TokenArray, z.array(TokenArray).min(1)]);
 const MaxTokens = z.number().int().positive().nullable().optional();
 
-/** Only what the gateway reads is checked; every other field goes to the engine untouched. */
+/**
+ * What the gateway reads, and the sampling parameters' ranges, are checked; every other field goes
+ * to the engine untouched, except the refused ones (http/engine-fields.ts; `best_of` is this
+ * lane's own, held for).
+ */
 export const CompletionRequestSchema = z.looseObject({
 	model: z.string().min(1),
 	prompt: Prompt,
@@ -44,7 +50,12 @@ export const CompletionRequestSchema = z.looseObject({
 	max_tokens: MaxTokens,
 	n: z.number().nullable().optional(),
 	best_of: z.number().nullable().optional(),
+	...SAMPLING_FIELDS,
+	logprobs: COMPLETION_LOGPROBS,
 });
+
+/** Legacy completions' own fields that the other lanes refuse. */
+export const COMPLETION_OWN_FIELDS: ReadonlyArray<string> = ["best_of"];
 
 type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
@@ -61,6 +72,7 @@ function validate(rawBody: unknown): CompletionRequest {
 	}
 	const result = CompletionRequestSchema.safeParse(rawBody, { reportInput: true });
 	if (!result.success) throw zodToGatewayError(result.error);
+	refuseEngineFields(rawBody, COMPLETION_OWN_FIELDS);
 	return rawBody as CompletionRequest;
 }
 

@@ -12,6 +12,7 @@ import { boundedUsage } from "../chat/usage-bounds";
 import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { GatewayError } from "../errors";
+import { refuseEngineFields } from "../http/engine-fields";
 import { zodToGatewayError } from "../http/zod-error";
 import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
@@ -73,6 +74,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	}
 	const parsed = EmbeddingsRequestSchema.safeParse(rawBody, { reportInput: true });
 	if (!parsed.success) throw zodToGatewayError(parsed.error);
+	refuseEngineFields(rawBody);
 	const body = rawBody as EmbeddingsRequest;
 	const requestedFallbacks = takeRequestFallbacks(body);
 	const resolved = resolveFor(run, body.model, "embeddings");

@@ -1,6 +1,8 @@
 import { GatewayError } from "../errors";
 import { depthParam, MAX_JSON_DEPTH, tooDeep } from "./json-depth";
+import { loneSurrogatePath } from "./lone-surrogate";
 import { readCappedText } from "./read-capped";
+import { formatParam } from "./zod-error";
 
 /**
  * Reads a JSON request body, refusing anything over `maxBytes` without buffering it whole.
@@ -17,7 +19,8 @@ export async function readJsonBody(req: Request, maxBytes: number): Promise<unkn
 
 /**
  * A request body's text as JSON: empty or malformed is a 400, as OpenAI answers it, and so is a
- * field nested deeper than MAX_JSON_DEPTH (`code: "json_too_deep"`, naming the path).
+ * field nested deeper than MAX_JSON_DEPTH (`code: "json_too_deep"`, naming the path), and a
+ * string holding a lone UTF-16 surrogate (`code: "invalid_value"`, naming the path).
  */
 export function parseJsonText(text: string): unknown {
 	if (text.length === 0) throw new GatewayError("invalid_request", "The request body is empty; expected a JSON object.");
@@ -34,6 +37,15 @@ export function parseJsonText(text: string): unknown {
 			"invalid_request",
 			`Invalid '${param}': the '${deep[0]}' field nests JSON more than ${MAX_JSON_DEPTH} levels deep (counted from the field's own value).`,
 			{ param, code: "json_too_deep" },
+		);
+	}
+	const lone = loneSurrogatePath(text, value);
+	if (lone) {
+		const param = formatParam(lone) || null;
+		throw new GatewayError(
+			"invalid_request",
+			`Invalid ${param ? `'${param}'` : "body"}: the string holds a lone UTF-16 surrogate (such as '\\ud800'), which is not valid Unicode.`,
+			{ param, code: "invalid_value" },
 		);
 	}
 	return value;

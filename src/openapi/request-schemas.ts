@@ -6,9 +6,10 @@
  * the common engine parameters chat passes through unchecked, and descriptions.
  */
 import { z } from "zod";
-import { ChatRequestSchema, REFUSED_FIELDS } from "../chat/validate";
-import { CompletionRequestSchema } from "../completions/authorize-completion";
+import { ChatRequestSchema } from "../chat/validate";
+import { COMPLETION_OWN_FIELDS, CompletionRequestSchema } from "../completions/authorize-completion";
 import { EmbeddingsRequestSchema } from "../embeddings/run-embeddings";
+import { REFUSED_ENGINE_FIELDS } from "../http/engine-fields";
 import { ResponsesRequestSchema } from "../responses/request-schema";
 import { PatchNode } from "../routes/admin-nodes";
 import { CreateKey, Credit, PatchKey } from "../routes/key-input";
@@ -82,18 +83,11 @@ const FALLBACK_PROPS: Record<string, Json> = {
 	),
 };
 
-/** Common Chat Completions parameters: passed to the engine as sent (the list is not exhaustive). */
-const num = (description: string): Json => ({ type: ["number", "null"], description });
+/**
+ * Common Chat Completions parameters the chat schema does not check: passed to the engine as sent
+ * (the list is not exhaustive). The sampling parameters are in the zod schema, with their ranges.
+ */
 const CHAT_PASS_THROUGH: Record<string, Json> = {
-	temperature: num("Sampling temperature."),
-	top_p: num("Nucleus sampling."),
-	frequency_penalty: num("Frequency penalty."),
-	presence_penalty: num("Presence penalty."),
-	seed: { type: ["integer", "null"] },
-	stop: { anyOf: [{ type: "string" }, { type: "array", items: { type: "string" } }, { type: "null" }] },
-	logprobs: { type: ["boolean", "null"] },
-	top_logprobs: { type: ["integer", "null"] },
-	logit_bias: { type: ["object", "null"], additionalProperties: { type: "number" } },
 	tools: { type: "array", items: { type: "object", additionalProperties: true }, description: "Function tools." },
 	tool_choice: { anyOf: [{ type: "string" }, { type: "object", additionalProperties: true }] },
 	parallel_tool_calls: { type: "boolean" },
@@ -114,15 +108,21 @@ const CHAT_PASS_THROUGH: Record<string, Json> = {
 	repetition_penalty: { type: "number", description: "Engine extension (vLLM, SGLang)." },
 };
 
-function chatRequest(): Json {
+/** The engine fields a lane refuses (all but its own), as properties no value satisfies. */
+function refusedProps(own: ReadonlyArray<string> = []): Record<string, Json> {
 	const refused: Record<string, Json> = {};
-	for (const [field, instead] of Object.entries(REFUSED_FIELDS)) {
+	for (const [field, instead] of Object.entries(REFUSED_ENGINE_FIELDS)) {
+		if (own.includes(field)) continue;
 		refused[field] = { not: {}, description: `Refused with 400 \`unsupported_parameter\`: ${instead}.` };
 	}
+	return refused;
+}
+
+function chatRequest(): Json {
 	const schema = withExtra(fromZod(ChatRequestSchema), {
 		...FALLBACK_PROPS,
 		...CHAT_PASS_THROUGH,
-		...refused,
+		...refusedProps(),
 	});
 	return describe(
 		{
@@ -170,11 +170,14 @@ function responsesRequest(): Json {
 export function requestSchemas(): Record<string, Json> {
 	return {
 		ChatCompletionRequest: chatRequest(),
-		CompletionRequest: describe(withExtra(fromZod(CompletionRequestSchema), FALLBACK_PROPS), {
-			model: "A text model id (no web search here).",
-			max_tokens: "Default 16, capped like chat.",
-		}),
-		EmbeddingsRequest: describe(withExtra(fromZod(EmbeddingsRequestSchema), FALLBACK_PROPS), {
+		CompletionRequest: describe(
+			withExtra(fromZod(CompletionRequestSchema), { ...FALLBACK_PROPS, ...refusedProps(COMPLETION_OWN_FIELDS) }),
+			{
+				model: "A text model id (no web search here).",
+				max_tokens: "Default 16, capped like chat.",
+			},
+		),
+		EmbeddingsRequest: describe(withExtra(fromZod(EmbeddingsRequestSchema), { ...FALLBACK_PROPS, ...refusedProps() }), {
 			model: "A model with the `embeddings` capability.",
 		}),
 		ResponsesRequest: responsesRequest(),

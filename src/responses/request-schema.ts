@@ -7,6 +7,8 @@
 import { z } from "zod";
 import { VenymOptions } from "../chat/validate";
 import { GatewayError } from "../errors";
+import { refuseEngineFields } from "../http/engine-fields";
+import { numberIn, TOP_LOGPROBS } from "../http/sampling-params";
 import { zodToGatewayError } from "../http/zod-error";
 import { takeRequestFallbacks } from "../routing/fallbacks";
 import { checkImages, InputItem, isRecord } from "./item-schema";
@@ -56,8 +58,11 @@ export const ResponsesRequestSchema = z.strictObject({
 	input: z.union([z.string(), z.array(InputItem).min(1)], { error: () => "expected a string or an array of input items." }),
 	instructions: Nullable(z.string()),
 	max_output_tokens: Nullable(z.number().int().positive()),
-	temperature: Nullable(z.number().min(0).max(2)),
-	top_p: Nullable(z.number().min(0).max(1)),
+	temperature: Nullable(numberIn(0, 2)),
+	top_p: Nullable(numberIn(0, 1)),
+	// Accepted in range, as OpenAI does; it has an effect there only with `include`
+	// `message.output_text.logprobs`, which this gateway does not return, so it goes no further.
+	top_logprobs: TOP_LOGPROBS,
 	tools: Nullable(z.array(Tool)),
 	tool_choice: Nullable(ToolChoice),
 	parallel_tool_calls: Nullable(z.boolean()),
@@ -102,6 +107,8 @@ export function validateResponsesRequest(body: unknown): ResponsesRequest {
 	if (!isRecord(body)) {
 		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
 	}
+	// Before the strict schema, so a refused engine field gets its own 400 rather than "unrecognized".
+	refuseEngineFields(body);
 	// zod leaves `input` off its issues unless asked; without it a wrong type reads as a missing one.
 	const result = ResponsesRequestSchema.safeParse(body, { reportInput: true });
 	if (!result.success) throw zodToGatewayError(new z.ZodError(precise(result.error.issues)));

@@ -3,7 +3,8 @@ import Ajv2020 from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { app } from "../../src/app";
-import { ChatRequestSchema, REFUSED_FIELDS } from "../../src/chat/validate";
+import { ChatRequestSchema } from "../../src/chat/validate";
+import { REFUSED_ENGINE_FIELDS } from "../../src/http/engine-fields";
 import { buildDocument, openApiJson } from "../../src/openapi/document";
 import { errorKindStatuses } from "../../src/openapi/error-responses";
 import { ResponsesRequestSchema } from "../../src/responses/request-schema";
@@ -139,7 +140,7 @@ describe("the OpenAPI document", () => {
 		expect(validate({ ...body, temperature: 0.2, some_engine_option: { a: 1 } })).toBe(true);
 		expect(validate({ ...body, models: ["a", "b"], venym: { web_search: true } })).toBe(true);
 		expect(validate({ model: "m", messages: [] })).toBe(false);
-		for (const refused of Object.keys(REFUSED_FIELDS)) expect(validate({ ...body, [refused]: 1 }), refused).toBe(false);
+		for (const refused of Object.keys(REFUSED_ENGINE_FIELDS)) expect(validate({ ...body, [refused]: 1 }), refused).toBe(false);
 	});
 
 	it("generates the Responses request from its zod schema: strict, with its enums", () => {
