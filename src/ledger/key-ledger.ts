@@ -193,6 +193,7 @@ export class KeyLedger extends DurableObject<Env> {
 			balanceNanos: st.balance,
 			spentNanos: st.spent,
 			heldNanos: st.held,
+			reservedNanos: this.allowances.totals().amount,
 			openHolds,
 			outboxSize: outbox,
 		};
