@@ -13,6 +13,7 @@ import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
+import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
 import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { costNanos, nanosToUsd } from "../ledger/pricing";
 import { hostOf, logEvent } from "../observability/log-event";
@@ -21,8 +22,8 @@ import { engineRouting } from "../routing/shared-view";
 import { estimateTokens } from "../stream/estimate";
 import type { Outcome } from "../types";
 
-/** OpenAI's limit on inputs in one request. */
-export const MAX_EMBEDDING_INPUTS = 2048;
+/** OpenAI's limit on inputs in one request (the config's hold bound counts on it). */
+export const MAX_EMBEDDING_INPUTS = MAX_BATCH_INPUTS;
 
 const TokenArray = z.array(z.number().int().nonnegative()).min(1);
 export const EmbeddingsRequestSchema = z.looseObject({

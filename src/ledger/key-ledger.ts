@@ -212,7 +212,8 @@ export class KeyLedger extends DurableObject<Env> {
 	 */
 	grant(input: GrantInput): GrantResult {
 		nanosArg("grant", "holdNanos", input.holdNanos, MAX_REQUEST_NANOS);
-		nanosArg("grant", "wantNanos", input.wantNanos, Number.MAX_SAFE_INTEGER);
+		// A want past the safe range only asks for as much as there is room for.
+		nanosArg("grant", "wantNanos", Math.min(input.wantNanos, Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER);
 		const st = this.load();
 		this.rememberKey(input.keyId);
 		return this.allowances.grant(st, input, input.now ?? Date.now(), (at) => this.alarms.ensure(at));
