@@ -169,7 +169,7 @@ export class KeyLedger extends DurableObject<Env> {
 
 	/** Adds credit (or removes it, with a negative amount); idempotent by key (ledger-credits.ts). */
 	credit(input: CreditInput): CreditResult {
-		nanosArg("credit", "amountNanos", input.amountNanos, Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER);
+		nanosArg("credit", "amountNanos", input.amountNanos, Number.MAX_SAFE_INTEGER, true);
 		const st = this.load();
 		this.rememberKey(input.keyId);
 		const result = this.credits.apply(st, input);

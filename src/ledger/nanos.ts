@@ -9,15 +9,16 @@
 export const MAX_REQUEST_NANOS = 1_000_000 * 1e9;
 
 /**
- * `value` rounded to an integer, or a RangeError naming `field` when it is not a finite number
- * within [min, max]. Negative amounts where none make sense are the caller's `min`.
+ * `value` rounded to an integer, or a RangeError naming `field` when it is not a finite number of
+ * at most `max` in size. A negative amount where none makes sense (a hold, a cost) counts as 0, as
+ * it always has: it can only lower what is taken, never poison a total.
  */
-export function nanosArg(method: string, field: string, value: unknown, max: number, min = 0): number {
+export function nanosArg(method: string, field: string, value: unknown, max: number, signed = false): number {
 	const n = typeof value === "number" ? Math.round(value) : Number.NaN;
-	if (!Number.isSafeInteger(n) || n < min || n > max) {
-		throw new RangeError(`KeyLedger.${method}: ${field} must be an integer from ${min} to ${max}, got ${String(value)}.`);
+	if (!Number.isSafeInteger(n) || Math.abs(n) > max) {
+		throw new RangeError(`KeyLedger.${method}: ${field} must be a finite integer of at most ${max}, got ${String(value)}.`);
 	}
-	return n;
+	return signed ? n : Math.max(0, n);
 }
 
 /** The ledger's stored totals after a change: a RangeError (nothing stored) when one would leave the safe range. */
