@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { GatewayError } from "./errors";
+import { holdFits, MAX_BATCH_INPUTS, worstCaseHold } from "./ledger/hold-bound";
+import { MAX_REQUEST_NANOS } from "./ledger/nanos";
 
 const url = z.url({ protocol: /^https?$/ });
 
@@ -27,6 +29,18 @@ const RoutingSchema = z.strictObject({
 	max_attempts: z.number().int().min(1).max(32).default(3),
 });
 
+/**
+ * Each number that reaches money has a ceiling of its own (so the arithmetic below stays finite),
+ * and together they must keep every model's largest hold within what one request may hold
+ * (GatewayConfigSchema's check, ledger/hold-bound.ts).
+ */
+const MAX_USD_PER_MTOK = 1_000_000;
+const MAX_OUTPUT_TOKENS = 100_000_000;
+const MAX_CONTEXT_LENGTH = 1_000_000_000;
+const MAX_SEARCH_USD = 1_000;
+const MAX_BODY_BYTES = 100 * 1024 * 1024;
+const UsdPerMtok = z.number().nonnegative().max(MAX_USD_PER_MTOK);
+
 /** A model with this capability is served on /v1/embeddings only (and needs no output cap or price). */
 export const EMBEDDINGS = "embeddings";
 
@@ -38,11 +52,11 @@ const ModelSchema = z
 			.regex(/^[^:\s]+$/, "must not contain ':' or spaces"),
 		engine_model: z.string().min(1),
 		nodes: z.array(NodeSchema).min(1),
-		max_output_tokens: z.number().int().positive().optional(),
-		context_length: z.number().int().positive().optional(),
+		max_output_tokens: z.number().int().positive().max(MAX_OUTPUT_TOKENS).optional(),
+		context_length: z.number().int().positive().max(MAX_CONTEXT_LENGTH).optional(),
 		pricing: z.strictObject({
-			input_usd_per_mtok: z.number().nonnegative(),
-			output_usd_per_mtok: z.number().nonnegative().optional(),
+			input_usd_per_mtok: UsdPerMtok,
+			output_usd_per_mtok: UsdPerMtok.optional(),
 		}),
 		capabilities: z.array(z.string()).default([]),
 		owned_by: z.string().default("venym"),
@@ -76,7 +90,7 @@ const WebSearchSchema = z
 		url: url.optional(),
 		api_key_env: z.string().min(1).optional(),
 		timeout_ms: z.number().int().positive().default(5000),
-		price_usd_per_search: z.number().nonnegative().default(0),
+		price_usd_per_search: z.number().nonnegative().max(MAX_SEARCH_USD).default(0),
 	})
 	.superRefine((ws, ctx) => {
 		if (ws.provider === "searxng" && !ws.url)
@@ -123,6 +137,7 @@ export const GatewayConfigSchema = z
 			.number()
 			.int()
 			.positive()
+			.max(MAX_BODY_BYTES)
 			.default(4 * 1024 * 1024),
 		routing: RoutingSchema.prefault({}),
 		usage: UsageSchema.prefault({}),
@@ -133,6 +148,10 @@ export const GatewayConfigSchema = z
 		cfg.models.forEach((m, i) => {
 			if (seen.has(m.id)) ctx.addIssue({ code: "custom", path: ["models", i, "id"], message: `duplicate model id "${m.id}"` });
 			seen.add(m.id);
+		});
+		cfg.models.forEach((m, i) => {
+			const issue = holdIssue(m, cfg);
+			if (issue) ctx.addIssue({ code: "custom", path: ["models", i, ...issue.path], message: issue.message });
 		});
 		cfg.models.forEach((m, i) => {
 			m.fallbacks?.forEach((id, j) => {
@@ -150,6 +169,34 @@ export const GatewayConfigSchema = z
 			});
 		});
 	});
+
+/**
+ * A model whose largest possible hold (ledger/hold-bound.ts) is over $1M: the issue names the
+ * term that dominates it (the input price, or the output cap) and says what bounds the rest.
+ */
+function holdIssue(
+	m: z.infer<typeof ModelSchema>,
+	cfg: { max_body_bytes: number; max_n: number; web_search?: { price_usd_per_search: number } },
+): { path: string[]; message: string } | null {
+	const worst = worstCaseHold(m, {
+		maxBodyBytes: cfg.max_body_bytes,
+		maxN: cfg.max_n,
+		searchUsd: cfg.web_search?.price_usd_per_search ?? 0,
+	});
+	if (holdFits(worst.nanos)) return null;
+	const usd = Number.isFinite(worst.nanos) ? `$${Math.ceil(worst.nanos / 1e9).toLocaleString("en-US")}` : "unbounded";
+	const limit = `$${(MAX_REQUEST_NANOS / 1e9).toLocaleString("en-US")}`;
+	const why =
+		worst.dominant === "output"
+			? `max_output_tokens × max_n (${cfg.max_n}) × ${MAX_BATCH_INPUTS} prompts × the output price`
+			: m.context_length === undefined
+				? `the largest prompt max_body_bytes (${cfg.max_body_bytes}) allows × the input price: set context_length to bound it`
+				: `context_length × ${MAX_BATCH_INPUTS} inputs × the input price`;
+	return {
+		path: worst.dominant === "output" ? ["max_output_tokens"] : ["pricing", "input_usd_per_mtok"],
+		message: `the largest hold one request can place on this model is ${usd} (${why}), over the ${limit} one request may hold; lower it`,
+	};
+}
 
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 export type ModelConfig = GatewayConfig["models"][number];

@@ -18,6 +18,8 @@ const EXPOSED_HEADERS = [
 	"x-venym-web-search",
 	"x-venym-lane",
 	"retry-after",
+	"retry-after-ms",
+	"x-should-retry",
 	"x-ratelimit-limit-requests",
 	"x-ratelimit-remaining-requests",
 	"x-ratelimit-reset-requests",

@@ -7,6 +7,7 @@
  */
 import type { Redis } from "@upstash/redis/cloudflare";
 import { GatewayError } from "../errors";
+import { retryAfterHeaders } from "../http/retry-after";
 import { redisFrom } from "../redis/client";
 
 export interface FailThrottle {
@@ -27,7 +28,7 @@ export const failKey = (namespace: string, ip: string) => `venym:${namespace}:${
 export function throttledError(ms: number): GatewayError {
 	const seconds = Math.max(1, Math.ceil(ms / 1000));
 	return new GatewayError("rate_limited", `Too many failed authentication attempts. Please try again in ${seconds}s.`, {
-		headers: { "retry-after": String(seconds) },
+		headers: retryAfterHeaders(ms),
 	});
 }
 

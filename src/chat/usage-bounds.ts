@@ -3,7 +3,6 @@
  * alike: an engine (or anything pretending to be one) must not be able to bill a key for
  * tokens that could not have been produced. Pure: no I/O, plain numbers in and out.
  */
-import type { ModelConfig } from "../config";
 import type { Usage } from "../types";
 
 export interface UsageBounds {
@@ -13,21 +12,8 @@ export interface UsageBounds {
 	maxCompletionTokens: number;
 }
 
-/** A real tokenizer may find up to about one token per character where we assume four (CJK, symbols, code). */
-const PROMPT_ESTIMATE_MULTIPLE = 4;
-/** Chat templates, tool prompts and images the estimate does not see. */
-const PROMPT_SLACK_TOKENS = 1024;
-
-/**
- * The most prompt tokens an engine may bill for a prompt estimated at `promptEstimate`: a real
- * tokenizer finds at most about one token per character (four times our estimate), plus the chat
- * template; never more than the context. The hold is placed at this bound, so settlement cannot
- * charge more than was held however the engine counts.
- */
-export function promptBound(model: ModelConfig, promptEstimate: number): number {
-	const bound = promptEstimate * PROMPT_ESTIMATE_MULTIPLE + PROMPT_SLACK_TOKENS;
-	return model.context_length === undefined ? bound : Math.min(model.context_length, bound);
-}
+// The billing bound of a prompt lives with the hold's other bounds (ledger/hold-bound.ts).
+export { promptBound } from "../ledger/hold-bound";
 
 /** A non-negative safe integer, or undefined for anything else (NaN, 1e300, -5, 1.5, "7"). */
 export function tokenCount(v: unknown): number | undefined {

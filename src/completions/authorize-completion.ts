@@ -23,6 +23,7 @@ import { GatewayError } from "../errors";
 import { refuseEngineFields } from "../http/engine-fields";
 import { COMPLETION_LOGPROBS, SAMPLING_FIELDS } from "../http/sampling-params";
 import { zodToGatewayError } from "../http/zod-error";
+import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
 import { authorizeRequest, holdNanos } from "../ledger/ledger-client";
 import { costNanos } from "../ledger/pricing";
 import { takeRequestFallbacks } from "../routing/fallbacks";
@@ -30,8 +31,8 @@ import { estimateTokens } from "../stream/estimate";
 
 /** OpenAI's default for legacy completions. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
-/** OpenAI's limit on prompts in one request. */
-const MAX_PROMPTS = 2048;
+/** OpenAI's limit on prompts in one request (the config's hold bound counts on it). */
+const MAX_PROMPTS = MAX_BATCH_INPUTS;
 
 const TokenArray = z.array(z.number().int().nonnegative()).min(1);
 const Prompt = z.union([z.string(), z.array(z.string()).min(1), TokenArray, z.array(TokenArray).min(1)]);

@@ -14,16 +14,17 @@ import { callEngine } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import { refuseEngineFields } from "../http/engine-fields";
 import { zodToGatewayError } from "../http/zod-error";
+import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
 import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
-import { nanosToUsd } from "../ledger/pricing";
+import { costNanos, nanosToUsd } from "../ledger/pricing";
 import { hostOf, logEvent } from "../observability/log-event";
 import { takeRequestFallbacks } from "../routing/fallbacks";
 import { engineRouting } from "../routing/shared-view";
 import { estimateTokens } from "../stream/estimate";
 import type { Outcome } from "../types";
 
-/** OpenAI's limit on inputs in one request. */
-export const MAX_EMBEDDING_INPUTS = 2048;
+/** OpenAI's limit on inputs in one request (the config's hold bound counts on it). */
+export const MAX_EMBEDDING_INPUTS = MAX_BATCH_INPUTS;
 
 const TokenArray = z.array(z.number().int().nonnegative()).min(1);
 export const EmbeddingsRequestSchema = z.looseObject({
@@ -50,16 +51,14 @@ function inputEstimates(input: EmbeddingsRequest["input"]): number[] {
 	return (input as Array<string | number[]>).map((i) => (typeof i === "string" ? estimateTokens(i.length) : i.length));
 }
 
-/** The most tokens an input can be billed: a token array exactly, text at most a token a character. */
-function inputBounds(input: EmbeddingsRequest["input"], contextLength: number | undefined): number {
+/** The most tokens each input can be billed: a token array exactly, text at most a token a character. */
+function inputBounds(input: EmbeddingsRequest["input"], contextLength: number | undefined): number[] {
 	const items: Array<string | number> | Array<string | number[]> = typeof input === "string" ? [input] : input;
-	if (items.every((i) => typeof i === "number")) return items.length;
-	let bound = 0;
-	for (const i of items as Array<string | number[]>) {
+	if (items.every((i) => typeof i === "number")) return [items.length];
+	return (items as Array<string | number[]>).map((i) => {
 		const b = typeof i === "string" ? i.length + 16 : i.length;
-		bound += contextLength === undefined ? b : Math.min(contextLength, b);
-	}
-	return bound;
+		return contextLength === undefined ? b : Math.min(contextLength, b);
+	});
 }
 
 export interface EmbeddingsResult {
@@ -94,7 +93,8 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	withScopes(run, req, promptTokens);
 	// The most the request can cost on whichever candidate serves.
 	const hold = Math.max(primary.holdNanos, ...fallbacks.map((f) => f.holdNanos));
-	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(env, req, hold);
+	const reserve = Math.max(primary.reserveNanos, ...fallbacks.map((f) => f.reserveNanos));
+	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(env, req, hold, { reserveNanos: reserve });
 	const headers: Record<string, string> = { "x-request-id": run.requestId, ...rateHeaders };
 	// From here on the request holds money: every path settles exactly once.
 	const settle = (outcome: Outcome) => {
@@ -170,14 +170,22 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	return { body: json, headers };
 }
 
-/** The request on one model: its engine body (a shallow copy: the inputs are shared), input bound and hold. */
+/**
+ * The request on one model: its engine body (a shallow copy: the inputs are shared), input bound,
+ * hold and reserve. As for legacy completions' prompts, every input beyond the largest is reserved:
+ * the balance and each spend cap must cover them before admission, so a batch overspends by no
+ * more than one input's worth.
+ */
 function embeddingsPlan(model: ModelConfig, body: EmbeddingsRequest): CandidatePlan {
-	const bound = inputBounds(body.input, model.context_length);
+	const bounds = inputBounds(body.input, model.context_length);
+	let bound = 0;
+	for (const b of bounds) bound += b;
+	const largest = Math.max(...bounds);
 	return {
 		engineBody: { ...body, model: model.engine_model },
 		bounds: { maxPromptTokens: bound, maxCompletionTokens: 0 },
 		holdNanos: holdNanos(model, bound, 0),
-		reserveNanos: 0,
+		reserveNanos: bound > largest ? costNanos(model.pricing, bound - largest, 0) : 0,
 		outputTokens: 0,
 	};
 }

@@ -23,6 +23,7 @@ import type {
 	SettleResult,
 } from "./ledger-types";
 import { LedgerLimits } from "./limits";
+import { assertSafeTotal, MAX_REQUEST_NANOS, nanosArg } from "./nanos";
 import type { SettleManyAnswer } from "./settle-batch";
 
 export { HOLD_TTL_MS } from "./ledger-holds";
@@ -67,7 +68,11 @@ export class KeyLedger extends DurableObject<Env> {
 	 * (requests and tokens per minute, then spend caps). A repeated call for the same request is a no-op.
 	 */
 	authorize(input: AuthorizeInput): AuthorizeResult {
+		const hold = nanosArg("authorize", "holdNanos", input.holdNanos, MAX_REQUEST_NANOS);
+		if (input.reserveNanos !== undefined) nanosArg("authorize", "reserveNanos", input.reserveNanos, MAX_REQUEST_NANOS);
+		if (input.tokens !== undefined) nanosArg("authorize", "tokens", input.tokens, Number.MAX_SAFE_INTEGER);
 		const st = this.load();
+		assertSafeTotal("authorize", "amount held", st.held + hold);
 		this.rememberKey(input.keyId);
 		return this.holds.authorize(st, input);
 	}
@@ -75,10 +80,12 @@ export class KeyLedger extends DurableObject<Env> {
 	/** Releases the hold and debits the real cost, once per request id; a replay returns the stored result. */
 	settle(input: SettleInput): SettleResult {
 		const now = input.now ?? Date.now();
+		const cost = nanosArg("settle", "costNanos", input.costNanos, MAX_REQUEST_NANOS);
 		const st = this.load();
-		const cost = Math.max(0, Math.round(input.costNanos));
 		const balanceAfter = st.balance - cost;
 		const spentAfter = st.spent + cost;
+		assertSafeTotal("settle", "balance", balanceAfter);
+		assertSafeTotal("settle", "spend", spentAfter);
 		let released = 0;
 		let held = false;
 		let allowance: { used: number; state: AllowanceState } | undefined;
@@ -162,6 +169,7 @@ export class KeyLedger extends DurableObject<Env> {
 
 	/** Adds credit (or removes it, with a negative amount); idempotent by key (ledger-credits.ts). */
 	credit(input: CreditInput): CreditResult {
+		nanosArg("credit", "amountNanos", input.amountNanos, Number.MAX_SAFE_INTEGER, true);
 		const st = this.load();
 		this.rememberKey(input.keyId);
 		const result = this.credits.apply(st, input);
@@ -185,6 +193,7 @@ export class KeyLedger extends DurableObject<Env> {
 			balanceNanos: st.balance,
 			spentNanos: st.spent,
 			heldNanos: st.held,
+			reservedNanos: this.allowances.totals().amount,
 			openHolds,
 			outboxSize: outbox,
 		};
@@ -202,6 +211,9 @@ export class KeyLedger extends DurableObject<Env> {
 	 * or tops up and extends one it has; counted as held until it expires.
 	 */
 	grant(input: GrantInput): GrantResult {
+		nanosArg("grant", "holdNanos", input.holdNanos, MAX_REQUEST_NANOS);
+		// A want past the safe range only asks for as much as there is room for.
+		nanosArg("grant", "wantNanos", Math.min(input.wantNanos, Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER);
 		const st = this.load();
 		this.rememberKey(input.keyId);
 		return this.allowances.grant(st, input, input.now ?? Date.now(), (at) => this.alarms.ensure(at));
@@ -213,13 +225,14 @@ export class KeyLedger extends DurableObject<Env> {
 	 * request that already settled or already holds.
 	 */
 	adopt(input: AdoptInput): { adopted: boolean; allowance: AllowanceState } {
+		const hold = nanosArg("adopt", "holdNanos", input.holdNanos, MAX_REQUEST_NANOS);
 		const now = input.now ?? Date.now();
 		const st = this.load();
 		const prior = this.holds.prior(input.requestId);
 		if (prior.settled || prior.hold !== null) {
 			return { adopted: prior.hold !== null, allowance: this.allowances.state(input.allowanceId, now) };
 		}
-		const hold = Math.max(0, Math.round(input.holdNanos));
+		assertSafeTotal("adopt", "amount held", st.held + hold);
 		const { moved, expiresAt } = this.transaction(() => {
 			const m = this.allowances.adopt(input, now);
 			return { moved: m, expiresAt: this.holds.insert(input.requestId, hold, now) };
@@ -232,6 +245,7 @@ export class KeyLedger extends DurableObject<Env> {
 
 	/** An isolate gives back the part of its allowance its running requests do not need. */
 	release(input: { allowanceId: string; keepNanos: number }): void {
+		nanosArg("release", "keepNanos", input.keepNanos, Number.MAX_SAFE_INTEGER);
 		this.allowances.release(this.load(), input.allowanceId, input.keepNanos);
 	}
 

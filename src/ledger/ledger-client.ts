@@ -1,5 +1,6 @@
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
+import { retryAfterHeaders } from "../http/retry-after";
 import { errorText, logEvent } from "../observability/log-event";
 import { nodeLabel } from "../routing/node-label";
 import type { Outcome } from "../types";
@@ -116,11 +117,22 @@ function allowanceEdge(req: RequestContext, opts: { ttlMs?: number; synchronous?
 
 function limitError(refusal: LimitRefusal, headers: Record<string, string>): GatewayError {
 	if (refusal.refused === "rate_limited") {
-		const seconds = Math.max(1, Math.ceil(refusal.retryAfterMs / 1000));
 		const what = refusal.limit === "requests" ? "requests per minute (RPM)" : "tokens per minute (TPM)";
-		return new GatewayError("rate_limited", `Rate limit reached for ${what} on this key. Please try again in ${seconds}s.`, {
-			headers: { ...headers, "retry-after": String(seconds) },
-		});
+		if (refusal.tooLarge) {
+			// Waiting never helps: the clients that honour x-should-retry stop here.
+			const tpm = headers["x-ratelimit-limit-tokens"] ?? "its limit";
+			return new GatewayError(
+				"rate_limited",
+				`Request too large for ${what} on this key: Limit ${tpm}, Requested ${refusal.tooLarge.requestedTokens} (the prompt estimate plus max_tokens × n). Lower max_tokens or the input to run it.`,
+				{ headers: { ...headers, "x-should-retry": "false" } },
+			);
+		}
+		const retry = retryAfterHeaders(refusal.retryAfterMs);
+		return new GatewayError(
+			"rate_limited",
+			`Rate limit reached for ${what} on this key. Please try again in ${formatDuration(refusal.retryAfterMs)}.`,
+			{ headers: { ...headers, ...retry } },
+		);
 	}
 	const limit = nanosToUsd(refusal.limitNanos);
 	const when = refusal.resetsAt === null ? "" : ` It resets at ${new Date(refusal.resetsAt).toISOString()}.`;

@@ -126,6 +126,8 @@ export interface LedgerInfo {
 	spentNanos: number;
 	/** Open holds and live allowances' reservations. */
 	heldNanos: number;
+	/** Of `heldNanos`, what edge allowances reserve (docs/allowances.md) rather than requests' own holds. */
+	reservedNanos: number;
 	openHolds: number;
 	outboxSize: number;
 }

@@ -32,7 +32,15 @@ export interface RateState {
 }
 
 export type LimitRefusal =
-	| { refused: "rate_limited"; scope: string; limit: "requests" | "tokens"; retryAfterMs: number }
+	| {
+			refused: "rate_limited";
+			scope: string;
+			limit: "requests" | "tokens";
+			/** When this request would be admitted again: the moment enough of the window has left it. */
+			retryAfterMs: number;
+			/** Set when the request's tokens exceed the whole tpm limit: waiting never admits it. */
+			tooLarge?: { requestedTokens: number };
+	  }
 	| {
 			refused: "spend_limit";
 			scope: string;
@@ -99,8 +107,13 @@ export class LedgerLimits {
 				rate.requests = tighter(rate.requests, { ...w, remaining: w.remaining - 1, resetMs: w.resetMs || RATE_WINDOW_MS });
 			}
 			if (s.tpm) {
-				const w = this.tokenWindow(s.scope, s.tpm, now);
-				if (w.remaining <= 0) return { refusal: rateRefusal(s.scope, "tokens", w.resetMs), rate: { ...rate, tokens: w } };
+				// As OpenAI: the request's own tokens must fit in what is left of the minute.
+				const need = Math.max(1, Math.round(tokens));
+				const w = this.tokenWindow(s.scope, s.tpm, now, need);
+				if (w.remaining < need) {
+					const refusal = rateRefusal(s.scope, "tokens", w.resetMs, need > s.tpm ? need : undefined);
+					return { refusal, rate: { ...rate, tokens: w } };
+				}
 				rate.tokens = tighter(rate.tokens, {
 					...w,
 					remaining: Math.max(0, w.remaining - Math.round(tokens)),
@@ -243,8 +256,12 @@ export class LedgerLimits {
 		return { limit, remaining: limit - row.n, resetMs: row.oldest === null ? 0 : row.oldest + RATE_WINDOW_MS - now };
 	}
 
-	/** When over the limit, `resetMs` is how long until enough tokens leave the window to admit a request. */
-	private tokenWindow(scope: string, limit: number, now: number): RateWindow {
+	/**
+	 * When `need` more tokens do not fit, `resetMs` is how long until enough tokens leave the window
+	 * to admit them (exact: a request leaves the window at `at + RATE_WINDOW_MS`); a request larger
+	 * than the whole limit waits for the window to empty and still does not fit.
+	 */
+	private tokenWindow(scope: string, limit: number, now: number, need: number): RateWindow {
 		const rows = this.sql
 			.exec<{ at: number; tokens: number }>(
 				"SELECT at, tokens FROM rate_events WHERE scope = ? AND at > ? ORDER BY at",
@@ -255,20 +272,21 @@ export class LedgerLimits {
 		let used = 0;
 		for (const r of rows) used += r.tokens;
 		let resetMs = rows.length ? (rows[0] as { at: number }).at + RATE_WINDOW_MS - now : 0;
-		if (used >= limit) {
+		if (used + need > limit) {
 			let left = used;
 			for (const r of rows) {
 				left -= r.tokens;
 				resetMs = r.at + RATE_WINDOW_MS - now;
-				if (left < limit) break;
+				if (left + need <= limit) break;
 			}
 		}
 		return { limit, remaining: limit - used, resetMs };
 	}
 }
 
-function rateRefusal(scope: string, limit: "requests" | "tokens", resetMs: number): LimitRefusal {
-	return { refused: "rate_limited", scope, limit, retryAfterMs: Math.max(1, resetMs) };
+function rateRefusal(scope: string, limit: "requests" | "tokens", resetMs: number, tooLarge?: number): LimitRefusal {
+	const refusal: LimitRefusal = { refused: "rate_limited", scope, limit, retryAfterMs: Math.max(1, resetMs) };
+	return tooLarge === undefined ? refusal : { ...refusal, tooLarge: { requestedTokens: tooLarge } };
 }
 
 function tighter(a: RateWindow | undefined, b: RateWindow): RateWindow {

@@ -38,6 +38,10 @@ const balanceFields = {
 	balance_usd: num,
 	spent_usd: num,
 	held_usd: { type: "number", description: "Open holds: the worst case of requests still running." },
+	reserved_usd: {
+		type: "number",
+		description: "Reserved by edge allowances ahead of need (not spent; returned when traffic stops), apart from held_usd.",
+	},
 	open_holds: int,
 };
 
@@ -46,6 +50,7 @@ const listedBalanceFields = {
 	balance_usd: nullable("number"),
 	spent_usd: nullable("number"),
 	held_usd: nullable("number"),
+	reserved_usd: nullable("number"),
 	open_holds: nullable("integer"),
 };
 

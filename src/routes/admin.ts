@@ -82,7 +82,7 @@ async function listedBalances(env: Env, keys: ApiKeyRow[]) {
 	return out;
 }
 
-const NO_BALANCE = { balance_usd: null, spent_usd: null, held_usd: null, open_holds: null };
+const NO_BALANCE = { balance_usd: null, spent_usd: null, held_usd: null, reserved_usd: null, open_holds: null };
 
 /** `GET /admin/keys?name=`: a part of a key name (same rules as a name), or absent/empty for every key. */
 function nameFilter(raw: string | undefined): string | undefined {

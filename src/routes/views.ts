@@ -30,12 +30,17 @@ export function keyView(k: ApiKeyRow) {
 	};
 }
 
-/** A ledger's money as the API shows it (USD). */
+/**
+ * A ledger's money as the API shows it (USD): `held_usd` is what requests in flight hold, and
+ * `reserved_usd` what edge allowances reserve ahead of need (docs/allowances.md), shown apart so a
+ * burst's allowances do not read as requests still running.
+ */
 export function balanceView(info: LedgerInfo) {
 	return {
 		balance_usd: nanosToUsd(info.balanceNanos),
 		spent_usd: nanosToUsd(info.spentNanos),
-		held_usd: nanosToUsd(info.heldNanos),
+		held_usd: nanosToUsd(Math.max(0, info.heldNanos - info.reservedNanos)),
+		reserved_usd: nanosToUsd(info.reservedNanos),
 		open_holds: info.openHolds,
 	};
 }

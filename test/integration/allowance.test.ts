@@ -40,10 +40,19 @@ function chatHold(): number {
 	return holdNanos(model, promptBound(model, estimatePromptTokens(body())), MAX_TOKENS);
 }
 
-async function keyView(id: string): Promise<{ balance_usd: number; held_usd: number; open_holds: number }> {
+type MoneyView = { balance_usd: number; held_usd: number; reserved_usd: number; open_holds: number };
+
+async function keyView(id: string): Promise<MoneyView> {
 	const res = await admin(`/keys/${id}`);
 	expect(res.status).toBe(200);
-	return (await res.json()) as { balance_usd: number; held_usd: number; open_holds: number };
+	return (await res.json()) as MoneyView;
+}
+
+/** The key's own view of itself (GET /v1/key). */
+async function ownView(key: string): Promise<MoneyView> {
+	const res = await gw("/v1/key", { headers: { authorization: `Bearer ${key}` } });
+	expect(res.status).toBe(200);
+	return (await res.json()) as MoneyView;
 }
 
 /** Waits until nothing of the key is in flight (no hold), then flushes its usage to D1; returns the D1 sum and count. */
@@ -83,16 +92,19 @@ describe("edge allowances through the worker", () => {
 		allowanceTuning.idleRelease = true;
 	});
 
-	it("serves requests after the first from the isolate's allowance, shown in held_usd", async () => {
+	it("serves requests after the first from the isolate's allowance, shown as reserved_usd apart from held_usd", async () => {
 		const since = await lastEngineId();
 		const k = await warmKey();
 		const { allowanceNanos } = await ledger(k.id).allowanceInfo();
 		const hold = chatHold();
 		expect(allowanceNanos).toBe(A.ALLOWANCE_HOLDS * hold);
 		expect(localAllowance(k.id)?.remaining).toBe(allowanceNanos);
-		const view = await keyView(k.id);
-		expect(view.open_holds).toBe(0);
-		expect(view.held_usd).toBeCloseTo(allowanceNanos / 1e9, 9);
+		// Nothing in flight: held_usd is 0, the allowance shows as reserved_usd, on both views.
+		for (const view of [await keyView(k.id), await ownView(k.key)]) {
+			expect(view.open_holds).toBe(0);
+			expect(view.held_usd).toBe(0);
+			expect(view.reserved_usd).toBeCloseTo(allowanceNanos / 1e9, 9);
+		}
 
 		const taken = allowanceCounters.taken;
 		for (let i = 0; i < 5; i++) {
@@ -116,9 +128,9 @@ describe("edge allowances through the worker", () => {
 		expect(info.heldNanos).toBe(after.allowanceNanos);
 	});
 
-	it("returns held_usd to 0 once its allowances expire with nothing in flight", async () => {
+	it("returns reserved_usd to 0 once its allowances expire with nothing in flight", async () => {
 		const k = await warmKey();
-		expect((await keyView(k.id)).held_usd).toBeGreaterThan(0);
+		expect((await keyView(k.id)).reserved_usd).toBeGreaterThan(0);
 		await waitFor(async () => {
 			if ((await ledger(k.id).allowanceInfo()).allowances > 0) {
 				await runDurableObjectAlarm(ledger(k.id));
@@ -127,8 +139,7 @@ describe("edge allowances through the worker", () => {
 			return true;
 		}, TTL + 5000);
 		const view = await keyView(k.id);
-		expect(view.held_usd).toBe(0);
-		expect(view.open_holds).toBe(0);
+		expect(view).toMatchObject({ held_usd: 0, reserved_usd: 0, open_holds: 0 });
 		// The isolate's copy is past use too: the next request takes the synchronous path and asks again.
 		expect(A.isStale(localAllowance(k.id) as A.LocalAllowance, Date.now())).toBe(true);
 	});
@@ -365,7 +376,7 @@ describe("allowances follow traffic", () => {
 		expect(busy.status).toBe(200);
 		await busy.text();
 		await waitFor(async () => localAllowance(k.id) !== undefined, 5000);
-		expect((await keyView(k.id)).held_usd).toBeGreaterThan(0);
+		expect((await keyView(k.id)).reserved_usd).toBeGreaterThan(0);
 		const taken = allowanceCounters.taken;
 		const released = allowanceCounters.released;
 		const served = await chat(k.key, body());
@@ -377,7 +388,7 @@ describe("allowances follow traffic", () => {
 		await waitFor(async () => allowanceCounters.released > released, TTL);
 		expect(Date.now() - grantedAt).toBeLessThan(TTL);
 		expect(localAllowance(k.id)).toBeUndefined();
-		await waitFor(async () => (await keyView(k.id)).held_usd === 0, 2000);
+		await waitFor(async () => (await keyView(k.id)).reserved_usd === 0, 2000);
 		const usage = await settledUsage(k.id, WARM + 1);
 		expect(usage.total).toBe(1_000_000 * 1e9 - (await ledger(k.id).info()).balanceNanos);
 	});

@@ -41,7 +41,8 @@ function expectCors(res: Response, origin = ORIGIN): void {
 	expect(res.headers.get("access-control-allow-origin")).toBe(origin);
 	expect(res.headers.get("vary")?.toLowerCase()).toContain("origin");
 	const exposed = (res.headers.get("access-control-expose-headers") ?? "").toLowerCase();
-	for (const h of ["x-request-id", "retry-after", "x-ratelimit-remaining-requests", "x-venym-cost-usd", "x-venym-balance-usd"]) {
+	const names = ["x-request-id", "retry-after", "retry-after-ms", "x-should-retry", "x-ratelimit-remaining-requests"];
+	for (const h of [...names, "x-venym-cost-usd", "x-venym-balance-usd"]) {
 		expect(exposed).toContain(h);
 	}
 }

@@ -76,6 +76,7 @@ describe("KeyLedger schema versions", () => {
 					balanceNanos: 1000,
 					spentNanos: 0,
 					heldNanos: 300,
+					reservedNanos: 0,
 					openHolds: 1,
 					outboxSize: 0,
 				});

@@ -51,6 +51,7 @@ describe("KeyLedger: authorize and settle", () => {
 			balanceNanos: 1_000_000,
 			spentNanos: 0,
 			heldNanos: 300_000,
+			reservedNanos: 0,
 			openHolds: 1,
 			outboxSize: 0,
 		});

@@ -111,17 +111,16 @@ describe("tpm", () => {
 		const scopes = [{ scope: keyId, tpm: 1_000 }];
 		const t = 1_900_000_000_000;
 		const record = { key_id: keyId, model: "test/ok", node: null, status: "completed" as const, estimated: false };
-		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, tokens: 900, now: t })).toMatchObject({
+		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, tokens: 400, now: t })).toMatchObject({
 			ok: true,
-			rate: { tokens: { limit: 1_000, remaining: 100 } },
+			rate: { tokens: { limit: 1_000, remaining: 600 } },
 		});
-		// 900 estimated tokens in the window leave room, so one more may start...
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, tokens: 900, now: t + 1_000 })).toMatchObject({
+		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, tokens: 500, now: t + 1_000 })).toMatchObject({
 			ok: true,
-			rate: { tokens: { remaining: 0 } },
+			rate: { tokens: { remaining: 100 } },
 		});
-		// ...but now 1800 are counted: refused until "a" leaves the window, 58 s later.
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 10, now: t + 2_000 })).toMatchObject({
+		// 900 estimated tokens are counted: 200 more are refused until "a" leaves the window, 58 s later.
+		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 200, now: t + 2_000 })).toMatchObject({
 			ok: false,
 			refused: "rate_limited",
 			limit: "tokens",
@@ -164,9 +163,96 @@ describe("tpm", () => {
 		expect(statuses).toContain(200);
 		expect(refused.status).toBe(429);
 		expect(((await refused.json()) as ErrorBody).error.message).toMatch(/tokens per minute/);
-		expect(limits(refused)).toMatchObject({ limitTokens: "500", remainingTokens: "0" });
+		expect(limits(refused).limitTokens).toBe("500");
+		expect(Number(limits(refused).remainingTokens)).toBeLessThan(400);
 		expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
 		await Promise.all(streams.map((r) => r.text()));
+	});
+});
+
+describe("retry timing", () => {
+	it("says when an rpm-refused request is admitted again in retry-after-ms, Retry-After and the reset header", async () => {
+		const { key } = await createKey({ rpm: 1 });
+		expect((await chat(key, body())).status).toBe(200);
+		const refused = await chat(key, body());
+		expect(refused.status).toBe(429);
+		const ms = Number(refused.headers.get("retry-after-ms"));
+		// Right after the window's first request: under a minute, so the SDKs wait instead of retrying at once.
+		expect(ms).toBeGreaterThanOrEqual(1);
+		expect(ms).toBeLessThan(60_000);
+		expect(refused.headers.get("retry-after")).toBe(String(Math.ceil(ms / 1000)));
+		expect(refused.headers.get("x-ratelimit-reset-requests")).toBe(formatDuration(ms));
+	});
+
+	it("says when a tpm-refused request fits again, exact to the request leaving the window (ledger, with now)", async () => {
+		const keyId = `key_tpm_${crypto.randomUUID().slice(0, 8)}`;
+		const stub = ledger(keyId);
+		await stub.credit({ keyId, amountNanos: 1_000_000_000, idempotencyKey: "initial" });
+		const scopes = [{ scope: keyId, tpm: 1_000 }];
+		const t = 1_900_000_000_000;
+		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, tokens: 300, now: t })).toMatchObject({
+			ok: true,
+		});
+		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, tokens: 300, now: t + 5_000 })).toMatchObject({
+			ok: true,
+			rate: { tokens: { remaining: 400 } },
+		});
+		// 600 more do not fit in the 400 left: refused until "a" leaves (55 s), not admitted because something is left.
+		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600, now: t + 5_000 })).toMatchObject({
+			ok: false,
+			refused: "rate_limited",
+			limit: "tokens",
+			retryAfterMs: 55_000,
+			rate: { tokens: { resetMs: 55_000 } },
+		});
+		// 800 need both to leave: 60 s after "b".
+		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 800, now: t + 5_000 })).toMatchObject({
+			retryAfterMs: 60_000,
+		});
+		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600, now: t + 59_999 })).toMatchObject({
+			ok: false,
+			retryAfterMs: 1,
+		});
+		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600, now: t + 60_000 })).toMatchObject({
+			ok: true,
+			rate: { tokens: { remaining: 100 } },
+		});
+		// More than the whole limit never fits: refused as too large.
+		expect(await stub.authorize({ keyId, requestId: "d", holdNanos: 1, scopes, tokens: 1_001, now: t + 200_000 })).toMatchObject({
+			ok: false,
+			refused: "rate_limited",
+			tooLarge: { requestedTokens: 1_001 },
+		});
+	});
+
+	it("refuses over HTTP a request whose tokens exceed what is left of the minute, with when it fits", async () => {
+		// A slow stream holds its estimate (prompt + max_tokens 300) in the window.
+		const { key } = await createKey({ tpm: 500 });
+		const stream = await chat(key, body({ model: "test/slow", stream: true, max_tokens: 300 }));
+		expect(stream.status).toBe(200);
+		const refused = await chat(key, body({ max_tokens: 300 }));
+		expect(refused.status).toBe(429);
+		expect(((await refused.json()) as ErrorBody).error.message).toMatch(/tokens per minute/);
+		const ms = Number(refused.headers.get("retry-after-ms"));
+		expect(ms).toBeGreaterThanOrEqual(1);
+		expect(ms).toBeLessThanOrEqual(60_000);
+		expect(refused.headers.get("retry-after")).toBe(String(Math.ceil(ms / 1000)));
+		expect(refused.headers.get("x-ratelimit-reset-tokens")).toBe(formatDuration(ms));
+		// What does fit is still admitted.
+		expect((await chat(key, body({ max_tokens: 50 }))).status).toBe(200);
+		await stream.text();
+	});
+
+	it("refuses a request larger than the whole tpm as too large, telling clients not to retry", async () => {
+		const { key } = await createKey({ tpm: 100 });
+		const refused = await chat(key, body({ max_tokens: 400 }));
+		expect(refused.status).toBe(429);
+		const json = (await refused.json()) as ErrorBody;
+		expect(json.error).toMatchObject({ code: "rate_limit_exceeded", type: "rate_limit_error" });
+		expect(json.error.message).toMatch(/Request too large.*Limit 100, Requested \d+/);
+		expect(refused.headers.get("x-should-retry")).toBe("false");
+		expect(refused.headers.get("retry-after")).toBeNull();
+		expect((await chat(key, body({ max_tokens: 40 }))).status).toBe(200);
 	});
 });
 

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { GatewayConfigSchema, loadConfig, modelNodes, parseConfig, resolveModel } from "../../src/config";
 import { GatewayError, toErrorResponse } from "../../src/errors";
+import { worstCaseHold } from "../../src/ledger/hold-bound";
+import { MAX_REQUEST_NANOS } from "../../src/ledger/nanos";
 
 function model(extra: Record<string, unknown> = {}) {
 	return {
@@ -190,6 +192,54 @@ describe("routing and fallbacks", () => {
 		expect(configError(config({ models: [model({ fallbacks: ["venym/embed"] }), embed] })).message).toContain(
 			"models.0.fallbacks.0",
 		);
+	});
+});
+
+describe("config numbers that reach money", () => {
+	const pricing = (input: number, output = 1) => ({ input_usd_per_mtok: input, output_usd_per_mtok: output });
+
+	it.each([
+		["an input price of 1e300", { pricing: pricing(1e300) }, "models.0.pricing.input_usd_per_mtok"],
+		["an output price of 1e300", { pricing: pricing(1, 1e300) }, "models.0.pricing.output_usd_per_mtok"],
+		["max_output_tokens of 2^53 − 1", { max_output_tokens: Number.MAX_SAFE_INTEGER }, "models.0.max_output_tokens"],
+		["a context_length of 2^53 − 1", { context_length: Number.MAX_SAFE_INTEGER }, "models.0.context_length"],
+	])("refuses %s, naming the field", (_, extra, field) => {
+		expect(configError(config({ models: [model(extra)] })).message).toContain(`${field}:`);
+	});
+
+	it("refuses a search price, max_n or max_body_bytes past their ceilings, naming the field", () => {
+		const search = { provider: "searxng", url: "https://search.example/search", price_usd_per_search: 1e300 };
+		expect(configError(config({ web_search: search })).message).toContain("web_search.price_usd_per_search:");
+		expect(configError(config({ max_n: 1e6 })).message).toContain("max_n:");
+		expect(configError(config({ max_body_bytes: 2 ** 40 })).message).toContain("max_body_bytes:");
+	});
+
+	it("refuses a model whose largest hold (prompts × best_of × output cap) is over $1M, naming the field", () => {
+		// 2,048 prompts × best_of 128 × 100,000 tokens × $60/Mtok ≈ $1.57M.
+		const output = configError(config({ max_n: 128, models: [model({ max_output_tokens: 100_000, pricing: pricing(1, 60) })] }));
+		expect(output.message).toMatch(/models\.0\.max_output_tokens: the largest hold .* is \$1,57\d,\d{3} .*over the \$1,000,000/);
+		// The same model with best_of at most 16 holds at most about $197k.
+		expect(() =>
+			parseConfig(config({ max_n: 16, models: [model({ max_output_tokens: 100_000, pricing: pricing(1, 60) })] })),
+		).not.toThrow();
+		// Without a context length a 4 MiB body bounds the prompt: at $10,000/Mtok that is over $1M.
+		const input = configError(config({ models: [model({ context_length: undefined, pricing: pricing(10_000) })] }));
+		expect(input.message).toMatch(/models\.0\.pricing\.input_usd_per_mtok: .*set context_length/);
+		// The same price with a context of 8k: 2,048 inputs × 8,192 tokens × $10,000/Mtok ≈ $168k fits.
+		expect(() => parseConfig(config({ models: [model({ context_length: 8192, pricing: pricing(10_000) })] }))).not.toThrow();
+		// An embeddings model: inputs only, no output cap.
+		const embed = model({ id: "e", capabilities: ["embeddings"], max_output_tokens: undefined, context_length: 1e6 });
+		expect(configError(config({ models: [{ ...embed, pricing: { input_usd_per_mtok: 1_000 } }] })).message).toContain(
+			"models.0.pricing.input_usd_per_mtok: the largest hold",
+		);
+	});
+
+	it("keeps every hold of the accepted catalogs a safe integer at most $1M", () => {
+		const cfg = parseConfig(config({ max_n: 128 }));
+		const m = cfg.models[0]!;
+		const worst = worstCaseHold(m, { maxBodyBytes: cfg.max_body_bytes, maxN: cfg.max_n, searchUsd: 0 });
+		expect(Number.isSafeInteger(worst.nanos)).toBe(true);
+		expect(worst.nanos).toBeLessThanOrEqual(MAX_REQUEST_NANOS);
 	});
 });
 
