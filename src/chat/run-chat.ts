@@ -3,7 +3,7 @@ import { parseEngineError } from "../engine/classify";
 import { GatewayError } from "../errors";
 import { afterResponse } from "../http/after-response";
 import type { SettleResult } from "../ledger/key-ledger";
-import { keepReservationAlive, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { keepReservationAlive, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { engineRouting } from "../routing/shared-view";
@@ -16,6 +16,7 @@ import { type AuthorizedChat, authorizeChat } from "./authorize-chat";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { rewriteCompletion } from "./completion-response";
 import { affinityKey, engineTargets, servedBy } from "./fallbacks";
+import { HOLD_KEEPALIVE_MS, keepHoldAlive } from "./hold-keep-alive";
 
 export type { AuthorizedChat } from "./authorize-chat";
 export { authorizeChat } from "./authorize-chat";
@@ -38,18 +39,7 @@ export function streamOutcome(end: StreamEnd, node: string, clientGone: boolean)
 	return { status: end.status, usage: end.usage, estimated: end.estimated, node };
 }
 
-/** A third of the ledger's 15-minute hold lifetime: two extensions may fail before a hold lapses. */
-export const HOLD_KEEPALIVE_MS = 5 * 60 * 1000;
-
-/** Extends a placed hold by another lifetime (the ledger's authorize replay); never throws. */
-async function keepHoldAlive(env: Env, req: RequestContext): Promise<void> {
-	try {
-		// A request served from an edge allowance first moves its hold into the ledger (docs/allowances.md).
-		await keepReservationAlive(env, req);
-	} catch (err) {
-		logEvent("warn", "keeping the hold alive failed", { request_id: req.requestId, error: errorText(err) });
-	}
-}
+export { HOLD_KEEPALIVE_MS } from "./hold-keep-alive";
 
 /**
  * One chat completion, from a parsed body to the client-facing result: validate, resolve the
@@ -94,10 +84,19 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	});
 	run.waitUntil(settlement);
 	// A request may run longer than a hold lives (a long generation on a slow node): the hold is
-	// kept alive until settlement, so the balance it covers is never handed out twice.
-	const keepAlive = setInterval(() => void keepHoldAlive(env, req), run.holdKeepAliveMs ?? HOLD_KEEPALIVE_MS);
+	// kept alive until settlement while the request moves (hold-keep-alive.ts), so the balance it
+	// covers is never handed out twice, and a request that stopped moving cannot pin it.
+	let moved = 0;
+	let framesSent = () => 0;
+	const keepAlive = keepHoldAlive({
+		everyMs: run.holdKeepAliveMs ?? HOLD_KEEPALIVE_MS,
+		progress: () => moved + framesSent(),
+		// A request served from an edge allowance first moves its hold into the ledger (docs/allowances.md).
+		renew: () => keepReservationAlive(env, req),
+		requestId,
+	});
 	const settle = (outcome: Outcome, extraNanos: number) => {
-		clearInterval(keepAlive);
+		keepAlive.stop();
 		run.log?.settled(req, outcome, outcomeCostNanos(req, outcome, extraNanos));
 		// After the answer has gone out: the client does not wait for the ledger call's first steps.
 		settleNow(afterResponse().then(() => settleSafely(env, req, outcome, extraNanos)));
@@ -158,13 +157,14 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	}
 	// A fallback model may have served: its id, prices and usage bounds from here on.
 	const { requestedId, bounds } = servedBy(authorized, answer.target);
+	moved += 1;
 
 	if (prepared.stream) {
 		const upstream = answer.response.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
 		const encoder =
 			run.streamEncoder?.(sources) ??
 			(authorized.lane === "completions" ? new ChatSseEncoder(requestedId, undefined, "text_completion") : undefined);
-		const { stream, done } = rewriteChatStream(
+		const { stream, done, frames } = rewriteChatStream(
 			upstream,
 			{
 				model: requestedId,
@@ -175,9 +175,12 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 				idleTimeoutMs: config.stream_idle_timeout_ms,
 				// workerd fires the request's signal when the client goes, without cancelling the body.
 				clientSignal,
+				// A client that reads nothing (or left without the runtime saying so) ends the stream.
+				clientIdleTimeoutMs: config.client_idle_timeout_ms,
 			},
 			(reason) => answer.abort(reason),
 		);
+		framesSent = frames;
 		// The settlement promise is already under waitUntil, so this runs even if the client goes away.
 		void done.then((end) => {
 			logStreamEnd(requestId, answer.node, end, clientSignal.aborted);
@@ -192,6 +195,9 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		const text = await answer.readBody({
 			idleTimeoutMs: config.stream_idle_timeout_ms,
 			abort: (reason) => answer.abort(reason),
+			onData: () => {
+				moved += 1;
+			},
 		});
 		engineJson = JSON.parse(text);
 	} catch (err) {
@@ -241,6 +247,11 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 function logStreamEnd(requestId: string, node: string, end: StreamEnd, clientGone: boolean): void {
 	if (end.usageOutOfBounds)
 		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(node) });
+	if (end.clientIdleTimedOut)
+		logEvent("warn", "client read nothing for client_idle_timeout_ms; stream ended", {
+			request_id: requestId,
+			node: hostOf(node),
+		});
 	// A client that left breaks the upstream read too: that is not the engine failing.
 	if (end.status !== "engine_error" || clientGone) return;
 	const cause = end.error ? `${end.error.message}${end.error.code ? ` (code ${end.error.code})` : ""}` : "unknown";
