@@ -80,6 +80,8 @@ export async function startGateway({
 	}
 	return {
 		url,
+		/** wrangler's process id, which is also its process group's (tests find workerd under it). */
+		pid: child.pid,
 		log: () => log,
 		close: () =>
 			new Promise((resolve) => {

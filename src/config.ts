@@ -128,6 +128,12 @@ export const GatewayConfigSchema = z
 		first_byte_timeout_ms: z.number().int().positive().default(30_000),
 		/** How long a started engine answer may go without sending a byte before it is ended (stream: error frame; otherwise 504). */
 		stream_idle_timeout_ms: z.number().int().positive().default(60_000),
+		/**
+		 * How long a streaming client may go without taking a frame before its stream is ended as
+		 * client_disconnected (engine request aborted, hold settled): an open socket that is not
+		 * read cannot pin a hold and an engine slot. At most a day.
+		 */
+		client_idle_timeout_ms: z.number().int().positive().max(86_400_000).default(300_000),
 		/** Most choices (`n`) one chat request may ask for. */
 		max_n: z.number().int().positive().max(128).default(16),
 		/** Most background responses one key may have queued or running at once (over it: 429). */

@@ -2,7 +2,7 @@ import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import { afterResponse } from "../http/after-response";
 import type { SettleResult } from "../ledger/key-ledger";
-import { keepReservationAlive, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { keepReservationAlive, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { engineRouting } from "../routing/shared-view";
@@ -17,6 +17,7 @@ import type { Outcome, Usage } from "../types";
 import { type AuthorizedChat, authorizeChat } from "./authorize-chat";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { affinityKey, engineTargets, servedBy } from "./fallbacks";
+import { HOLD_KEEPALIVE_MS, keepHoldAlive } from "./hold-keep-alive";
 
 export type { AuthorizedChat } from "./authorize-chat";
 export { authorizeChat } from "./authorize-chat";
@@ -39,18 +40,7 @@ export function streamOutcome(end: StreamEnd, node: string, clientGone: boolean)
 	return { status: end.status, usage: end.usage, estimated: end.estimated, node };
 }
 
-/** A third of the ledger's 15-minute hold lifetime: two extensions may fail before a hold lapses. */
-export const HOLD_KEEPALIVE_MS = 5 * 60 * 1000;
-
-/** Extends a placed hold by another lifetime (the ledger's authorize replay); never throws. */
-async function keepHoldAlive(env: Env, req: RequestContext): Promise<void> {
-	try {
-		// A request served from an edge allowance first moves its hold into the ledger (docs/allowances.md).
-		await keepReservationAlive(env, req);
-	} catch (err) {
-		logEvent("warn", "keeping the hold alive failed", { request_id: req.requestId, error: errorText(err) });
-	}
-}
+export { HOLD_KEEPALIVE_MS } from "./hold-keep-alive";
 
 /**
  * One chat completion, from a parsed body to the client-facing result: validate, resolve the
@@ -95,10 +85,19 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	});
 	run.waitUntil(settlement);
 	// A request may run longer than a hold lives (a long generation on a slow node): the hold is
-	// kept alive until settlement, so the balance it covers is never handed out twice.
-	const keepAlive = setInterval(() => void keepHoldAlive(env, req), run.holdKeepAliveMs ?? HOLD_KEEPALIVE_MS);
+	// kept alive until settlement while the request moves (hold-keep-alive.ts), so the balance it
+	// covers is never handed out twice, and a request that stopped moving cannot pin it.
+	let moved = 0;
+	let framesSent = () => 0;
+	const keepAlive = keepHoldAlive({
+		everyMs: run.holdKeepAliveMs ?? HOLD_KEEPALIVE_MS,
+		progress: () => moved + framesSent(),
+		// A request served from an edge allowance first moves its hold into the ledger (docs/allowances.md).
+		renew: () => keepReservationAlive(env, req),
+		requestId,
+	});
 	const settle = (outcome: Outcome, extraNanos: number) => {
-		clearInterval(keepAlive);
+		keepAlive.stop();
 		run.log?.settled(req, outcome, outcomeCostNanos(req, outcome, extraNanos));
 		// After the answer has gone out: the client does not wait for the ledger call's first steps.
 		settleNow(afterResponse().then(() => settleSafely(env, req, outcome, extraNanos)));
@@ -178,6 +177,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	const { requestedId, bounds } = servedBy(authorized, answer.target);
 	const repair =
 		req.model.tool_call_repair === true && prepared.toolCallRepair !== false ? new ToolCallRepairStream() : undefined;
+	moved += 1;
 
 	if (prepared.stream) {
 		const encoder =
@@ -188,7 +188,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 				authorized.lane === "completions" ? "text_completion" : undefined,
 				repair ? () => ({ tool_calls_repaired: repair.repaired }) : undefined,
 			);
-		const { stream, done } = rewriteChatStream(
+		const { stream, done, frames } = rewriteChatStream(
 			engineEvents,
 			{
 				model: requestedId,
@@ -198,9 +198,12 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 				// workerd fires the request's signal when the client goes, without cancelling the body.
 				clientSignal,
 				transform: repair,
+				// A client that reads nothing (or left without the runtime saying so) ends the stream.
+				clientIdleTimeoutMs: config.client_idle_timeout_ms,
 			},
 			(reason) => answer.abort(reason),
 		);
+		framesSent = frames;
 		// The settlement promise is already under waitUntil, so this runs even if the client goes away.
 		void done.then((end) => {
 			logStreamEnd(requestId, answer.node, end, clientSignal.aborted);
@@ -218,6 +221,9 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			bounds,
 			idleTimeoutMs: config.stream_idle_timeout_ms,
 			clientSignal,
+			onData: () => {
+				moved += 1;
+			},
 		},
 		(reason) => answer.abort(reason),
 	);
@@ -257,6 +263,11 @@ const EMPTY_BODY = () => new ReadableStream<Uint8Array>({ start: (ctl) => ctl.cl
 function logStreamEnd(requestId: string, node: string, end: StreamEnd, clientGone: boolean, tooLarge = false): void {
 	if (end.usageOutOfBounds)
 		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(node) });
+	if (end.clientIdleTimedOut)
+		logEvent("warn", "client read nothing for client_idle_timeout_ms; stream ended", {
+			request_id: requestId,
+			node: hostOf(node),
+		});
 	// A client that left breaks the upstream read too: that is not the engine failing.
 	if (end.status !== "engine_error" || clientGone) return;
 	const cause = tooLarge

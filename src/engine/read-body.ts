@@ -12,6 +12,8 @@ export interface ReadBodyOptions {
 	maxBytes?: number;
 	/** Aborts the engine request (the read is abandoned). */
 	abort: (reason: unknown) => void;
+	/** Told of each piece that carries data (not keep-alive whitespace): the request is moving. */
+	onData?: () => void;
 }
 
 /**
@@ -59,7 +61,10 @@ export async function readEngineBody(response: Response, opts: ReadBodyOptions):
 					status: 502,
 				});
 			}
-			if (hasData(result.value)) lastDataAt = Date.now();
+			if (hasData(result.value)) {
+				lastDataAt = Date.now();
+				opts.onData?.();
+			}
 			chunks.push(result.value);
 		}
 	} finally {

@@ -19,6 +19,8 @@ export interface AssembleOptions {
 	bounds: UsageBounds;
 	idleTimeoutMs: number;
 	clientSignal?: AbortSignal;
+	/** Called as engine chunks arrive: the request is making progress (the hold keep-alive). */
+	onData?: () => void;
 }
 
 export interface AssembledAnswer {
@@ -33,10 +35,12 @@ class AnswerTooLarge extends Error {}
 
 class AssemblingEncoder implements StreamEncoder {
 	readonly assembler: CompletionAssembler;
+	readonly #onData: (() => void) | undefined;
 	usage: Json = {};
 
-	constructor(object: AssembledObject) {
+	constructor(object: AssembledObject, onData?: () => void) {
 		this.assembler = new CompletionAssembler(object);
+		this.#onData = onData;
 	}
 
 	start(): string {
@@ -44,6 +48,7 @@ class AssemblingEncoder implements StreamEncoder {
 	}
 
 	chunks(chunks: ForwardedChunk[]): string {
+		this.#onData?.();
 		this.assembler.push(chunks);
 		if (this.assembler.overflowed) throw new AnswerTooLarge("the engine's answer is too large for a non-stream response");
 		return "";
@@ -61,7 +66,7 @@ export async function assembleAnswer(
 	opts: AssembleOptions,
 	abortEngine: (reason: unknown) => void,
 ): Promise<AssembledAnswer> {
-	const encoder = new AssemblingEncoder(opts.object);
+	const encoder = new AssemblingEncoder(opts.object, opts.onData);
 	const { stream, done } = rewriteChatStream(
 		events,
 		{

@@ -20,6 +20,8 @@ export interface StreamEnd {
 	usageOutOfBounds?: boolean;
 	/** The engine went quiet for longer than the idle timeout. */
 	idleTimedOut?: boolean;
+	/** The client stopped reading for longer than `client_idle_timeout_ms` (status client_disconnected). */
+	clientIdleTimedOut?: boolean;
 	error?: StreamError;
 }
 

@@ -26,6 +26,8 @@ export interface ChatStreamOptions {
 	bounds?: UsageBounds;
 	/** The stream ends with an error frame when the engine sends nothing for this long while we wait on it. */
 	idleTimeoutMs?: number;
+	/** The stream ends as client_disconnected when the client takes no frame for this long (0: never). */
+	clientIdleTimeoutMs?: number;
 	/** Another encoder than chat SSE (the Responses lane). */
 	encoder?: StreamEncoder;
 	/**
@@ -59,5 +61,5 @@ export function rewriteChatStream(
 			: new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
 	const reducer = new ChatStreamReducer({ promptTokensEstimate: opts.promptTokensEstimate, bounds: opts.bounds });
 	const encoder = opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources);
-	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal, opts.transform);
+	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal, opts.clientIdleTimeoutMs, opts.transform);
 }

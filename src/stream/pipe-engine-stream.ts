@@ -5,6 +5,7 @@
  * (`done`) is what settlement and logging hang off.
  */
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
+import { ClientPace } from "./client-pace";
 import type { EngineEventReader } from "./engine-events";
 
 /** Turns the reducer's output into client bytes (as text); each lane has its own. */
@@ -28,6 +29,16 @@ export interface EngineStream {
 	stream: ReadableStream<Uint8Array>;
 	/** Resolves exactly once, never rejects. */
 	done: Promise<StreamEnd>;
+	/** Frames handed to the client so far: stops growing when the client stops reading (the hold keep-alive's progress). */
+	frames(): number;
+}
+
+/** Why a stream whose client stopped reading was ended. */
+export class ClientIdleError extends Error {
+	constructor(ms: number) {
+		super(`the client read nothing for ${ms} ms`);
+		this.name = "ClientIdleError";
+	}
 }
 
 export function pipeEngineStream(
@@ -38,6 +49,12 @@ export function pipeEngineStream(
 	abortEngine?: (reason: unknown) => void,
 	/** Fires when the client goes away (the request's signal). */
 	clientSignal?: AbortSignal,
+	/**
+	 * A client that takes no frame for this long has stopped reading: the stream ends as
+	 * client_disconnected, the engine request is aborted (client-pace.ts). 0 or absent: never.
+	 */
+	clientIdleTimeoutMs = 0,
+	/** Rewrites forwarded chunks between the reducer and the encoder (tool-call repair). */
 	transform?: ChunkTransform,
 ): EngineStream {
 	const bytes = new TextEncoder();
@@ -50,21 +67,43 @@ export function pipeEngineStream(
 	const conclude = (end: StreamEnd) => {
 		if (concluded) return;
 		concluded = true;
+		pace.stop();
 		clientSignal?.removeEventListener("abort", onClientAbort);
 		resolveDone(end);
 	};
 	/** The client left: stop reading the engine, abort its request, end as client_disconnected. */
-	const clientGone = (reason: unknown): Promise<void> | undefined => {
+	const clientGone = (reason: unknown, idle = false): Promise<void> | undefined => {
 		if (concluded) return;
 		const cancelled = events.cancel(reason);
 		try {
 			abortEngine?.(reason);
 		} finally {
-			conclude(reducer.end("client_disconnected"));
+			const end = reducer.end("client_disconnected");
+			conclude(idle ? { ...end, clientIdleTimedOut: true } : end);
 		}
 		return cancelled;
 	};
 	let ctl!: ReadableStreamDefaultController<Uint8Array>;
+	/**
+	 * The client stopped reading (or is gone without the runtime saying so): nothing pulls, so
+	 * the engine is not read either (backpressure), and only this ends the request. The body is
+	 * errored, so the runtime drops the connection instead of waiting to flush into it.
+	 */
+	const pace = new ClientPace(clientIdleTimeoutMs, () => {
+		if (concluded) return;
+		const reason = new ClientIdleError(clientIdleTimeoutMs);
+		void clientGone(reason, true);
+		try {
+			ctl.error(reason);
+		} catch {
+			// Already closed or errored: nothing left to end.
+		}
+	});
+	/** A frame for the client: queued, and owed until the client asks for more. */
+	const send = (controller: ReadableStreamDefaultController<Uint8Array>, text: string) => {
+		controller.enqueue(bytes.encode(text));
+		pace.queued();
+	};
 	/**
 	 * The runtime does not always cancel a response body whose client went away: a body it is not
 	 * reading at that moment (the client had stopped reading, or the frames sit in the queue) is
@@ -87,9 +126,10 @@ export function pipeEngineStream(
 		start(controller) {
 			ctl = controller;
 			const head = encoder.start();
-			if (head) controller.enqueue(bytes.encode(head));
+			if (head) send(controller, head);
 		},
 		async pull(controller) {
+			pace.asked();
 			try {
 				// Keep reading until something can be sent: a pull that enqueues nothing leaves the
 				// client's read pending with nobody to call pull again.
@@ -109,7 +149,7 @@ export function pipeEngineStream(
 						const held = transform?.flush();
 						if (held?.length) out += encoder.chunks(held);
 						out += encoder.finish(outcome, reducer);
-						controller.enqueue(bytes.encode(out));
+						send(controller, out);
 						controller.close();
 						conclude(
 							outcome.status === "completed"
@@ -119,7 +159,7 @@ export function pipeEngineStream(
 						return;
 					}
 					if (out) {
-						controller.enqueue(bytes.encode(out));
+						send(controller, out);
 						return;
 					}
 				}
@@ -138,5 +178,5 @@ export function pipeEngineStream(
 	});
 	if (clientSignal?.aborted) onClientAbort();
 	else clientSignal?.addEventListener("abort", onClientAbort, { once: true });
-	return { stream, done };
+	return { stream, done, frames: () => pace.frames };
 }

@@ -13,6 +13,8 @@ declare module "vitest" {
 	export interface ProvidedContext {
 		engineUrl: string;
 		gatewayUrl: string;
+		/** The process group of `wrangler dev` and its workerd processes (test/e2e/client-wave.test.ts measures them). */
+		gatewayPgid: number;
 		adminToken: string;
 	}
 }
@@ -42,7 +44,13 @@ export default async function setup(project: TestProject) {
 			quiet: true,
 			timeoutMs: 90_000,
 			vars: {
-				GATEWAY_CONFIG: JSON.stringify(testGatewayConfig(engine.url)),
+				// A short stalled-client cut, so the client wave test sees every request settle within seconds;
+				// a patient first byte, so 60 concurrent streams on a busy machine are answered, not failed over.
+				GATEWAY_CONFIG: JSON.stringify({
+					...testGatewayConfig(engine.url),
+					client_idle_timeout_ms: 3000,
+					first_byte_timeout_ms: 15_000,
+				}),
 				ADMIN_TOKEN: TEST_ADMIN_TOKEN,
 				NODE_KEY: TEST_NODE_KEY,
 			},
@@ -53,6 +61,7 @@ export default async function setup(project: TestProject) {
 		throw err;
 	}
 	project.provide("gatewayUrl", gateway.url);
+	project.provide("gatewayPgid", gateway.pid ?? 0);
 	project.provide("engineUrl", engine.url);
 	project.provide("adminToken", TEST_ADMIN_TOKEN);
 	return async () => {
