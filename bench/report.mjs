@@ -122,8 +122,33 @@ function capacityRows(r, row) {
 	}
 }
 
+/** A stream's first byte over many streams: quiet, right after a long stream, right after a wave. */
+function firstByteRows(r, row) {
+	const fb = r.firstByte;
+	if (!fb) return;
+	const label = {
+		quiet: "one at a time",
+		afterLong: `after a ${fb.longChunks}-chunk stream`,
+		afterWave: `after a wave of ${fb.waveConcurrent}`,
+	};
+	for (const situation of ["quiet", "afterLong", "afterWave"]) {
+		const s = fb[situation];
+		if (!s?.gateway) continue;
+		row(
+			`first byte p50 of ${fb.count}, ${label[situation]} (ms)`,
+			f(s.direct.first.p50),
+			f(s.floor?.first.p50),
+			f(s.gateway.first.p50),
+			signed(s.addedP50),
+			"≤ +2 ms vs direct",
+			verdict(s.addedP50 <= 2),
+		);
+	}
+}
+
 /** Paced streams at each concurrency, CPU per chunk, and bursts. */
 function streamRows(r, row) {
+	firstByteRows(r, row);
 	const ps = r.pacedStreams;
 	for (const [level, l] of Object.entries(ps.levels)) {
 		const strict = Number(level) >= 32;

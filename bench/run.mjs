@@ -13,6 +13,7 @@ import { roundAll } from "./lib/stats.mjs";
 import { capacityPhase } from "./phases/capacity.mjs";
 import { createContext } from "./phases/context.mjs";
 import { distancePhase } from "./phases/distance.mjs";
+import { firstBytePhase } from "./phases/first-byte.mjs";
 import { fixedRatePhase, sequentialPhase } from "./phases/latency.mjs";
 import { componentsPhase, ledgerPhase } from "./phases/ledger.mjs";
 import { responsesPhase } from "./phases/responses.mjs";
@@ -67,6 +68,8 @@ const FULL = {
 	ledgerDelayMs: 0,
 	distanceSequential: 200,
 	distanceStreams: 20,
+	// phases/first-byte.mjs: medians over this many streams per target and situation.
+	firstByte: { count: 20, longChunks: 200, waveConcurrent: 32 },
 };
 const SMOKE_PARAMS = {
 	warmup: 10,
@@ -92,6 +95,7 @@ const SMOKE_PARAMS = {
 	ledgerDelayMs: 10,
 	distanceSequential: 5,
 	distanceStreams: 2,
+	firstByte: { count: 2, longChunks: 20, waveConcurrent: 4 },
 };
 const P = SMOKE ? SMOKE_PARAMS : FULL;
 if (argv.rate) P.rate = Number(argv.rate);
@@ -146,6 +150,7 @@ async function runPhases(rig) {
 	await fixedRatePhase(ctx, results);
 	await capacityPhase(ctx, results);
 	await streamPhases(ctx, results);
+	await firstBytePhase(ctx, results);
 	await responsesPhase(ctx, results);
 	await ledgerPhase(ctx, results);
 	await componentsPhase(ctx, results);

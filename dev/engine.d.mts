@@ -60,6 +60,10 @@ export interface RecordedRequest {
 	aborted: boolean;
 	/** The whole response was handed to the OS. */
 	finished: boolean;
+	/** When the engine received the request (its clock, unix ms). */
+	receivedAt: number;
+	/** When the connection closed (its clock, unix ms), null while it is open. */
+	closedAt: number | null;
 }
 
 export interface StartEngineOptions {

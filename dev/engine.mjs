@@ -151,6 +151,7 @@ function watchClose(ctx, quiet) {
 	const { res, record } = ctx;
 	res.on("close", () => {
 		ctx.gone = true;
+		record.closedAt = Date.now();
 		record.finished = res.writableFinished;
 		record.aborted = !res.writableFinished && !ctx.selfClosed;
 		if (!quiet)
@@ -248,7 +249,7 @@ function createState() {
 		requests,
 		nodes: createNodes(),
 		record(fields, bodyText) {
-			const entry = { id: nextId++, ...fields, aborted: false, finished: false };
+			const entry = { id: nextId++, ...fields, aborted: false, finished: false, receivedAt: Date.now(), closedAt: null };
 			requests.push(entry);
 			bodies.set(entry, bodyText);
 			return entry;

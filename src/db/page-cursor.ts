@@ -15,10 +15,11 @@ export function encodePageCursor(createdAt: number, id: string): string {
 /**
  * Parses a cursor made by `encodePageCursor`; null when it is not one: the time must be a
  * non-negative safe integer written in plain digits (no sign, exponent, fraction, `Infinity`)
- * and the id non-empty, so nothing but a real position reaches the query.
+ * and the id 1–128 printable ASCII characters without spaces (the ids the gateway makes are
+ * `key_`/`req_` + hex), so nothing but a real position reaches the query.
  */
 export function decodePageCursor(cursor: string): PageCursor | null {
-	const m = /^(\d{1,16}):(.+)$/.exec(cursor);
+	const m = /^(\d{1,16}):([\x21-\x7e]{1,128})$/.exec(cursor);
 	if (!m) return null;
 	const createdAt = Number(m[1]);
 	return Number.isSafeInteger(createdAt) ? { createdAt, id: m[2] as string } : null;

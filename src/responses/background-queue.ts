@@ -40,7 +40,22 @@ export class BackgroundQueue {
 		private readonly api: ResponseStoreApi,
 		/** Asks the store for an alarm at this time (the store keeps one alarm for everything). */
 		private readonly wakeAt: (at: number) => void,
+		/** A job with a hold left the queue (ended, cancelled, deleted or orphaned); `caller` is the key that queued it. */
+		private readonly onLeave: (id: string, hold: HeldRequest, caller: string) => void = () => {},
 	) {}
+
+	/** Whether a job with this id is reserved, queued or running. */
+	has(id: string): boolean {
+		return this.sql.exec("SELECT 1 FROM queue WHERE id = ?", id).toArray().length > 0;
+	}
+
+	/** Takes a job's row and document out of the queue and reports it to `onLeave`. */
+	private forget(id: string, hold: HeldRequest | null): void {
+		const job = readJob(this.turns.docs.one(id, JOB_SEQ));
+		this.sql.exec("DELETE FROM queue WHERE id = ?", id);
+		this.turns.docs.remove(id, ["job"]);
+		if (hold && job) this.onLeave(id, hold, job.callerKeyId);
+	}
 
 	/** Jobs reserved, queued or running. */
 	size(): number {
@@ -157,8 +172,7 @@ export class BackgroundQueue {
 			})
 			.finally(() => {
 				this.running.delete(id);
-				this.sql.exec("DELETE FROM queue WHERE id = ?", id);
-				this.turns.docs.remove(id, ["job"]);
+				this.forget(id, hold);
 				this.pump();
 			});
 	}
@@ -167,9 +181,9 @@ export class BackgroundQueue {
 	private dropQueued(id: string): HeldRequest | null {
 		const row = this.sql.exec<QueueRow>("SELECT id, state, hold FROM queue WHERE id = ?", id).toArray()[0];
 		if (!row || row.state === "running") return null;
-		this.sql.exec("DELETE FROM queue WHERE id = ?", id);
-		this.turns.docs.remove(id, ["job"]);
-		return readHold(row.hold);
+		const hold = readHold(row.hold);
+		this.forget(id, hold);
+		return hold;
 	}
 
 	/**
@@ -186,14 +200,13 @@ export class BackgroundQueue {
 			.toArray();
 		for (const row of stale) {
 			if (this.running.has(row.id)) continue;
-			this.sql.exec("DELETE FROM queue WHERE id = ?", row.id);
-			this.turns.docs.remove(row.id, ["job"]);
+			const hold = readHold(row.hold);
+			this.forget(row.id, hold);
 			if (row.state === "reserved") {
 				this.turns.remove(row.id, now);
 				continue;
 			}
 			this.turns.markFailed(row.id, { code: "server_error", message: "The background run was interrupted. Please retry." });
-			const hold = readHold(row.hold);
 			if (hold) held.push(hold);
 		}
 		return held;

@@ -5,6 +5,7 @@
  */
 import type { ResponseStatus, ResponseUsage, Response as SdkResponse } from "openai/resources/responses/responses";
 import { citationAnnotations, type Source } from "../search/grounding";
+import { estimateTokens } from "../stream/estimate";
 import type {
 	FunctionCallItemValue,
 	OutputItem,
@@ -77,8 +78,24 @@ export function outputTextPart(text: string, annotations: UrlCitationAnnotation[
 	return { type: "output_text", annotations, logprobs: [], text };
 }
 
-export function reasoningItem(id: string, text: string): ReasoningItemValue {
-	return { id, type: "reasoning", summary: [], content: [{ type: "reasoning_text", text }] };
+/**
+ * A reasoning item: the engine's reasoning as its content and, when the request asked for a
+ * `reasoning.summary`, as its one summary part too (open engines have no summarizer: the
+ * reasoning is its own summary). Clients that read only summaries (the AI SDK, the Agents SDK)
+ * see the reasoning that way.
+ */
+export function reasoningItem(id: string, text: string, summarize = false): ReasoningItemValue {
+	return {
+		id,
+		type: "reasoning",
+		summary: summarize && text ? [{ type: "summary_text", text }] : [],
+		content: [{ type: "reasoning_text", text }],
+	};
+}
+
+/** Whether the request asked for reasoning summaries (`reasoning.summary`: auto, concise or detailed). */
+export function wantsSummary(request: ResponsesRequest): boolean {
+	return request.reasoning?.summary != null;
 }
 
 export function messageItem(
@@ -102,8 +119,13 @@ export function functionCallItem(
 
 // ---- conversions ----
 
-/** Chat usage → Responses usage; null when the engine's numbers are missing. */
-export function usageFromChat(usage: unknown): ResponseUsage | null {
+/**
+ * Chat usage → Responses usage; null when the engine's numbers are missing. `reasoning` (given
+ * when the request asked for a summary) is the reasoning text: without the engine's own
+ * `completion_tokens_details.reasoning_tokens`, the reasoning tokens are estimated from it
+ * (about 4 characters a token, at most the output tokens).
+ */
+export function usageFromChat(usage: unknown, reasoning?: string): ResponseUsage | null {
 	if (!isRecord(usage)) return null;
 	const input = count(usage.prompt_tokens);
 	const output = count(usage.completion_tokens);
@@ -114,7 +136,10 @@ export function usageFromChat(usage: unknown): ResponseUsage | null {
 		input_tokens: input,
 		input_tokens_details: { cached_tokens: count(promptDetails.cached_tokens) ?? 0, cache_write_tokens: 0 },
 		output_tokens: output,
-		output_tokens_details: { reasoning_tokens: count(completionDetails.reasoning_tokens) ?? 0 },
+		output_tokens_details: {
+			reasoning_tokens:
+				count(completionDetails.reasoning_tokens) ?? (reasoning ? Math.min(estimateTokens(reasoning.length), output) : 0),
+		},
 		total_tokens: count(usage.total_tokens) ?? input + output,
 	};
 }
@@ -220,7 +245,8 @@ export function responseFromCompletion(completion: ChatCompletionLike, meta: Res
 
 	const output: OutputItem[] = [];
 	const reasoning = nonEmpty(message.reasoning_content) ?? nonEmpty(message.reasoning);
-	if (reasoning) output.push(reasoningItem(`rs_${meta.ids()}`, reasoning));
+	const summarize = wantsSummary(meta.request);
+	if (reasoning) output.push(reasoningItem(`rs_${meta.ids()}`, reasoning, summarize));
 
 	const content = textOf(message.content);
 	const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isRecord) : [];
@@ -242,8 +268,15 @@ export function responseFromCompletion(completion: ChatCompletionLike, meta: Res
 		...responseShell(meta, ending.status),
 		incomplete_details: ending.incomplete_details,
 		output,
-		usage: usageFromChat(completion.usage),
+		usage: usageFromChat(completion.usage, summarize ? reasoningText(output) : undefined),
 	};
+}
+
+/** The reasoning of an output, all its reasoning items' text. */
+export function reasoningText(output: OutputItem[]): string {
+	let text = "";
+	for (const item of output) if (item.type === "reasoning") for (const c of item.content ?? []) text += c.text;
+	return text;
 }
 
 export function queuedResponse(meta: StatusMeta): ResponseObject {

@@ -7,6 +7,7 @@
 
 import type { Migration } from "../storage/migrations";
 import { ITEM_INDEX_SCHEMA } from "./item-index";
+import { PAYER_SLOTS_SCHEMA } from "./payer-slots";
 import { TURNS_SCHEMA, type Turns } from "./turns";
 
 export function responseStoreMigrations(turns: Turns): Migration[] {
@@ -39,6 +40,10 @@ export function responseStoreMigrations(turns: Turns): Migration[] {
 				sql.exec(ITEM_INDEX_SCHEMA);
 				turns.indexStoredItems();
 			},
+		},
+		{
+			name: "slots of the background jobs this key pays for in its tokens' stores",
+			up: (sql) => sql.exec(PAYER_SLOTS_SCHEMA),
 		},
 	];
 }

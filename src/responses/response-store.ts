@@ -1,8 +1,10 @@
 import { DurableObject } from "cloudflare:workers";
+import { errorText, logEvent } from "../observability/log-event";
 import { migrate } from "../storage/migrations";
 import type { BackgroundJob, HeldRequest } from "./background-job";
 // Background runs execute here, in the queue's pool, with the same chat pipeline as every other request.
 import { BackgroundQueue, RESERVATION_TTL_MS, type ResponseStoreApi } from "./background-queue";
+import { PayerSlots } from "./payer-slots";
 import { responseStoreMigrations } from "./response-store-schema";
 import { type ConversationRefusal, type Item, RESPONSE_TTL_MS, Turns } from "./turns";
 
@@ -50,6 +52,8 @@ export class ResponseStore extends DurableObject<Env> {
 	private readonly sql: SqlStorage;
 	private readonly turns: Turns;
 	private readonly queue: BackgroundQueue;
+	/** Jobs this key pays for in its tokens' stores (payer-slots.ts): they count towards its queue cap. */
+	private readonly slots: PayerSlots;
 	private planned = 0;
 
 	constructor(ctx: DurableObjectState, env: Env) {
@@ -62,7 +66,44 @@ export class ResponseStore extends DurableObject<Env> {
 			start: (id) => this.turns.setStatus(id, "in_progress", "queued"),
 			finish: (id, response) => this.finish(id, response),
 		};
-		this.queue = new BackgroundQueue(env, this.sql, this.turns, api, (at) => this.scheduleAlarm(at));
+		this.slots = new PayerSlots(this.sql);
+		this.queue = new BackgroundQueue(
+			env,
+			this.sql,
+			this.turns,
+			api,
+			(at) => this.scheduleAlarm(at),
+			(id, hold, caller) => {
+				// A token's job gives its slot back to the key that pays for it.
+				if (hold.payerKeyId === caller) return;
+				storeOf(this.env, hold.payerKeyId)
+					.releaseSlot(id)
+					.catch((err: unknown) =>
+						logEvent("warn", "background response: giving the payer's queue slot back failed", {
+							response_id: id,
+							error: errorText(err),
+						}),
+					);
+			},
+		);
+	}
+
+	/**
+	 * How many background jobs this key pays for: its own queue and its tokens' (payer slots).
+	 * At the cap, slots whose job is no longer queued in its token's store are dropped first.
+	 */
+	private async payerJobs(cap: number): Promise<number> {
+		if (this.queue.size() + this.slots.count() < cap) return this.queue.size() + this.slots.count();
+		for (const slot of this.slots.checkable(Date.now())) {
+			let alive = true;
+			try {
+				alive = await storeOf(this.env, slot.caller).holdsJob(slot.id);
+			} catch (err) {
+				logEvent("warn", "background response: checking a token's queue failed", { response_id: slot.id, error: errorText(err) });
+			}
+			if (!alive) this.slots.remove(slot.id);
+		}
+		return this.queue.size() + this.slots.count();
 	}
 
 	/**
@@ -79,7 +120,8 @@ export class ResponseStore extends DurableObject<Env> {
 		);
 		if (!checked.ok) return checked;
 		const { job } = input;
-		if (job && this.queue.size() >= job.cap) {
+		// Its own jobs and its tokens' (queueFull, just before, dropped the slots of jobs that are gone).
+		if (job && this.queue.size() + this.slots.count() >= job.cap) {
 			return { ok: false, reason: "queue_full" };
 		}
 		const history = input.previousId ? this.turns.chain(input.previousId) : [];
@@ -113,9 +155,34 @@ export class ResponseStore extends DurableObject<Env> {
 		return { ok: true, history: previousId ? this.turns.chain(previousId) : [], referenced };
 	}
 
-	/** Whether the queue already holds `cap` jobs (reserved, queued or running): a cheap check before a hold is placed. */
-	queueFull(cap: number): boolean {
-		return this.queue.size() >= cap;
+	/**
+	 * Whether this key already pays for `cap` background jobs (reserved, queued or running, its
+	 * own and its tokens'): a cheap check before a hold is placed.
+	 */
+	async queueFull(cap: number): Promise<boolean> {
+		return (await this.payerJobs(cap)) >= cap;
+	}
+
+	/**
+	 * On the paying key's store: takes a queue slot for a job of its token `caller`, when the key
+	 * pays for fewer than `cap` jobs; false when it is full.
+	 */
+	async claimSlot(id: string, caller: string, cap: number): Promise<boolean> {
+		await this.payerJobs(cap);
+		// Recounted without awaiting, so two claims cannot both take the last slot.
+		if (this.queue.size() + this.slots.count() >= cap) return false;
+		this.slots.add(id, caller, Date.now());
+		return true;
+	}
+
+	/** On the paying key's store: gives back a token job's slot (it ended, or was never stored). */
+	releaseSlot(id: string): void {
+		this.slots.remove(id);
+	}
+
+	/** Whether this store still holds a background job with this id (reserved, queued or running). */
+	holdsJob(id: string): boolean {
+		return this.queue.has(id);
 	}
 
 	/** Fills a reserved queue slot once the hold is placed; false when the slot is gone. */
@@ -183,4 +250,10 @@ export class ResponseStore extends DurableObject<Env> {
 		this.planned = at;
 		void this.ctx.storage.setAlarm(at);
 	}
+}
+
+/** The ResponseStore of a key (a paying key's, or a token's that queued a job). */
+function storeOf(env: Env, keyId: string): DurableObjectStub<ResponseStore> {
+	const ns = env.RESPONSES as DurableObjectNamespace<ResponseStore>;
+	return ns.get(ns.idFromName(keyId));
 }

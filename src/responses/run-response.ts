@@ -1,3 +1,4 @@
+import { payerKeyId } from "../auth/scopes";
 import { type AuthorizedChat, authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
 import type { GatewayConfig } from "../config";
 import { GatewayError } from "../errors";
@@ -243,6 +244,8 @@ function heldRequest(authorized: AuthorizedChat): HeldRequest {
  * A background response is checked like any other when it is queued: the hold is placed
  * (402/403/429 here, nothing stored), then a slot in the key's queue is taken with the input
  * (a full queue gives the hold back), then filled. The run later finds its hold by request id.
+ * The cap counts per paying key: a `vk-tmp-` token's job first claims a slot in its parent's
+ * store (payer-slots.ts), given back when the job leaves the token's queue.
  */
 async function enqueue(
 	run: ChatRun,
@@ -253,13 +256,32 @@ async function enqueue(
 	headers: Record<string, string>,
 ): Promise<ResponseResult> {
 	const stub = responseStore(run.env, run.callerKeyId);
+	const payer = run.principal ? payerKeyId(run.principal) : run.callerKeyId;
+	const payerStore = payer === run.callerKeyId ? null : responseStore(run.env, payer);
 	const cap = run.config.max_queued_responses;
 	// Cheap first: a full queue is refused before a hold is placed (begin checks again, atomically).
-	if (await stub.queueFull(cap)) conversationOf({ ok: false, reason: "queue_full" }, req, run.config);
+	if (await (payerStore ?? stub).queueFull(cap)) conversationOf({ ok: false, reason: "queue_full" }, req, run.config);
 	const authorized = await authorizeChat(run, chatBody({ ...req, stream: false }, prior, items), {
 		holdTtlMs: QUEUED_HOLD_TTL_MS,
 	});
 	const hold = heldRequest(authorized);
+	let claimed = false;
+	const giveBack = () => {
+		run.waitUntil(releaseHold(run.env, hold));
+		if (claimed && payerStore) run.waitUntil(payerStore.releaseSlot(meta.id));
+	};
+	if (payerStore) {
+		try {
+			claimed = await payerStore.claimSlot(meta.id, run.callerKeyId, cap);
+		} catch (err) {
+			run.waitUntil(releaseHold(run.env, hold));
+			throw err;
+		}
+		if (!claimed) {
+			giveBack();
+			conversationOf({ ok: false, reason: "queue_full" }, req, run.config);
+		}
+	}
 	const queued = queuedResponse(meta);
 	const job: BackgroundJob = {
 		id: meta.id,
@@ -272,7 +294,7 @@ async function enqueue(
 	try {
 		const begun = await stub.begin({ ...beginInput(meta, req, items, queued), job: { cap, job } });
 		if (!begun.ok) {
-			run.waitUntil(releaseHold(run.env, hold));
+			giveBack();
 			conversationOf(begun, req, run.config);
 		}
 		committed = await stub.commit(meta.id, hold);
@@ -285,7 +307,7 @@ async function enqueue(
 		});
 	}
 	if (!committed) {
-		run.waitUntil(releaseHold(run.env, hold));
+		giveBack();
 		run.waitUntil(responseStore(run.env, run.callerKeyId).abandon(meta.id));
 		throw new GatewayError("internal", "The background response could not be queued. Please retry.");
 	}

@@ -15,8 +15,10 @@ import {
 	type ResponseMeta,
 	type ResponseObject,
 	reasoningItem,
+	reasoningText,
 	responseShell,
 	usageFromChat,
+	wantsSummary,
 } from "./from-chat";
 import type { ItemStatusValue, OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue } from "./item-schema";
 import {
@@ -44,9 +46,17 @@ export class ResponsesEventBuilder {
 	#usage: unknown;
 	#finishReason: unknown = null;
 	#sources: Source[] = [];
+	/** The request asked for `reasoning.summary`: reasoning is streamed as its summary too (summary events). */
+	readonly #summarize: boolean;
 
 	constructor(meta: ResponseMeta) {
 		this.#meta = meta;
+		this.#summarize = wantsSummary(meta.request);
+	}
+
+	/** Responses usage from the last chat usage seen (reasoning tokens estimated from `output` when summarizing). */
+	#usageOf(output: OutputItem[]) {
+		return usageFromChat(this.#usage, this.#summarize ? reasoningText(output) : undefined);
 	}
 
 	/** response.created and response.in_progress. */
@@ -101,7 +111,7 @@ export class ResponsesEventBuilder {
 			...responseShell(this.#meta, ending.status),
 			incomplete_details: ending.incomplete_details,
 			output: this.#output,
-			usage: usageFromChat(this.#usage),
+			usage: this.#usageOf(this.#output),
 		};
 		const type = ending.status === "completed" ? "response.completed" : "response.incomplete";
 		this.#emit(out, { type, response: this.#final });
@@ -122,7 +132,7 @@ export class ResponsesEventBuilder {
 			...responseShell(this.#meta, "failed"),
 			error: { code: error.code, message: error.message },
 			output,
-			usage: usageFromChat(this.#usage),
+			usage: this.#usageOf(output),
 		};
 		this.#emit(out, { type: "error", code: error.code, message: error.message, param: null });
 		this.#emit(out, { type: "response.failed", response: this.#final });
@@ -132,11 +142,8 @@ export class ResponsesEventBuilder {
 	/** The final response once finished or failed; before that, the response so far (in_progress). */
 	response(): ResponseObject {
 		if (this.#final) return this.#final;
-		return {
-			...responseShell(this.#meta, "in_progress"),
-			output: this.#snapshot("in_progress"),
-			usage: usageFromChat(this.#usage),
-		};
+		const output = this.#snapshot("in_progress");
+		return { ...responseShell(this.#meta, "in_progress"), output, usage: this.#usageOf(output) };
 	}
 
 	#emit(out: ResponseStreamEvent[], event: Unnumbered): void {
@@ -154,7 +161,7 @@ export class ResponsesEventBuilder {
 	#itemOf(open: OpenItem, text: string, status: ItemStatusValue): OutputItem {
 		switch (open.kind) {
 			case "reasoning":
-				return reasoningItem(open.id, text);
+				return reasoningItem(open.id, text, this.#summarize);
 			case "message":
 				return messageItem(open.id, text, annotationsFromSources(text, this.#sources), status);
 			case "function_call":
@@ -182,6 +189,15 @@ export class ResponsesEventBuilder {
 		const item: ReasoningItemValue = { id: open.id, type: "reasoning", summary: [], content: [] };
 		// The SDK accumulates reasoning_text deltas into a content part, which has to exist first.
 		this.#announce(out, open, item, { type: "reasoning_text", text: "" });
+		if (this.#summarize) {
+			this.#emit(out, {
+				type: "response.reasoning_summary_part.added",
+				item_id: open.id,
+				output_index: open.outputIndex,
+				summary_index: 0,
+				part: { type: "summary_text", text: "" },
+			});
+		}
 		return open;
 	}
 
@@ -232,6 +248,7 @@ export class ResponsesEventBuilder {
 		switch (open.kind) {
 			case "reasoning":
 				this.#emit(out, { type: "response.reasoning_text.delta", ...at, content_index: 0, delta });
+				if (this.#summarize) this.#emit(out, { type: "response.reasoning_summary_text.delta", ...at, summary_index: 0, delta });
 				break;
 			case "message":
 				this.#emit(out, { type: "response.output_text.delta", ...at, content_index: 0, delta, logprobs: [] });
@@ -287,6 +304,15 @@ export class ResponsesEventBuilder {
 		const at = { item_id: open.id, output_index: open.outputIndex };
 		switch (item.type) {
 			case "reasoning":
+				if (this.#summarize) {
+					this.#emit(out, { type: "response.reasoning_summary_text.done", ...at, summary_index: 0, text });
+					this.#emit(out, {
+						type: "response.reasoning_summary_part.done",
+						...at,
+						summary_index: 0,
+						part: { type: "summary_text", text },
+					});
+				}
 				this.#emit(out, { type: "response.reasoning_text.done", ...at, content_index: 0, text });
 				this.#emit(out, { type: "response.content_part.done", ...at, content_index: 0, part: { type: "reasoning_text", text } });
 				break;

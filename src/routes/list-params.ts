@@ -26,10 +26,20 @@ export function intParam(v: string | undefined, name: string, fallback: number, 
 /** ISO 8601 as the admin API reads it: a date, optionally a time (minutes or seconds, fractions) and a zone. */
 const ISO_8601 = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 
-/** Unix seconds or an ISO 8601 date, as unix milliseconds; undefined for anything else (a 30 February too). */
+/**
+ * The first instant the admin API refuses: 9999-12-31T00:00:00Z. Every time before it, rounded up
+ * to a whole hour or day (as the usage summary rounds `until`), still has a four-digit year, so
+ * it prints as ISO 8601 (`toISOString` writes `+010000-…` past 9999 and throws past year 275760).
+ */
+export const TIME_LIMIT_MS = Date.UTC(9999, 11, 31);
+
+/**
+ * Unix seconds or an ISO 8601 date, as unix milliseconds; undefined for anything else (a 30
+ * February too) and for times before 1970 or from 9999-12-31 on (`TIME_LIMIT_MS`).
+ */
 export function parseTime(raw: string): number | undefined {
 	const ms = /^\d{1,15}$/.test(raw) ? Number(raw) * 1000 : ISO_8601.test(raw) && realDate(raw) ? Date.parse(raw) : Number.NaN;
-	return Number.isSafeInteger(ms) && ms >= 0 ? ms : undefined;
+	return Number.isSafeInteger(ms) && ms >= 0 && ms < TIME_LIMIT_MS ? ms : undefined;
 }
 
 /** Whether the calendar date an ISO 8601 string starts with exists (Date.parse rolls 2026-02-30 over to March). */
@@ -46,6 +56,10 @@ export function timeParam(raw: string | undefined, name: string): number | undef
 	if (raw === undefined) return undefined;
 	const ms = parseTime(raw);
 	if (ms === undefined)
-		throw new GatewayError("invalid_request", `'${name}' must be unix seconds or an ISO 8601 date.`, { param: name });
+		throw new GatewayError(
+			"invalid_request",
+			`'${name}' must be unix seconds or an ISO 8601 date, from 1970 up to (not including) 9999-12-31.`,
+			{ param: name },
+		);
 	return ms;
 }

@@ -14,6 +14,12 @@ import { SpendLimitUsd } from "../ledger/money";
 import { nanosToUsd, usdToNanos } from "../ledger/pricing";
 
 export const MAX_TOKEN_TTL_S = 3600;
+/**
+ * The name of a token minted without one. Neutral: the token goes to a browser (which reads it on
+ * `/v1/key`), so it must not carry the operator's name for the parent key, and it is well within
+ * the 200-character name limit.
+ */
+export const DEFAULT_TOKEN_NAME = "temporary token";
 
 export const MintToken = z.strictObject({
 	ttl_seconds: z.number().int().min(1).max(MAX_TOKEN_TTL_S).default(600),
@@ -86,7 +92,7 @@ export const tokensRoutes = new Hono<AppEnv>().post("/", mayMint, jsonBody(MintT
 	const secret = generateSecret("tmp");
 	const row: ApiKeyRow = {
 		id: randomId("key_"),
-		name: input.name ?? `token of ${parent.name}`,
+		name: input.name ?? DEFAULT_TOKEN_NAME,
 		hash: await hashSecret(secret),
 		prefix: secret.slice(0, 14),
 		createdAt: now,

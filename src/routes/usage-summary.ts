@@ -14,7 +14,7 @@ import { parseTime, timeParam } from "./list-params";
 const time = (what: string) =>
 	z
 		.string()
-		.refine((s) => parseTime(s) !== undefined, "must be unix seconds or an ISO 8601 date")
+		.refine((s) => parseTime(s) !== undefined, "must be unix seconds or an ISO 8601 date before 9999-12-31")
 		.describe(`${what}: unix seconds or an ISO 8601 date`);
 
 /** The query of `GET /admin/usage/summary`. Unknown parameters are ignored and empty ones are absent, as on `GET /admin/usage`. */

@@ -169,6 +169,39 @@ describe("@ai-sdk/openai Responses provider (openai / openai.responses)", () => 
 		expectUsage(usage);
 	});
 
+	// A reasoning model's thinking reaches AI SDK users only as Responses reasoning summaries.
+	const reasoningOptions = { providerOptions: { openai: { reasoningSummary: "auto", forceReasoning: true } } } as const;
+
+	it("generateText on a reasoning model with reasoningSummary: reasoningText and reasoning tokens", async () => {
+		const result = await generateText({
+			model: openai.responses("test/reasoning"),
+			prompt: "think first",
+			...reasoningOptions,
+			...noRetries,
+		});
+		expect(result.reasoningText?.length).toBeGreaterThan(0);
+		expect(result.reasoning.some((r) => r.type === "reasoning" && r.text.length > 0)).toBe(true);
+		expect(result.text).toBe("Echo: think first");
+		expect(result.usage.outputTokenDetails?.reasoningTokens ?? result.usage.reasoningTokens).toBeGreaterThan(0);
+	});
+
+	it("streamText on a reasoning model with reasoningSummary: reasoning-delta parts, then the text", async () => {
+		const result = streamText({
+			model: openai.responses("test/reasoning"),
+			prompt: "think while streaming",
+			...reasoningOptions,
+			...noRetries,
+			onError: () => {},
+		});
+		const parts: Part[] = [];
+		for await (const part of result.fullStream) parts.push(part);
+		expectNoErrorParts(parts);
+		const deltas = parts.filter((p) => p.type === "reasoning-delta");
+		expect(deltas.length).toBeGreaterThan(0);
+		expect(await result.reasoningText).toBe(deltas.map((p) => (p as { text: string }).text).join(""));
+		expect(await result.text).toBe("Echo: think while streaming");
+	});
+
 	it("tool loop: function_call and function_call_output items carry the tool's answer back", async () => {
 		const m = marker("responses-tools");
 		const calls: string[] = [];

@@ -278,13 +278,20 @@ describe("GET /admin/keys paging", () => {
 		expect(seen.slice(0, 7)).toEqual([...ids].sort().reverse());
 	});
 
-	it.each(["garbage", "123", ":key_x", "12x:key_a", "-5:key_a", "1e3:key_a", "99999999999999999999:key_a"])(
-		"refuses the malformed cursor %s with 400",
-		async (cursor) => {
-			await createKey();
-			await expect400(await admin(`/keys?cursor=${encodeURIComponent(cursor)}`), "cursor");
-		},
-	);
+	it.each([
+		"garbage",
+		"123",
+		":key_x",
+		"12x:key_a",
+		"-5:key_a",
+		"1e3:key_a",
+		"99999999999999999999:key_a",
+		"1:\u0000",
+		"1:key a",
+	])("refuses the malformed cursor %s with 400", async (cursor) => {
+		await createKey();
+		await expect400(await admin(`/keys?cursor=${encodeURIComponent(cursor)}`), "cursor");
+	});
 });
 
 describe("GET /admin/usage paging", () => {
@@ -299,6 +306,10 @@ describe("GET /admin/usage paging", () => {
 		" 5:x",
 		"99999999999999999999:x",
 		"5:",
+		"1:\u0000",
+		"1:req_x\nreq_y",
+		"1:req x",
+		`1:${"r".repeat(200)}`,
 		"5",
 		":x",
 		"garbage",
@@ -311,8 +322,9 @@ describe("GET /admin/usage paging", () => {
 		expect(res.status).toBe(200);
 	});
 
-	it.each(["99999999999999999999", "1e400"])("refuses since=%s with 400", async (since) => {
+	it.each(["99999999999999999999", "1e400", "9999-12-31", "9000000000000"])("refuses since=%s with 400", async (since) => {
 		await expect400(await admin(`/usage?since=${since}`), "since");
+		await expect400(await admin(`/usage?until=${since}`), "until");
 	});
 });
 

@@ -95,25 +95,29 @@ describe("a queued job whose key is gone", () => {
 			body: JSON.stringify({ allowed_origins: [APP] }),
 		});
 		const token = (await mint.json()) as { id: string; token: string };
-		// Four run at once: the fifth waits in the queue while the token is revoked.
-		const ids: string[] = [];
-		for (let i = 0; i < 5; i++) {
-			const res = await post(
-				token.token,
-				{ model: "test/slow", input: `job ${i}`, max_output_tokens: 14, background: true },
-				{
-					origin: APP,
-				},
-			);
-			expect(res.status).toBe(200);
-			ids.push(((await res.json()) as { id: string }).id);
-		}
+		// Four run at once: the fifth waits in the queue while the token is revoked. Sent together,
+		// so the four (2 s each) are still running when the revocation lands, however busy the box.
+		const ids = await Promise.all(
+			Array.from({ length: 5 }, async (_, i) => {
+				const res = await post(
+					token.token,
+					{ model: "test/slow", input: `job ${i}`, max_output_tokens: 14, background: true },
+					{ origin: APP },
+				);
+				expect(res.status).toBe(200);
+				return ((await res.json()) as { id: string }).id;
+			}),
+		);
 		expect((await admin(`/keys/${token.id}`, { method: "DELETE" })).status).toBe(200);
-		const last = await waitFor(async () => {
-			const r = await runInDurableObject(store(token.id), (instance) => instance.get(ids[4] as string));
-			const status = (r as { status?: string } | null)?.status;
-			return status === "failed" ? r : null;
-		}, 15_000);
+		const ended = await waitFor(async () => {
+			const all = await Promise.all(
+				ids.map((id) => runInDurableObject(store(token.id), (instance) => instance.get(id) as { status?: string } | null)),
+			);
+			return all.every((r) => r?.status && r.status !== "queued" && r.status !== "in_progress") ? all : null;
+		}, 30_000);
+		const failed = ended.filter((r) => r?.status === "failed");
+		expect(failed).toHaveLength(1);
+		const last = failed[0];
 		expect((last as { error: { code: string } }).error.code).toBe("invalid_api_key");
 		const info = await waitFor(async () => {
 			const i = await ledger(parent.id).info();

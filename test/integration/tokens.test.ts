@@ -100,6 +100,20 @@ describe("minting", () => {
 		expect(((await (await admin(`/keys/${t.id}`)).json()) as Json).name).toBe("café 🚀");
 	});
 
+	it("names an unnamed token neutrally: never after its parent, which the browser must not see", async () => {
+		const parentName = `acme-prod-billing ${"x".repeat(182)}`;
+		expect(parentName).toHaveLength(200);
+		const parent = await createKey({ name: parentName });
+		const t = await minted(parent.key);
+		const row = (await (await admin(`/keys/${t.id}`)).json()) as Json;
+		expect(row.name).toBe("temporary token");
+		const own = (await (await gw("/v1/key", { headers: { authorization: `Bearer ${t.token}`, origin: APP } })).json()) as Json;
+		expect(JSON.stringify(own)).not.toContain("acme-prod-billing");
+		// The row is within the 200-character limit, so renaming it back to its own name works.
+		const renamed = await admin(`/keys/${t.id}`, { method: "PATCH", body: JSON.stringify({ name: row.name }) });
+		expect(renamed.status).toBe(200);
+	});
+
 	it("accepts a ttl of exactly an hour", async () => {
 		const parent = await createKey();
 		const t = await minted(parent.key, { ttl_seconds: 3600 });

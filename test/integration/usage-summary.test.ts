@@ -368,6 +368,15 @@ describe("GET /admin/usage/summary", () => {
 		await expectError(`since=${window.until / 1000}&until=${window.since / 1000}`, "since");
 		await expectError(`since=${window.since / 1000}&until=${window.since / 1000}`, "since");
 		await expectError(`since=${Math.floor(Date.now() / 1000) + 7200}`, "since");
+		// Past year 9999 a period would print as `+010000-…` (or not at all): refused, not rounded into it.
+		await expectError("until=9999-12-31", "until");
+		await expectError("until=9999-12-31&granularity=day", "until");
+		await expectError("until=9999-12-31T23:00:00-05:00", "until");
+		await expectError("since=9999-12-31T10:00:00Z", "since");
+		await expectError("until=9000000000000", "until");
+		await expectError("since=9000000000000&granularity=day", "since");
+		const last = await summary({ until: "9999-12-30T23:59:59Z", granularity: "day" });
+		expect(last.until).toBe("9999-12-31T00:00:00Z");
 		const long = await expectError("since=2020-01-01&until=2021-06-01", "since");
 		expect(long.error.message).toContain("granularity=day");
 		// The same window by day is fine.

@@ -49,6 +49,9 @@ export interface EngineRequest {
 	body: Record<string, unknown> | null;
 	aborted: boolean;
 	finished: boolean;
+	/** When the engine received the request and when its connection closed (the engine's clock, unix ms; null while open). */
+	receivedAt: number;
+	closedAt: number | null;
 }
 
 /**

@@ -401,6 +401,64 @@ describe("ResponsesEventBuilder", () => {
 	});
 });
 
+describe("reasoning summaries (reasoning.summary)", () => {
+	const SUMMARY = { reasoning: { summary: "auto" } };
+	const thinking: Scenario = { reasoning: ["Let me ", "think."], content: ["Four."], finish: "stop" };
+	const NO_DETAILS = { prompt_tokens: 12, completion_tokens: 34, total_tokens: 46 };
+
+	it.each(["auto", "concise", "detailed"])("streams the reasoning as summary events too when summary is %s", (summary) => {
+		const { events, builder } = run(streamOf(thinking), meta({ reasoning: { summary } }));
+		checkInvariants(events);
+		expect(events.map((e) => `${e.type}${"output_index" in e ? `@${e.output_index}` : ""}`).slice(2, 13)).toEqual([
+			"response.output_item.added@0",
+			"response.content_part.added@0",
+			"response.reasoning_summary_part.added@0",
+			"response.reasoning_text.delta@0",
+			"response.reasoning_summary_text.delta@0",
+			"response.reasoning_text.delta@0",
+			"response.reasoning_summary_text.delta@0",
+			"response.reasoning_summary_text.done@0",
+			"response.reasoning_summary_part.done@0",
+			"response.reasoning_text.done@0",
+			"response.content_part.done@0",
+		]);
+		const deltas = events.filter((e) => e.type === "response.reasoning_summary_text.delta");
+		expect(deltas.map((e) => ("delta" in e ? e.delta : ""))).toEqual(["Let me ", "think."]);
+		expect(events.find((e) => e.type === "response.reasoning_summary_part.done")).toMatchObject({
+			item_id: "rs_1",
+			summary_index: 0,
+			part: { type: "summary_text", text: "Let me think." },
+		});
+		const item = { type: "reasoning", summary: [{ type: "summary_text", text: "Let me think." }] };
+		expect(builder.response().output[0]).toMatchObject(item);
+		// The same as the answer built in one piece, and as the SDK accumulates it.
+		const whole = responseFromCompletion(completionOf(thinking) as never, meta({ reasoning: { summary } }));
+		expect(whole.output).toEqual(builder.response().output);
+		expect(accumulate(events)?.output[0]).toMatchObject(item);
+	});
+
+	it("reports the engine's reasoning tokens, else an estimate from the reasoning text", () => {
+		const engine = run(streamOf(thinking), meta(SUMMARY)).builder.response();
+		expect(engine.usage?.output_tokens_details.reasoning_tokens).toBe(8);
+		const chunks = streamOf(thinking).map((c) => (c.usage ? usageChunk(NO_DETAILS) : c));
+		const estimated = run(chunks, meta(SUMMARY)).builder.response();
+		// "Let me think." is 13 characters: about 4 tokens.
+		expect(estimated.usage?.output_tokens_details.reasoning_tokens).toBe(4);
+		const whole = responseFromCompletion({ ...completionOf(thinking), usage: NO_DETAILS } as never, meta(SUMMARY));
+		expect(whole.usage?.output_tokens_details.reasoning_tokens).toBe(4);
+	});
+
+	it("keeps today's reasoning items and usage without reasoning.summary", () => {
+		const { events, builder } = run(
+			streamOf(thinking).map((c) => (c.usage ? usageChunk(NO_DETAILS) : c)),
+			meta(),
+		);
+		expect(events.some((e) => e.type.startsWith("response.reasoning_summary"))).toBe(false);
+		expect(builder.response().output[0]).toMatchObject({ type: "reasoning", summary: [] });
+		expect(builder.response().usage?.output_tokens_details.reasoning_tokens).toBe(0);
+	});
+});
+
 describe("ResponsesEventBuilder.fail", () => {
 	function failed() {
 		const builder = new ResponsesEventBuilder(meta());
