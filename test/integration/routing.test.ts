@@ -5,6 +5,7 @@
  * recovery, engine load, affinity, max_attempts, the embeddings lane, and the operator's
  * /admin/nodes. Fallbacks across models are in routing-fallbacks.test.ts.
  */
+import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import {
 	callsWith,
@@ -248,6 +249,25 @@ describe("/admin/nodes", () => {
 		expect(text).not.toContain("NODE_KEY");
 		// The prober sends the node's key like a real request: the engine saw it (counted, not recorded).
 		expect((await gw.admin("/nodes", { headers: { authorization: "Bearer wrong" } })).res.status).toBe(401);
+	});
+
+	it("masks a node URL's query, fragment and credential-shaped path segments, and PATCH takes the shown URL", async () => {
+		const t = marker("mq");
+		const secret = `nodesecret${crypto.randomUUID().replaceAll("-", "")}`;
+		const withQuery = `${nodeUrl(`${t}q`)}?token=${secret}`;
+		const withPathKey = `${env.ENGINE_URL}/key/${secret}/n/${t}p/v1`;
+		const gw = gatewayWith(fleetConfig([model("fleet", [withQuery, withPathKey])]));
+		const listed = await gw.admin("/nodes");
+		expect(listed.res.status).toBe(200);
+		expect(listed.text).not.toContain(secret);
+		expect(rowsOf(listed).map((r) => r.url)).toEqual([`${nodeUrl(`${t}q`)}?***`, `${env.ENGINE_URL}/key/***/n/${t}p/v1`]);
+		const drained = await gw.admin("/nodes", {
+			method: "PATCH",
+			body: JSON.stringify({ url: `${nodeUrl(`${t}q`)}?***`, drain: true }),
+		});
+		expect(drained.res.status, drained.text).toBe(200);
+		expect(rowsOf(drained)[0]).toMatchObject({ url: `${nodeUrl(`${t}q`)}?***`, drained: true });
+		expect(drained.text).not.toContain(secret);
 	});
 
 	it("drains a node at runtime until the operator clears it, and sets weights", async () => {
