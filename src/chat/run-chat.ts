@@ -2,6 +2,7 @@ import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { parseEngineError } from "../engine/classify";
 import { GatewayError } from "../errors";
 import { afterResponse } from "../http/after-response";
+import { clientLeft } from "../http/client-gone";
 import type { SettleResult } from "../ledger/key-ledger";
 import { keepReservationAlive, outcomeCostNanos, type RequestContext, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
@@ -175,14 +176,18 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 				idleTimeoutMs: config.stream_idle_timeout_ms,
 				// workerd fires the request's signal when the client goes, without cancelling the body.
 				clientSignal,
+				secrets: answer.secrets,
 			},
 			(reason) => answer.abort(reason),
 		);
 		// The settlement promise is already under waitUntil, so this runs even if the client goes away.
-		void done.then((end) => {
-			logStreamEnd(requestId, answer.node, end, clientSignal.aborted);
-			const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
-			return settle(outcome, searchNanos);
+		void done.then(async (end) => {
+			// An engine read that broke as the client left is the client's doing, even when the
+			// runtime broke it before firing the client's signal.
+			const gone =
+				clientSignal.aborted || (end.status === "engine_error" && !end.idleTimedOut && (await clientLeft(clientSignal)));
+			logStreamEnd(requestId, answer.node, end, gone);
+			return settle(streamOutcome(end, answer.node, gone), searchNanos);
 		});
 		return { kind: "stream", stream, headers, done };
 	}
@@ -195,7 +200,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		});
 		engineJson = JSON.parse(text);
 	} catch (err) {
-		const gone = clientSignal.aborted;
+		const gone = await clientLeft(clientSignal);
 		if (!gone && err instanceof GatewayError) {
 			// Idle or oversized: nothing is charged, the hold is released now.
 			logEvent("warn", "engine answer failed", {

@@ -11,6 +11,7 @@ import { ChatStreamReducer } from "./chat-reducer";
 import { ChatSseEncoder } from "./chat-sse-encoder";
 import { EngineEventReader } from "./engine-events";
 import { type EngineStream, pipeEngineStream, type StreamEncoder } from "./pipe-engine-stream";
+import { withSecretsRedacted } from "./secret-filter";
 
 export type { StreamEnd } from "./chat-reducer";
 export type { StreamError } from "./engine-events";
@@ -33,6 +34,8 @@ export interface ChatStreamOptions {
 	 * runtime drops the body without cancelling it (pipe-engine-stream.ts).
 	 */
 	clientSignal?: AbortSignal;
+	/** Node secrets never relayed, even split over chunks (secret-filter.ts). */
+	secrets?: readonly string[];
 }
 
 export interface ChatStreamResult {
@@ -52,6 +55,6 @@ export function rewriteChatStream(
 ): EngineStream {
 	const events = new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
 	const reducer = new ChatStreamReducer({ promptTokensEstimate: opts.promptTokensEstimate, bounds: opts.bounds });
-	const encoder = opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources);
+	const encoder = withSecretsRedacted(opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources), opts.secrets);
 	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal);
 }

@@ -76,7 +76,8 @@ describe("spread and weights", () => {
 	it("tries at most max_attempts nodes of a model", async () => {
 		const t = marker("ma");
 		const names = [`${t}a`, `${t}b`, `${t}c`, `${t}d`];
-		for (const n of names) await setNode(n, { scenario: "fail500" });
+		// Connection failures are the nodes' own: each is tried (a 5xx would stop at the second).
+		for (const n of names) await setNode(n, { scenario: "drop" });
 		const gw = gatewayWith(fleetConfig([model("fleet", names.map(nodeUrl))]));
 		const m = marker();
 		const a = await gw.chat(key, { model: "fleet", messages: user(m) });
@@ -106,16 +107,39 @@ describe("remembering sick nodes", () => {
 		expect(perNode(await callsWith(m))).toEqual({ [`${t}hang`]: 1, [`${t}ok`]: 7 });
 	});
 
-	it("cools down a node that answered 500, for every later request", async () => {
+	it("cools down a node that answered 500 to two requests another node served, for every later request", async () => {
 		const t = marker("c5");
 		await setNode(`${t}bad`, { scenario: "fail500" });
 		const gw = gatewayWith(fleetConfig([model("fleet", [{ url: nodeUrl(`${t}bad`), weight: 1000 }, nodeUrl(`${t}ok`)])]));
 		const m = marker();
 		await send(gw, 9, () => ({ model: "fleet", messages: user(m) }));
-		expect(perNode(await callsWith(m))).toEqual({ [`${t}bad`]: 1, [`${t}ok`]: 9 });
+		expect(perNode(await callsWith(m))).toEqual({ [`${t}bad`]: 2, [`${t}ok`]: 9 });
 		const row = await waitForNode(gw, nodeUrl(`${t}bad`), () => true);
 		expect(row).toMatchObject({ healthy: false, last_error: "status 500", weight: 1000 });
 		expect(row.cooling_until).toBeGreaterThan(Date.now() / 1000);
+	});
+
+	it("cools no node for a request whose input makes every node answer 500: it stops at the second (502)", async () => {
+		const t = marker("po");
+		const names = [`${t}a`, `${t}b`, `${t}c`];
+		for (const n of names) await setNode(n, { scenario: "poison" });
+		const gw = gatewayWith(
+			fleetConfig([model("fleet", names.map(nodeUrl), { fallbacks: ["spare"] }), model("spare", [nodeUrl(`${t}d`)])]),
+		);
+		await setNode(`${t}d`, { scenario: "poison" });
+		for (let i = 0; i < 4; i++) {
+			const m = marker();
+			const a = await gw.chat(key, { model: "fleet", messages: user(`POISON ${m}`) });
+			expect(a.res.status, a.text).toBe(502);
+			expect((await callsWith(m)).length).toBe(2);
+		}
+		const m = marker();
+		await send(gw, 12, () => ({ model: "fleet", messages: user(m) }));
+		expect(Object.keys(perNode(await callsWith(m))).sort()).toEqual(names.sort());
+		for (const n of names) {
+			const row = await waitForNode(gw, nodeUrl(n), () => true);
+			expect(row.cooling_until, n).toBeNull();
+		}
 	});
 
 	it("gives a dead node traffic back within about one health-check interval once it recovers", async () => {
@@ -128,7 +152,8 @@ describe("remembering sick nodes", () => {
 		// The prober saw it fail too (its /health answers 500).
 		await waitForNode(gw, nodeUrl(dead), (r) => r.checked_at !== null && !r.healthy && r.last_error !== null);
 		const before = perNode(await callsWith(m))[dead] ?? 0;
-		expect(before).toBeLessThanOrEqual(1);
+		// Until the probe fails it, it cools on its second request's 500.
+		expect(before).toBeLessThanOrEqual(2);
 		await send(gw, 5, () => ({ model: "fleet", messages: user(m) }));
 		expect(perNode(await callsWith(m))[dead] ?? 0).toBe(before);
 
@@ -197,7 +222,7 @@ describe("the other lanes", () => {
 			const a = await gw.post(key, "/v1/embeddings", { model: "embed", input: `text ${m}` });
 			expect(a.res.status, a.text).toBe(200);
 		}
-		expect(perNode(await callsWith(m))).toEqual({ [`${t}bad`]: 1, [`${t}ok`]: 4 });
+		expect(perNode(await callsWith(m))).toEqual({ [`${t}bad`]: 2, [`${t}ok`]: 4 });
 	});
 
 	it("routes Responses the same way", async () => {
