@@ -32,10 +32,25 @@ function isRecord(v: unknown): v is Json {
 
 export class StreamSecretFilter {
 	readonly #forms: string[];
+	/** The forms by their first character: a chunk's tail is compared only where one starts. */
+	readonly #byFirst = new Map<number, string[]>();
+	/** Whether a UTF-16 unit starts some form: one array read per tail character. */
+	readonly #starts = new Uint8Array(65536);
+	readonly #longest: number;
 	readonly #held = new Map<string, Held>();
 
 	constructor(forms: string[]) {
 		this.#forms = forms;
+		let longest = 0;
+		for (const form of forms) {
+			const first = form.charCodeAt(0);
+			this.#starts[first] = 1;
+			const list = this.#byFirst.get(first);
+			if (list) list.push(form);
+			else this.#byFirst.set(first, [form]);
+			longest = Math.max(longest, form.length);
+		}
+		this.#longest = longest;
 	}
 
 	/** The chunk to forward: its text fields scrubbed, minus what is held back (re-serialised only when changed). */
@@ -116,22 +131,19 @@ export class StreamSecretFilter {
 	}
 
 	/**
-	 * Where the tail that could begin a secret starts (`text.length`: nothing to hold). Only
-	 * positions holding a form's first character are compared, so a chunk costs a scan of its last
-	 * (longest form − 1) characters per form.
+	 * Where the tail that could begin a secret starts (`text.length`: nothing to hold): the
+	 * earliest of the last (longest form − 1) positions where a form's proper prefix ends the text.
+	 * One pass over those characters, comparing only where some form starts.
 	 */
 	#holdFrom(text: string): number {
-		let from = text.length;
-		for (const form of this.#forms) {
-			const first = form.charCodeAt(0);
-			for (let i = Math.max(0, text.length - form.length + 1); i < from; i++) {
-				if (text.charCodeAt(i) === first && form.startsWith(text.slice(i))) {
-					from = i;
-					break;
-				}
-			}
+		for (let i = Math.max(0, text.length - this.#longest + 1); i < text.length; i++) {
+			const first = text.charCodeAt(i);
+			if (this.#starts[first] === 0) continue;
+			const forms = this.#byFirst.get(first) as string[];
+			const tail = text.slice(i);
+			for (const form of forms) if (form.length > tail.length && form.startsWith(tail)) return i;
 		}
-		return from;
+		return text.length;
 	}
 
 	/** Appends the held tails that `belongs` picks to their fields of `choice`; true when any did. */
