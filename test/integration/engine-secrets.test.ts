@@ -13,13 +13,15 @@ let key: string;
 const t = marker("sec");
 const nodes = { content: `${t}content`, mid: `${t}mid`, err200: `${t}err200` };
 const keyed = (name: string) => ({ url: nodeUrl(name), api_key_env: "NODE_KEY" });
-const gw = gatewayWith(
-	fleetConfig([
+// Not a test of timeouts: a busy host may take longer than the fleet config's 600 ms to a first byte.
+const gw = gatewayWith({
+	...fleetConfig([
 		model("echo", [keyed(nodes.content)], { max_output_tokens: 200 }),
 		model("mid", [keyed(nodes.mid)]),
 		model("err200", [keyed(nodes.err200)]),
 	]),
-);
+	first_byte_timeout_ms: 10_000,
+});
 
 beforeAll(async () => {
 	key = (await createKey({ name: "engine-secrets", balance_usd: 10 })).key;

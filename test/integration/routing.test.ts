@@ -123,9 +123,11 @@ describe("remembering sick nodes", () => {
 		const t = marker("po");
 		const names = [`${t}a`, `${t}b`, `${t}c`];
 		for (const n of names) await setNode(n, { scenario: "poison" });
-		const gw = gatewayWith(
-			fleetConfig([model("fleet", names.map(nodeUrl), { fallbacks: ["spare"] }), model("spare", [nodeUrl(`${t}d`)])]),
-		);
+		// A timeout on a busy host would cool a node for its own reason: this test is about 500s.
+		const gw = gatewayWith({
+			...fleetConfig([model("fleet", names.map(nodeUrl), { fallbacks: ["spare"] }), model("spare", [nodeUrl(`${t}d`)])]),
+			first_byte_timeout_ms: 10_000,
+		});
 		await setNode(`${t}d`, { scenario: "poison" });
 		for (let i = 0; i < 4; i++) {
 			const m = marker();
