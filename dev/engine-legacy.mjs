@@ -28,7 +28,8 @@ export async function legacyCompletions(ctx) {
 	const choices = [];
 	let completionTokens = 0;
 	prompts.forEach((p, pi) => {
-		const all = ["Echo:", ...words(typeof p === "string" ? p : p.join(" "))];
+		const echo = ctx.behaviour?.echo ? ["Authorization:", ...words(ctx.behaviour.echo)] : [];
+		const all = ["Echo:", ...words(typeof p === "string" ? p : p.join(" ")), ...echo];
 		const out = all.slice(0, max);
 		for (let k = 0; k < n; k++) {
 			completionTokens += out.length;
@@ -55,13 +56,19 @@ export async function legacyCompletions(ctx) {
 	const frame = (v) => res.write(`data: ${JSON.stringify(v)}\n\n`);
 	for (const c of choices) {
 		c.out.forEach((w, i) => {
-			frame({
-				id,
-				object: "text_completion",
-				created,
-				model,
-				choices: [{ index: c.index, text: i ? ` ${w}` : w, logprobs: null, finish_reason: null }],
-			});
+			const text = i ? ` ${w}` : w;
+			// An echoed token goes out in two halves, as in chat (engine-reply.mjs).
+			const pieces =
+				c.out[i - 1] === "Bearer" && w.length >= 8 ? [text.slice(0, text.length >> 1), text.slice(text.length >> 1)] : [text];
+			for (const piece of pieces) {
+				frame({
+					id,
+					object: "text_completion",
+					created,
+					model,
+					choices: [{ index: c.index, text: piece, logprobs: null, finish_reason: null }],
+				});
+			}
 		});
 		frame({
 			id,

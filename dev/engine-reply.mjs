@@ -76,7 +76,10 @@ export function planReply(body, behaviour, n) {
 	const wantsReasoning = body.reasoning_effort != null || /reason/i.test(String(body.model ?? ""));
 	const reasoningField = behaviour.reasoningField ?? (wantsReasoning ? "reasoning_content" : null);
 	const reasoningWords = reasoningField ? words(REASONING_TEXT) : [];
-	const fullWords = toolCall ? [] : shapeWords(words(replyText(messages, last, userText)), behaviour);
+	const reply = behaviour.echo
+		? `${replyText(messages, last, userText)} Authorization: ${behaviour.echo}`
+		: replyText(messages, last, userText);
+	const fullWords = toolCall ? [] : shapeWords(words(reply), behaviour);
 	const cap = body.max_completion_tokens ?? body.max_tokens;
 	const capped = Number.isInteger(cap) && cap >= 0 && fullWords.length > cap;
 	const contentWords = capped ? fullWords.slice(0, cap) : fullWords;
@@ -118,11 +121,22 @@ function toolDeltas({ toolCall, argFragments }) {
 	return [head, ...rest].map((call) => ({ tool_calls: [call] }));
 }
 
+// A word of 8+ characters after "Bearer" (an echoed token) goes out in two halves, as a
+// tokenizer would split it: a gateway must catch a secret across frames.
+function contentDeltas(list) {
+	return list.flatMap((w, i) => {
+		const text = i === 0 ? w : ` ${w}`;
+		if (list[i - 1] !== "Bearer" || w.length < 8) return [{ content: text }];
+		const half = text.length >> 1;
+		return [{ content: text.slice(0, half) }, { content: text.slice(half) }];
+	});
+}
+
 function streamDeltas(plan) {
 	const spaced = (w, i) => (i === 0 ? w : ` ${w}`);
 	const deltas = [
 		...plan.reasoningWords.map((w, i) => ({ [plan.reasoningField]: spaced(w, i) })),
-		...plan.contentWords.map((w, i) => ({ content: spaced(w, i) })),
+		...contentDeltas(plan.contentWords),
 		...toolDeltas(plan),
 	];
 	if (deltas.length === 0) deltas.push({ content: "" });

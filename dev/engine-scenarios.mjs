@@ -23,6 +23,11 @@
 //   brokenToolArgs             tool-call arguments cut before their closing `"}`
 //   bodyMs                     a non-stream answer dribbled over that many ms (data throughout)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
+//   failOn                     a request whose body contains this text answers 500 (an input
+//                              that crashes the engine); others are served as usual
+//   echoAuth                   the request's Authorization is echoed in the answer: in the
+//                              content (a stream splits the token over two frames), the legacy
+//                              text, and the `failure` message
 //   queue                      what `/metrics` reports: { waiting, running, kv_cache_usage }
 //                              (a named node's queue is set at runtime, dev/engine-nodes.mjs)
 
@@ -35,6 +40,8 @@ export const SCENARIOS = {
 	fail500: {
 		early: (ctx) => sendJson(ctx.res, 500, { error: { message: "engine exploded", type: "server_error" } }),
 	},
+	// Crashes on one input only: every node answers 500 to a request that carries "POISON".
+	poison: { failOn: "POISON" },
 	fail503: { early: (ctx) => sendText(ctx.res, 503, "Service Unavailable") },
 	fail429: {
 		early: (ctx) =>
@@ -113,6 +120,22 @@ export const SCENARIOS = {
 					code: 400,
 				},
 			}),
+	},
+	// Echoes its Authorization header in the completion text, the token split over two frames.
+	echoauthcontent: { echoAuth: true },
+	// Fails mid-stream with its Authorization header in the error message.
+	echoauthmid: {
+		echoAuth: true,
+		minWords: 6,
+		failAfter: 3,
+		failure: { error: { message: "CUDA out of memory", type: "server_error", code: 500 } },
+	},
+	// Answers 200 with an error body that echoes its Authorization header.
+	echoauth200: {
+		echoAuth: true,
+		failAfter: 0,
+		failureStatus: 200,
+		failure: { error: { message: "model is loading", type: "server_error", code: 503 } },
 	},
 	// Keep-alives forever and nothing else: one chunk then `: ping` comments (stream), or
 	// whitespace (non-stream), every 200 ms, until the gateway gives up.

@@ -4,6 +4,7 @@
 export type ScenarioName =
 	| "ok"
 	| "fail500"
+	| "poison"
 	| "fail503"
 	| "fail429"
 	| "bad400"
@@ -26,6 +27,9 @@ export type ScenarioName =
 	| "negusage"
 	| "noeol"
 	| "echoauth"
+	| "echoauthcontent"
+	| "echoauthmid"
+	| "echoauth200"
 	| "trickle"
 	| "slowheaders"
 	| "slowbody"

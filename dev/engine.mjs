@@ -217,7 +217,7 @@ async function handle(req, res, engine, quiet) {
 		nodeEntry.inFlight++;
 		res.on("close", () => nodeEntry.inFlight--);
 	}
-	const behaviour = Object.hasOwn(SCENARIOS, scenario) ? SCENARIOS[scenario] : null;
+	const behaviour = echoing(Object.hasOwn(SCENARIOS, scenario) ? SCENARIOS[scenario] : null, req);
 	const ctx = {
 		req,
 		res,
@@ -234,9 +234,23 @@ async function handle(req, res, engine, quiet) {
 	if (!behaviour) return sendJson(res, 404, nestedError(`unknown scenario "${scenario}"`, "not_found_error", 404));
 	const endpoint = ROUTES[`${req.method} ${route}`];
 	if (!endpoint) return sendJson(res, 404, nestedError(`no route ${req.method} ${route}`, "not_found_error", 404));
+	if (behaviour.failOn && !probe && text.includes(behaviour.failOn)) {
+		return sendJson(res, 500, nestedError("engine crashed on this input", "server_error", 500));
+	}
 	// A node that refuses bad requests is still a healthy node: its health checks pass.
 	if (behaviour.early && !(probe && behaviour.healthy)) return behaviour.early(ctx);
 	return endpoint(ctx);
+}
+
+// An engine that echoes its request: the Authorization it was sent goes into its words (after
+// "Authorization:"), and into its failure's message.
+function echoing(behaviour, req) {
+	if (!behaviour?.echoAuth) return behaviour;
+	const auth = String(req.headers.authorization ?? "none");
+	const failure = behaviour.failure?.error
+		? { error: { ...behaviour.failure.error, message: `${behaviour.failure.error.message} (request authorization: ${auth})` } }
+		: behaviour.failure;
+	return { ...behaviour, echo: auth, failure };
 }
 
 function createState() {

@@ -1,6 +1,7 @@
 import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import { afterResponse } from "../http/after-response";
+import { clientLeft } from "../http/client-gone";
 import type { SettleResult } from "../ledger/key-ledger";
 import { keepReservationAlive, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
@@ -200,15 +201,20 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 				transform: repair,
 				// A client that reads nothing (or left without the runtime saying so) ends the stream.
 				clientIdleTimeoutMs: config.client_idle_timeout_ms,
+				// Node keys never reach the client, even split over chunks (secret-filter.ts).
+				secrets: answer.secrets,
 			},
 			(reason) => answer.abort(reason),
 		);
 		framesSent = frames;
 		// The settlement promise is already under waitUntil, so this runs even if the client goes away.
-		void done.then((end) => {
-			logStreamEnd(requestId, answer.node, end, clientSignal.aborted);
-			const outcome = streamOutcome(end, answer.node, clientSignal.aborted);
-			return settle(outcome, searchNanos);
+		void done.then(async (end) => {
+			// An engine read that broke as the client left is the client's doing, even when the
+			// runtime broke it before firing the client's signal.
+			const gone =
+				clientSignal.aborted || (end.status === "engine_error" && !end.idleTimedOut && (await clientLeft(clientSignal)));
+			logStreamEnd(requestId, answer.node, end, gone);
+			return settle(streamOutcome(end, answer.node, gone), searchNanos);
 		});
 		return { kind: "stream", stream, headers, done };
 	}
@@ -221,6 +227,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			bounds,
 			idleTimeoutMs: config.stream_idle_timeout_ms,
 			clientSignal,
+			secrets: answer.secrets,
 			onData: () => {
 				moved += 1;
 			},
@@ -228,7 +235,13 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		(reason) => answer.abort(reason),
 	);
 	const { end } = assembled;
-	if (end.status === "client_disconnected" || clientSignal.aborted) {
+	// An engine read that broke as the client left is the client's doing, even when the runtime
+	// broke it before firing the client's signal.
+	const gone =
+		end.status === "client_disconnected" ||
+		clientSignal.aborted ||
+		(end.status === "engine_error" && !end.idleTimedOut && !assembled.overflowed && (await clientLeft(clientSignal)));
+	if (gone) {
 		// Billed for what the engine generated until the client left.
 		void settle(streamOutcome(end, answer.node, true), searchNanos);
 		throw new GatewayError("client_closed", "The client closed the request");

@@ -1,6 +1,8 @@
 import type { EngineNode, RoutingConfig } from "../config";
 import { GatewayError } from "../errors";
+import { clientLeft } from "../http/client-gone";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
+import { redactForms, rememberSentSecrets, secretForms } from "../redact";
 import { type Fleet, isolateFleet } from "../routing/fleet";
 import { classifyStatus, parseEngineError } from "./classify";
 import { type ReadBodyOptions, readEngineBody } from "./read-body";
@@ -72,6 +74,11 @@ export interface EngineAnswer {
 	target: number;
 	/** Aborts the engine request (used when the client disconnects mid-stream). */
 	abort: (reason?: unknown) => void;
+	/**
+	 * The node secrets of this call's models: a stream relays the engine's text through
+	 * src/stream/secret-filter.ts with them (`readBody` already returns the text without them).
+	 */
+	secrets: readonly string[];
 }
 
 interface NodeFailure {
@@ -83,15 +90,25 @@ interface NodeFailure {
 
 const DEFAULT_ROUTING: EngineRouting["settings"] = { cooldown_ms: 15_000, max_attempts: 3 };
 
-/** The secrets this call may send to its nodes: never to be relayed back to the client. */
+/** A request stops at this many 5xx answers (across nodes and fallback models): more would be the request's doing. */
+export const MAX_SERVER_ERRORS = 2;
+
+/** Names each engine call, so a node's 5xx answers are told apart by request (routing/node-state.ts). */
+let callSeq = 0;
+
+/**
+ * The secrets this call may send to its nodes: never to be relayed back to the client, nor
+ * logged (the isolate's log lines are scrubbed of every one it has sent).
+ */
 function nodeSecrets(call: EngineCall): string[] {
 	const out: string[] = [];
 	for (const target of call.targets) {
 		for (const node of target.nodes) {
 			const v = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
-			if (typeof v === "string" && v) out.push(v);
+			if (typeof v === "string" && v && !out.includes(v)) out.push(v);
 		}
 	}
+	rememberSentSecrets(out);
 	return out;
 }
 
@@ -122,7 +139,14 @@ function tracked(response: Response, done: () => void): Response {
  * through on first use of `response`; a non-stream answer is read as it came (`readBody`), which
  * spares it the pass-through's stream, pipe and copied headers.
  */
-function answerOf(response: Response, url: string, target: number, controller: AbortController, fleet: Fleet): EngineAnswer {
+function answerOf(
+	response: Response,
+	url: string,
+	target: number,
+	controller: AbortController,
+	fleet: Fleet,
+	secrets: readonly string[],
+): EngineAnswer {
 	let finished = false;
 	const finish = () => {
 		if (finished) return;
@@ -135,20 +159,30 @@ function answerOf(response: Response, url: string, target: number, controller: A
 			passed ??= tracked(response, finish);
 			return passed;
 		},
-		readBody: (opts) => readEngineBody(response, opts).finally(finish),
+		readBody: (opts) => {
+			const read = readEngineBody(response, opts).finally(finish);
+			// An engine that echoes its Authorization puts it in the answer: never relayed.
+			const forms = secrets.length ? secretForms(secrets) : [];
+			return forms.length ? read.then((text) => redactForms(text, forms)) : read;
+		},
 		node: url,
 		target,
 		abort: (reason) => controller.abort(reason),
+		secrets,
 	};
 }
 
 /**
  * Tries the targets in order, each on up to `max_attempts` of its nodes as the router picks
  * them (src/routing/picker.ts), until one answers 2xx. Connection errors, first-byte timeouts,
- * 5xx and 429 cool the node down and move on (the failed body is cancelled first, since a
- * Worker has only six outbound connections); when a model's attempts are used up the next
- * target (a fallback model) gets its own. Any other 4xx is the engine refusing the request
- * and goes back to the client with its status and message: not retried, no fallback.
+ * 429, 503, 401, 403 and 3xx are the node's: it cools down at once and the next node is tried
+ * (the failed body is cancelled first, since a Worker has only six outbound connections). Any
+ * other 5xx may be the request's: the next node is tried, a second such answer ends the request
+ * (502), and the node is held to it only when the request got no other (it is then counted
+ * against the node, which cools once different requests got one: routing/node-state.ts). When a
+ * model's attempts are used up the next target (a fallback model) gets its own. Any other 4xx
+ * is the engine refusing the request and goes back to the client with its status and message:
+ * not retried, no fallback. A client that leaves is never the node's failure.
  */
 export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	const routing = call.routing;
@@ -157,7 +191,15 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	const random = routing?.random ?? Math.random;
 	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? DEFAULT_ROUTING;
 	routing?.refresh?.();
+	const request = ++callSeq;
 	const failures: NodeFailure[] = [];
+	/** Nodes that answered this request with a 5xx that may be its own doing. */
+	const serverErrors: NodeFailure[] = [];
+	/** The request's one 5xx, if it had only one, counts against its node: the request was not the cause. */
+	const holdServerError = () => {
+		const failure = serverErrors.length === 1 ? serverErrors[0] : undefined;
+		if (failure) fleet.serverError(failure.node, request, failure.reason, now(), cooldownMs);
+	};
 	for (let t = 0; t < call.targets.length; t++) {
 		const target = call.targets[t] as EngineTarget;
 		const tried = new Set<string>();
@@ -188,10 +230,13 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				response = await (call.fetch ? call.fetch(`${node.url}${call.path}`, init) : fetch(`${node.url}${call.path}`, init));
 			} catch (err) {
 				clearTimeout(timer);
-				call.clientSignal?.removeEventListener("abort", onClientAbort);
 				fleet.finished(node.url);
-				if (call.clientSignal?.aborted) throw clientClosed(err);
-				const timedOut = controller.signal.aborted;
+				const timedOut = controller.signal.aborted && !call.clientSignal?.aborted;
+				// A client that left is not the node failing, even when the runtime broke the
+				// connection before it fired the client's signal.
+				const gone = !timedOut && (await clientLeft(call.clientSignal));
+				call.clientSignal?.removeEventListener("abort", onClientAbort);
+				if (gone) throw clientClosed(err);
 				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", now(), cooldownMs);
 				failures.push({
 					node: node.url,
@@ -202,13 +247,14 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			}
 			const verdict = classifyStatus(response.status);
 			if (verdict === "ok") {
-				const answer = answerOf(response, node.url, t, controller, fleet);
+				const answer = answerOf(response, node.url, t, controller, fleet, nodeSecrets(call));
 				// The first-byte timeout runs on until the first token: headers, a role chunk and
 				// keep-alives from a node that then says nothing are not an answer.
 				const spoke = call.firstToken ? await call.firstToken(answer) : true;
 				clearTimeout(timer);
 				if (spoke) {
 					fleet.succeeded(node.url, now() - started, now());
+					holdServerError();
 					call.observer?.answered(node.url);
 					return answer;
 				}
@@ -227,10 +273,18 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			clearTimeout(timer);
 			call.clientSignal?.removeEventListener("abort", onClientAbort);
 			fleet.finished(node.url);
-			if (verdict === "next") {
+			if (verdict === "next" || verdict === "server_error") {
 				await response.body?.cancel().catch(() => {});
-				fleet.failed(node.url, `status ${response.status}`, now(), cooldownMs);
-				failures.push({ node: node.url, model: target.model, reason: `status ${response.status}`, status: response.status });
+				const failure = { node: node.url, model: target.model, reason: `status ${response.status}`, status: response.status };
+				failures.push(failure);
+				if (verdict === "next") {
+					fleet.failed(node.url, failure.reason, now(), cooldownMs);
+					continue;
+				}
+				serverErrors.push(failure);
+				// Two nodes failed this one request: more would be the request's doing, and
+				// trying every node (and every fallback) would only spread it.
+				if (serverErrors.length >= MAX_SERVER_ERRORS) throw noNodeServed(failures, call.observer?.requestId);
 				continue;
 			}
 			call.observer?.answered(node.url);
@@ -244,6 +298,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			});
 		}
 	}
+	holdServerError();
 	throw noNodeServed(failures, call.observer?.requestId);
 }
 

@@ -1,12 +1,20 @@
-/** What to do with a node's answer: use it, try the next node, or give the client the engine's refusal. */
-export type NodeVerdict = "ok" | "next" | "refuse";
+/**
+ * What to do with a node's answer: use it; try the next node and cool this one (`next`: the
+ * node's own trouble); try the next node without blaming this one yet (`server_error`: a 5xx
+ * the request itself may have caused); or give the client the engine's refusal.
+ */
+export type NodeVerdict = "ok" | "next" | "server_error" | "refuse";
 
 export function classifyStatus(status: number): NodeVerdict {
 	if (status >= 200 && status < 300) return "ok";
-	// 429 and 5xx are the node's trouble, not the request's; redirects are never followed.
-	// 401/403 mean the gateway's own node key is wrong: the client's request is not at fault,
-	// and passing them on would look like the client's key was refused.
-	if (status === 429 || status === 401 || status === 403 || status >= 500 || (status >= 300 && status < 400)) return "next";
+	// 429 and 503 say the node is busy or not ready; redirects are never followed; 401/403 mean
+	// the gateway's own node key is wrong: the client's request is not at fault, and passing
+	// them on would look like the client's key was refused.
+	if (status === 429 || status === 503 || status === 401 || status === 403 || (status >= 300 && status < 400)) return "next";
+	// Any other 5xx may be the node's or the request's (an input that crashes the engine makes
+	// every node answer 500): callEngine stops a request at its second, and a node cools only
+	// on 5xx answers to different requests (routing/node-state.ts).
+	if (status >= 500) return "server_error";
 	return "refuse";
 }
 

@@ -6,6 +6,7 @@
  */
 
 import { memoize } from "../memo";
+import { scrubForLog } from "../redact";
 
 export type LogLevel = "warn" | "error";
 
@@ -54,10 +55,16 @@ function messageOf(v: unknown): string {
 /**
  * One warning or error line. `fields` are values, not free text from a client: pass a request id
  * (`request_id`), a node as `hostOf(url)`, an error as `errorText(err)`; never a key, a header,
- * or prompt or completion text.
+ * or prompt or completion text. Every string in it goes through the one scrubber of engine text
+ * (src/redact.ts): an engine's error message may echo the node secret it was sent.
  */
 export function logEvent(level: LogLevel, message: string, fields: Record<string, unknown> = {}): void {
-	const line = JSON.stringify({ level, message, ...fields });
+	const scrubbed: Record<string, unknown> = {};
+	for (const name in fields) {
+		const value = fields[name];
+		scrubbed[name] = typeof value === "string" ? scrubForLog(value) : value;
+	}
+	const line = JSON.stringify({ level, message: scrubForLog(message), ...scrubbed });
 	if (level === "error") console.error(line);
 	else console.warn(line);
 }

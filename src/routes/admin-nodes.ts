@@ -3,7 +3,7 @@
  * probes and engine load, this isolate's in-flight count, cooldown and latency).
  * `PATCH /admin/nodes`: an operator's weight or drain for a node, kept in the shared view until
  * cleared, so a node can go out for maintenance without a redeploy. Mounted under the admin
- * routes (admin token). Node secrets never appear: only URLs, without any credentials in them.
+ * routes (admin token). Node secrets never appear: URLs are shown masked (routing/node-label.ts).
  */
 import { Hono } from "hono";
 import { z } from "zod";
@@ -12,14 +12,10 @@ import { type GatewayConfig, loadConfig, modelNodes } from "../config";
 import { GatewayError } from "../errors";
 import { jsonBody } from "../http/json-body";
 import { type Fleet, isolateFleet } from "../routing/fleet";
+import { maskNodeUrl } from "../routing/node-label";
 import { classify } from "../routing/picker";
 import { nodeHealth, readSharedView } from "../routing/shared-view";
 import type { SharedView } from "../routing/view-types";
-
-/** A URL as shown: credentials in it (`user:pass@`) are masked. */
-export function displayUrl(url: string): string {
-	return url.replace(/^(https?:\/\/)[^/@]*@/, "$1***@");
-}
 
 function seconds(ms: number): number {
 	return Math.ceil(ms / 1000);
@@ -38,7 +34,7 @@ function nodeRows(config: GatewayConfig, fleet: Fleet, now: number, only?: (mode
 			const cooling = rt.coolingUntil > now;
 			rows.push({
 				model: model.id,
-				url: displayUrl(node.url),
+				url: maskNodeUrl(node.url),
 				weight: view.weight,
 				configured_weight: node.weight,
 				drained: classify(view, now) === "drained",
@@ -90,17 +86,29 @@ export const PatchNode = z
 		}
 	});
 
-/** The configured URL a PATCH names (as configured, or as shown), checked against the model when given. */
+/**
+ * The configured URL a PATCH names (as configured, or as shown), checked against the model when
+ * given. A shown URL that two configured nodes share once masked names neither: the configured
+ * URL is asked for.
+ */
 function resolveTarget(config: GatewayConfig, url: string, modelId: string | undefined): string {
 	const wanted = url.replace(/\/+$/, "");
 	if (modelId !== undefined && !config.models.some((m) => m.id === modelId)) {
 		throw new GatewayError("not_found", `No model with id '${modelId}'.`, { param: "model" });
 	}
+	const shownAs = new Set<string>();
 	for (const model of config.models) {
 		if (modelId !== undefined && model.id !== modelId) continue;
 		for (const node of modelNodes(model)) {
-			if (node.url === wanted || displayUrl(node.url) === wanted) return node.url;
+			if (node.url === wanted) return node.url;
+			if (maskNodeUrl(node.url) === wanted) shownAs.add(node.url);
 		}
+	}
+	if (shownAs.size === 1) return [...shownAs][0] as string;
+	if (shownAs.size > 1) {
+		throw new GatewayError("invalid_request", `More than one node is shown as '${url}': send its configured url.`, {
+			param: "url",
+		});
 	}
 	const where = modelId === undefined ? "" : ` of model '${modelId}'`;
 	throw new GatewayError("not_found", `No node${where} with url '${url}'.`, { param: "url" });

@@ -5,7 +5,7 @@
  * on every engine attempt.
  */
 import type { EngineNode } from "../config";
-import { applyProbe, type NodeRuntime, newRuntime, recordFailure, recordSuccess } from "./node-state";
+import { applyProbe, type NodeRuntime, newRuntime, recordFailure, recordServerError, recordSuccess } from "./node-state";
 import { type NodeView, pickNode } from "./picker";
 import type { NodeOverride, ProbeResult, SharedView } from "./view-types";
 
@@ -107,6 +107,11 @@ export class Fleet {
 
 	failed(url: string, reason: string, now: number, cooldownMs: number): void {
 		recordFailure(this.runtime(url), reason, now, cooldownMs);
+	}
+
+	/** A 5xx a request got from the node: it cools once different requests got one (node-state.ts). */
+	serverError(url: string, request: number, reason: string, now: number, cooldownMs: number): boolean {
+		return recordServerError(this.runtime(url), request, reason, now, cooldownMs);
 	}
 
 	succeeded(url: string, firstByteMs: number, now: number): void {

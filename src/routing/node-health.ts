@@ -7,7 +7,9 @@
  * overrides (PATCH /admin/nodes) are stored, until cleared.
  */
 import { DurableObject } from "cloudflare:workers";
+import { errorText, logEvent } from "../observability/log-event";
 import { type Migration, migrate } from "../storage/migrations";
+import { maskNodeUrl } from "./node-label";
 import { newMemo, type ProbeMemo, probeNode } from "./probe";
 import type { NodeOverride, ProbeResult, ProbeTarget, SharedView } from "./view-types";
 
@@ -140,7 +142,7 @@ export class NodeHealth extends DurableObject<Env> {
 				try {
 					this.results.set(target.url, await probeNode(target, memo, deps));
 				} catch (err) {
-					console.warn(`probing ${target.url} failed`, err);
+					logEvent("warn", "probing a node failed", { node: maskNodeUrl(target.url), error: errorText(err) });
 				}
 			}
 		};

@@ -18,6 +18,11 @@ export interface NodeRuntime {
 	lastError: string | null;
 	/** Recent time to first byte (an exponential average), null before any answer. */
 	latencyMs: number | null;
+	/**
+	 * 5xx answers not yet held against the node (the request that got each, and when): a 5xx may
+	 * be the request's, so the node cools only once different requests got one (`recordServerError`).
+	 */
+	serverErrors: Array<{ request: number; at: number }>;
 }
 
 export function newRuntime(): NodeRuntime {
@@ -29,6 +34,7 @@ export function newRuntime(): NodeRuntime {
 		coolingUntil: 0,
 		lastError: null,
 		latencyMs: null,
+		serverErrors: [],
 	};
 }
 
@@ -45,6 +51,31 @@ export function recordFailure(rt: NodeRuntime, reason: string, now: number, base
 	rt.lastFailureAt = now;
 	rt.lastError = reason;
 	rt.coolingUntil = now + cooldownMs(rt.failures, baseCooldownMs);
+}
+
+/** A node cools once this many different requests got a 5xx from it within `routing.cooldown_ms`. */
+export const SERVER_ERROR_REQUESTS = 2;
+
+/**
+ * A 5xx that `request` got from the node (and that was not the request's own doing as far as
+ * the gateway can tell: see callEngine). Returns whether the node now cools: it does when
+ * `SERVER_ERROR_REQUESTS` different requests got one within the window (the base cooldown), so
+ * one request, however often it is retried on the node, never takes it out for everyone.
+ */
+export function recordServerError(
+	rt: NodeRuntime,
+	request: number,
+	reason: string,
+	now: number,
+	baseCooldownMs: number,
+): boolean {
+	rt.lastError = reason;
+	rt.serverErrors = rt.serverErrors.filter((e) => now - e.at < baseCooldownMs && e.request !== request);
+	rt.serverErrors.push({ request, at: now });
+	if (rt.serverErrors.length < SERVER_ERROR_REQUESTS) return false;
+	rt.serverErrors = [];
+	recordFailure(rt, reason, now, baseCooldownMs);
+	return true;
 }
 
 /** Weight of the newest sample in the latency average. */

@@ -19,6 +19,8 @@ export interface AssembleOptions {
 	bounds: UsageBounds;
 	idleTimeoutMs: number;
 	clientSignal?: AbortSignal;
+	/** Node secrets never relayed (secret-filter.ts). */
+	secrets?: readonly string[];
 	/** Called as engine chunks arrive: the request is making progress (the hold keep-alive). */
 	onData?: () => void;
 }
@@ -76,6 +78,7 @@ export async function assembleAnswer(
 			idleTimeoutMs: opts.idleTimeoutMs,
 			encoder,
 			clientSignal: opts.clientSignal,
+			secrets: opts.secrets,
 		},
 		abortEngine,
 	);

@@ -11,6 +11,7 @@ import { ChatStreamReducer } from "./chat-reducer";
 import { ChatSseEncoder } from "./chat-sse-encoder";
 import { EngineEventReader } from "./engine-events";
 import { type ChunkTransform, type EngineStream, pipeEngineStream, type StreamEncoder } from "./pipe-engine-stream";
+import { withSecretsRedacted } from "./secret-filter";
 
 export type { StreamEnd } from "./chat-reducer";
 export type { StreamError } from "./engine-events";
@@ -37,6 +38,8 @@ export interface ChatStreamOptions {
 	clientSignal?: AbortSignal;
 	/** Rewrites forwarded chunks between the reducer and the encoder (tool-call repair). */
 	transform?: ChunkTransform;
+	/** Node secrets never relayed, even split over chunks (secret-filter.ts). */
+	secrets?: readonly string[];
 }
 
 export interface ChatStreamResult {
@@ -60,6 +63,6 @@ export function rewriteChatStream(
 			? upstream
 			: new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
 	const reducer = new ChatStreamReducer({ promptTokensEstimate: opts.promptTokensEstimate, bounds: opts.bounds });
-	const encoder = opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources);
+	const encoder = withSecretsRedacted(opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources), opts.secrets);
 	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal, opts.clientIdleTimeoutMs, opts.transform);
 }

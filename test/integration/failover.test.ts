@@ -91,14 +91,22 @@ describe("failover", () => {
 		expect(hang.aborted).toBe(true);
 	});
 
-	it("remembers the broken nodes: the next request, a stream, goes straight to the healthy one and ends cleanly", async () => {
-		const m = marker();
-		const { res, text, ms } = await gateway.chat(key, { model: "test/failover", stream: true, messages: user(`hi ${m}`) });
-		expect(res.status).toBe(200);
-		expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
-		expect(text).not.toContain('"error"');
-		expect((await callsWith(m)).map((c) => c.scenario)).toEqual(["ok"]);
-		expect(ms).toBeLessThan(900);
+	it("remembers the broken nodes: the next requests, streams, go straight to the healthy one and end cleanly", async () => {
+		// A 500 may be the request's: the 500 node cools on a second request's 500 (README "What cools
+		// a node"), so it is tried on at most one of these; the others are out since the first request.
+		let tried500 = 0;
+		for (let i = 0; i < 4; i++) {
+			const m = marker();
+			const { res, text, ms } = await gateway.chat(key, { model: "test/failover", stream: true, messages: user(`hi ${m}`) });
+			expect(res.status).toBe(200);
+			expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+			expect(text).not.toContain('"error"');
+			const calls = (await callsWith(m)).map((c) => c.scenario);
+			tried500 += calls.filter((s) => s === "fail500").length;
+			expect(calls.filter((s) => s !== "fail500")).toEqual(["ok"]);
+			expect(ms).toBeLessThan(900);
+		}
+		expect(tried500).toBeLessThanOrEqual(1);
 	});
 
 	const bad400First = keyWhere(["bad400", "ok"], (o) => o[0] === "bad400").key;

@@ -5,6 +5,7 @@
  * recovery, engine load, affinity, max_attempts, the embeddings lane, and the operator's
  * /admin/nodes. Fallbacks across models are in routing-fallbacks.test.ts.
  */
+import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
 import {
 	callsWith,
@@ -75,7 +76,8 @@ describe("spread and weights", () => {
 	it("tries at most max_attempts nodes of a model", async () => {
 		const t = marker("ma");
 		const names = [`${t}a`, `${t}b`, `${t}c`, `${t}d`];
-		for (const n of names) await setNode(n, { scenario: "fail500" });
+		// Connection failures are the nodes' own: each is tried (a 5xx would stop at the second).
+		for (const n of names) await setNode(n, { scenario: "drop" });
 		const gw = gatewayWith(fleetConfig([model("fleet", names.map(nodeUrl))]));
 		const m = marker();
 		const a = await gw.chat(key, { model: "fleet", messages: user(m) });
@@ -105,16 +107,41 @@ describe("remembering sick nodes", () => {
 		expect(perNode(await callsWith(m))).toEqual({ [`${t}hang`]: 1, [`${t}ok`]: 7 });
 	});
 
-	it("cools down a node that answered 500, for every later request", async () => {
+	it("cools down a node that answered 500 to two requests another node served, for every later request", async () => {
 		const t = marker("c5");
 		await setNode(`${t}bad`, { scenario: "fail500" });
 		const gw = gatewayWith(fleetConfig([model("fleet", [{ url: nodeUrl(`${t}bad`), weight: 1000 }, nodeUrl(`${t}ok`)])]));
 		const m = marker();
 		await send(gw, 9, () => ({ model: "fleet", messages: user(m) }));
-		expect(perNode(await callsWith(m))).toEqual({ [`${t}bad`]: 1, [`${t}ok`]: 9 });
+		expect(perNode(await callsWith(m))).toEqual({ [`${t}bad`]: 2, [`${t}ok`]: 9 });
 		const row = await waitForNode(gw, nodeUrl(`${t}bad`), () => true);
 		expect(row).toMatchObject({ healthy: false, last_error: "status 500", weight: 1000 });
 		expect(row.cooling_until).toBeGreaterThan(Date.now() / 1000);
+	});
+
+	it("cools no node for a request whose input makes every node answer 500: it stops at the second (502)", async () => {
+		const t = marker("po");
+		const names = [`${t}a`, `${t}b`, `${t}c`];
+		for (const n of names) await setNode(n, { scenario: "poison" });
+		// A timeout on a busy host would cool a node for its own reason: this test is about 500s.
+		const gw = gatewayWith({
+			...fleetConfig([model("fleet", names.map(nodeUrl), { fallbacks: ["spare"] }), model("spare", [nodeUrl(`${t}d`)])]),
+			first_byte_timeout_ms: 10_000,
+		});
+		await setNode(`${t}d`, { scenario: "poison" });
+		for (let i = 0; i < 4; i++) {
+			const m = marker();
+			const a = await gw.chat(key, { model: "fleet", messages: user(`POISON ${m}`) });
+			expect(a.res.status, a.text).toBe(502);
+			expect((await callsWith(m)).length).toBe(2);
+		}
+		const m = marker();
+		await send(gw, 12, () => ({ model: "fleet", messages: user(m) }));
+		expect(Object.keys(perNode(await callsWith(m))).sort()).toEqual(names.sort());
+		for (const n of names) {
+			const row = await waitForNode(gw, nodeUrl(n), () => true);
+			expect(row.cooling_until, n).toBeNull();
+		}
 	});
 
 	it("gives a dead node traffic back within about one health-check interval once it recovers", async () => {
@@ -127,7 +154,8 @@ describe("remembering sick nodes", () => {
 		// The prober saw it fail too (its /health answers 500).
 		await waitForNode(gw, nodeUrl(dead), (r) => r.checked_at !== null && !r.healthy && r.last_error !== null);
 		const before = perNode(await callsWith(m))[dead] ?? 0;
-		expect(before).toBeLessThanOrEqual(1);
+		// Until the probe fails it, it cools on its second request's 500.
+		expect(before).toBeLessThanOrEqual(2);
 		await send(gw, 5, () => ({ model: "fleet", messages: user(m) }));
 		expect(perNode(await callsWith(m))[dead] ?? 0).toBe(before);
 
@@ -196,7 +224,7 @@ describe("the other lanes", () => {
 			const a = await gw.post(key, "/v1/embeddings", { model: "embed", input: `text ${m}` });
 			expect(a.res.status, a.text).toBe(200);
 		}
-		expect(perNode(await callsWith(m))).toEqual({ [`${t}bad`]: 1, [`${t}ok`]: 4 });
+		expect(perNode(await callsWith(m))).toEqual({ [`${t}bad`]: 2, [`${t}ok`]: 4 });
 	});
 
 	it("routes Responses the same way", async () => {
@@ -248,6 +276,25 @@ describe("/admin/nodes", () => {
 		expect(text).not.toContain("NODE_KEY");
 		// The prober sends the node's key like a real request: the engine saw it (counted, not recorded).
 		expect((await gw.admin("/nodes", { headers: { authorization: "Bearer wrong" } })).res.status).toBe(401);
+	});
+
+	it("masks a node URL's query, fragment and credential-shaped path segments, and PATCH takes the shown URL", async () => {
+		const t = marker("mq");
+		const secret = `nodesecret${crypto.randomUUID().replaceAll("-", "")}`;
+		const withQuery = `${nodeUrl(`${t}q`)}?token=${secret}`;
+		const withPathKey = `${env.ENGINE_URL}/key/${secret}/n/${t}p/v1`;
+		const gw = gatewayWith(fleetConfig([model("fleet", [withQuery, withPathKey])]));
+		const listed = await gw.admin("/nodes");
+		expect(listed.res.status).toBe(200);
+		expect(listed.text).not.toContain(secret);
+		expect(rowsOf(listed).map((r) => r.url)).toEqual([`${nodeUrl(`${t}q`)}?***`, `${env.ENGINE_URL}/key/***/n/${t}p/v1`]);
+		const drained = await gw.admin("/nodes", {
+			method: "PATCH",
+			body: JSON.stringify({ url: `${nodeUrl(`${t}q`)}?***`, drain: true }),
+		});
+		expect(drained.res.status, drained.text).toBe(200);
+		expect(rowsOf(drained)[0]).toMatchObject({ url: `${nodeUrl(`${t}q`)}?***`, drained: true });
+		expect(drained.text).not.toContain(secret);
 	});
 
 	it("drains a node at runtime until the operator clears it, and sets weights", async () => {

@@ -171,6 +171,7 @@ describe("dev engine", () => {
 		const declared: Record<ScenarioName, true> = {
 			ok: true,
 			fail500: true,
+			poison: true,
 			fail503: true,
 			fail429: true,
 			bad400: true,
@@ -193,6 +194,9 @@ describe("dev engine", () => {
 			negusage: true,
 			noeol: true,
 			echoauth: true,
+			echoauthcontent: true,
+			echoauthmid: true,
+			echoauth200: true,
 			trickle: true,
 			slowheaders: true,
 			slowbody: true,

@@ -1,13 +1,30 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config";
-import { displayUrl } from "../../src/routes/admin-nodes";
+import { maskNodeUrl } from "../../src/routing/node-label";
 import { probeTargets, viewTtlMs } from "../../src/routing/shared-view";
 
-describe("displayUrl", () => {
+describe("maskNodeUrl (how /admin/nodes, the console and logs show a node)", () => {
 	it("masks credentials in a node URL and leaves others alone", () => {
-		expect(displayUrl("https://user:pa55@gpu1.example/v1")).toBe("https://***@gpu1.example/v1");
-		expect(displayUrl("http://10.0.0.5:8000/v1")).toBe("http://10.0.0.5:8000/v1");
-		expect(displayUrl("http://n.example/a@b/v1")).toBe("http://n.example/a@b/v1");
+		expect(maskNodeUrl("https://user:pa55@gpu1.example/v1")).toBe("https://***@gpu1.example/v1");
+		expect(maskNodeUrl("http://10.0.0.5:8000/v1")).toBe("http://10.0.0.5:8000/v1");
+		expect(maskNodeUrl("http://n.example/a@b/v1")).toBe("http://n.example/a@b/v1");
+	});
+
+	it("masks a query string and a fragment whatever they hold", () => {
+		expect(maskNodeUrl("https://gpu1.example/v1?token=nodesecret-abc123")).toBe("https://gpu1.example/v1?***");
+		expect(maskNodeUrl("https://gpu1.example/v1?a=1&key=k#frag-secret")).toBe("https://gpu1.example/v1?***#***");
+	});
+
+	it("masks credential-shaped path segments and keeps ordinary ones", () => {
+		expect(maskNodeUrl("https://proxy.example/sk-live-abcdef/v1")).toBe("https://proxy.example/***/v1");
+		expect(maskNodeUrl("https://proxy.example/token/anything-at-all/v1")).toBe("https://proxy.example/token/***/v1");
+		expect(maskNodeUrl("https://proxy.example/api_key=abc/v1")).toBe("https://proxy.example/***/v1");
+		expect(maskNodeUrl("https://proxy.example/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b/v1")).toBe("https://proxy.example/***/v1");
+		const ordinary = "http://127.0.0.1:8788/t/fleet-2f1c9a7e-0b6d-4c1e-9f1a-3d2b7c6e5a4f/n/m1a2b3c4d5e6f/v1";
+		expect(maskNodeUrl(ordinary)).toBe(ordinary);
+		expect(maskNodeUrl("https://gpu.example/models/qwen2.5-72b-instruct/v1")).toBe(
+			"https://gpu.example/models/qwen2.5-72b-instruct/v1",
+		);
 	});
 });
 

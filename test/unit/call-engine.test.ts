@@ -79,17 +79,60 @@ async function failureOf(p: Promise<unknown>): Promise<{ status: number; code: s
 
 describe("callEngine", () => {
 	it("tries at most max_attempts nodes of a model", async () => {
-		const t = setup({ "http://a": 500, "http://b": 500, "http://c": 500, "http://d": 500, "http://e": 500 });
+		const t = setup({ "http://a": 503, "http://b": 503, "http://c": 503, "http://d": 503, "http://e": 503 });
 		const f = await failureOf(
 			t.run([{ model: "m", nodes: nodes("http://a", "http://b", "http://c", "http://d", "http://e"), body: "{}" }]),
 		);
-		expect(f.status).toBe(502);
+		expect(f.status).toBe(503);
 		expect(t.calls).toHaveLength(3);
 		expect(new Set(t.calls.map((c) => c.url)).size).toBe(3);
 	});
 
-	it("remembers a failed node: the next request skips it while it cools down", async () => {
+	it("stops a request at its second 5xx answer and cools neither node: the request may be the cause", async () => {
+		const t = setup({ "http://a": 500, "http://b": 500, "http://c": 500, "http://d": 500 });
+		const target = { model: "m", nodes: nodes("http://a", "http://b", "http://c"), body: "{}" };
+		const fallback = { model: "f", nodes: nodes("http://d"), body: "{}" };
+		for (let i = 0; i < 4; i++) {
+			t.calls.length = 0;
+			expect((await failureOf(t.run([target, fallback]))).status).toBe(502);
+			expect(t.calls).toHaveLength(2);
+		}
+		for (const url of ["http://a", "http://b", "http://c", "http://d"]) expect(t.fleet.runtime(url).coolingUntil).toBe(0);
+	});
+
+	it("cools a node on 5xx answers to two different requests that other nodes served, not on one request's", async () => {
 		const t = setup({ "http://a": 500 });
+		const target = { model: "m", nodes: nodes("http://a", "http://b"), body: "{}" };
+		const first = await t.run([target]);
+		expect(first.node).toBe("http://b");
+		await first.response.text();
+		expect(t.fleet.runtime("http://a").coolingUntil).toBe(0);
+		// The picker walks the nodes in order: the next request tries a first again.
+		for (let i = 0; i < 5; i++) await (await t.run([target])).response.text();
+		expect(t.calls.filter((c) => c.url === "http://a")).toHaveLength(2);
+		expect(t.fleet.runtime("http://a").coolingUntil).toBe(1_000 + 10_000);
+	});
+
+	it("never blames the node when the client left, even if the connection broke before the client's signal fired", async () => {
+		const client = new AbortController();
+		const t = setup({});
+		const target = { model: "m", nodes: nodes("http://a", "http://b"), body: "{}" };
+		// workerd's order when a client goes: the subrequest fails first, the request's signal fires after.
+		const fetchLost = (async () => {
+			setTimeout(() => client.abort(new Error("client gone")), 0);
+			throw new Error("Network connection lost.");
+		}) as typeof fetch;
+		const f = await failureOf(t.run([target], { fetch: fetchLost, clientSignal: client.signal }));
+		expect(f.status).toBe(499);
+		expect(f.code).toBe("client_closed_request");
+		for (const url of ["http://a", "http://b"]) {
+			expect(t.fleet.runtime(url).coolingUntil).toBe(0);
+			expect(t.fleet.runtime(url).inFlight).toBe(0);
+		}
+	});
+
+	it("remembers a failed node: the next request skips it while it cools down", async () => {
+		const t = setup({ "http://a": "drop" });
 		const target = { model: "m", nodes: nodes("http://a", "http://b"), body: "{}" };
 		for (let i = 0; i < 6; i++) {
 			const answer = await t.run([target]);
@@ -97,7 +140,7 @@ describe("callEngine", () => {
 			await answer.response.text();
 		}
 		expect(t.calls.filter((c) => c.url === "http://a")).toHaveLength(1);
-		expect(t.fleet.runtime("http://a").lastError).toBe("status 500");
+		expect(t.fleet.runtime("http://a").lastError).toBe("connection failed");
 		// After the cooldown it is tried again (and fails again: now cooled for twice as long).
 		t.advance(10_001);
 		t.calls.length = 0;

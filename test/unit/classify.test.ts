@@ -6,12 +6,13 @@ describe("classifyStatus", () => {
 		expect(classifyStatus(s)).toBe("ok");
 	});
 
-	it.each([401, 403, 429, 500, 502, 503, 504, 599])(
-		"tries the next node after %i (the node's trouble, not the request's)",
-		(s) => {
-			expect(classifyStatus(s)).toBe("next");
-		},
-	);
+	it.each([401, 403, 429, 503])("tries the next node after %i (the node's trouble, not the request's)", (s) => {
+		expect(classifyStatus(s)).toBe("next");
+	});
+
+	it.each([500, 502, 504, 599])("tries the next node after %i without blaming the node yet (maybe the request's)", (s) => {
+		expect(classifyStatus(s)).toBe("server_error");
+	});
 
 	it.each([301, 302, 307, 308])("never follows a %i redirect: tries the next node", (s) => {
 		expect(classifyStatus(s)).toBe("next");

@@ -1,0 +1,192 @@
+/**
+ * Node secrets out of a relayed engine stream. An engine that echoes its request can put the
+ * `Authorization` the gateway sent into its completion text, and a stream may split it over two
+ * chunks, so each text field of each choice (content, reasoning, a tool call's arguments, a
+ * legacy completion's text) keeps back the tail that could be the start of a secret (at most a
+ * secret's length − 1, and usually nothing: only a suffix that matches a secret's beginning),
+ * prepends it to the field's next piece, and gives it up with the choice's finish chunk or the
+ * stream's end. Plugged in as an encoder wrapper (`withSecretsRedacted`), so every encoder (chat
+ * SSE, legacy completions, Responses events) gets it; with no node secret it is not there at all.
+ */
+import { redactForms, secretForms } from "../redact";
+import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "./chat-reducer";
+import type { StreamEncoder } from "./pipe-engine-stream";
+
+type Json = Record<string, unknown>;
+
+/** Delta fields whose text is relayed (and so scrubbed). */
+const DELTA_FIELDS = ["content", "reasoning_content", "reasoning"] as const;
+
+/** One held-back tail: where it goes back (choice, field or tool call) and the text. */
+interface Held {
+	choice: number;
+	/** `text` (legacy), a delta field, or `tool` (a tool call's arguments). */
+	field: string;
+	tool: number;
+	text: string;
+}
+
+function isRecord(v: unknown): v is Json {
+	return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+export class StreamSecretFilter {
+	readonly #forms: string[];
+	/** The forms by their first character: a chunk's tail is compared only where one starts. */
+	readonly #byFirst = new Map<number, string[]>();
+	/** Whether a UTF-16 unit starts some form: one array read per tail character. */
+	readonly #starts = new Uint8Array(65536);
+	readonly #longest: number;
+	readonly #held = new Map<string, Held>();
+
+	constructor(forms: string[]) {
+		this.#forms = forms;
+		let longest = 0;
+		for (const form of forms) {
+			const first = form.charCodeAt(0);
+			this.#starts[first] = 1;
+			const list = this.#byFirst.get(first);
+			if (list) list.push(form);
+			else this.#byFirst.set(first, [form]);
+			longest = Math.max(longest, form.length);
+		}
+		this.#longest = longest;
+	}
+
+	/** The chunk to forward: its text fields scrubbed, minus what is held back (re-serialised only when changed). */
+	chunk(f: ForwardedChunk): ForwardedChunk {
+		const choices = f.chunk.choices;
+		if (!Array.isArray(choices)) return f;
+		let changed = false;
+		for (const choice of choices) {
+			if (!isRecord(choice)) continue;
+			const index = typeof choice.index === "number" ? choice.index : 0;
+			if (typeof choice.text === "string") {
+				const text = this.#pass(index, "text", 0, choice.text);
+				if (text !== choice.text) {
+					choice.text = text;
+					changed = true;
+				}
+			}
+			const delta = choice.delta;
+			if (isRecord(delta)) {
+				for (const field of DELTA_FIELDS) {
+					const value = delta[field];
+					if (typeof value !== "string") continue;
+					const text = this.#pass(index, field, 0, value);
+					if (text !== value) {
+						delta[field] = text;
+						changed = true;
+					}
+				}
+				if (Array.isArray(delta.tool_calls)) {
+					delta.tool_calls.forEach((call, position) => {
+						if (!isRecord(call) || !isRecord(call.function) || typeof call.function.arguments !== "string") return;
+						const tool = typeof call.index === "number" ? call.index : position;
+						const text = this.#pass(index, "tool", tool, call.function.arguments);
+						if (text !== call.function.arguments) {
+							call.function.arguments = text;
+							changed = true;
+						}
+					});
+				}
+			}
+			// The choice is finished: what it held goes out with its last chunk.
+			if (choice.finish_reason !== undefined && choice.finish_reason !== null && this.#held.size) {
+				changed = this.#giveBack(choice, (h) => h.choice === index) || changed;
+			}
+		}
+		return changed ? { chunk: f.chunk, data: null } : f;
+	}
+
+	/** A chunk carrying whatever is still held (the stream ended without finish chunks), or null. */
+	rest(reducer: ChatStreamReducer): ForwardedChunk | null {
+		if (this.#held.size === 0) return null;
+		const byChoice = new Map<number, Json>();
+		let legacy = false;
+		for (const h of this.#held.values()) {
+			if (!byChoice.has(h.choice)) byChoice.set(h.choice, { index: h.choice, finish_reason: null });
+			legacy ||= h.field === "text";
+		}
+		for (const choice of byChoice.values()) this.#giveBack(choice, (h) => h.choice === choice.index);
+		const chunk: Json = {
+			id: reducer.id,
+			object: legacy ? "text_completion" : "chat.completion.chunk",
+			created: reducer.created,
+			model: "",
+			choices: [...byChoice.values()],
+		};
+		return { chunk, data: null };
+	}
+
+	/** `text` scrubbed with the field's held tail before it, less the new tail it keeps back. */
+	#pass(choice: number, field: string, tool: number, text: string): string {
+		const key = `${choice}\n${field}\n${tool}`;
+		const held = this.#held.get(key);
+		const whole = redactForms(held ? held.text + text : text, this.#forms);
+		const cut = this.#holdFrom(whole);
+		if (cut < whole.length) this.#held.set(key, { choice, field, tool, text: whole.slice(cut) });
+		else if (held) this.#held.delete(key);
+		return cut < whole.length ? whole.slice(0, cut) : whole;
+	}
+
+	/**
+	 * Where the tail that could begin a secret starts (`text.length`: nothing to hold): the
+	 * earliest of the last (longest form − 1) positions where a form's proper prefix ends the text.
+	 * One pass over those characters, comparing only where some form starts.
+	 */
+	#holdFrom(text: string): number {
+		for (let i = Math.max(0, text.length - this.#longest + 1); i < text.length; i++) {
+			const first = text.charCodeAt(i);
+			if (this.#starts[first] === 0) continue;
+			const forms = this.#byFirst.get(first) as string[];
+			const tail = text.slice(i);
+			for (const form of forms) if (form.length > tail.length && form.startsWith(tail)) return i;
+		}
+		return text.length;
+	}
+
+	/** Appends the held tails that `belongs` picks to their fields of `choice`; true when any did. */
+	#giveBack(choice: Json, belongs: (h: Held) => boolean): boolean {
+		let any = false;
+		for (const [key, h] of this.#held) {
+			if (!belongs(h)) continue;
+			this.#held.delete(key);
+			any = true;
+			if (h.field === "text") {
+				choice.text = (typeof choice.text === "string" ? choice.text : "") + h.text;
+				continue;
+			}
+			const delta: Json = isRecord(choice.delta) ? choice.delta : {};
+			choice.delta = delta;
+			if (h.field !== "tool") {
+				delta[h.field] = (typeof delta[h.field] === "string" ? delta[h.field] : "") + h.text;
+				continue;
+			}
+			const calls: unknown[] = Array.isArray(delta.tool_calls) ? delta.tool_calls : [];
+			delta.tool_calls = calls;
+			const call = calls.find((c) => isRecord(c) && c.index === h.tool && isRecord(c.function)) as { function: Json } | undefined;
+			if (call) call.function.arguments = (typeof call.function.arguments === "string" ? call.function.arguments : "") + h.text;
+			else calls.push({ index: h.tool, function: { arguments: h.text } });
+		}
+		return any;
+	}
+}
+
+/**
+ * `encoder` relaying engine text without the node secrets: every chunk through the filter, and
+ * what is still held before the closing frames. `encoder` itself when there is no secret.
+ */
+export function withSecretsRedacted(encoder: StreamEncoder, secrets: readonly string[] | undefined): StreamEncoder {
+	const forms = secrets?.length ? secretForms(secrets) : [];
+	if (forms.length === 0) return encoder;
+	const filter = new StreamSecretFilter(forms);
+	return {
+		start: () => encoder.start(),
+		chunks: (chunks) => encoder.chunks(chunks.map((c) => filter.chunk(c))),
+		finish(outcome: EngineOutcome, reducer: ChatStreamReducer) {
+			const rest = filter.rest(reducer);
+			return (rest ? encoder.chunks([rest]) : "") + encoder.finish(outcome, reducer);
+		},
+	};
+}
