@@ -100,7 +100,17 @@ export async function startGateway({
 	});
 	// Everything on wrangler's stderr is a warning or an error (the worker's console.warn/error
 	// lines, wrangler's own ▲ [WARNING] and ✘ [ERROR] blocks): all of it is shown.
+	// Except wrangler's advice to curl /cdn-cgi/handler/scheduled, which answers 500 here (the
+	// console's assets run the worker first): `npm run maintenance` runs that job instead.
+	let skippingAdvice = false;
 	const echoErr = lineSplitter((line) => {
+		if (line.includes("Scheduled Workers are not automatically triggered")) {
+			skippingAdvice = true;
+			process.stderr.write("(the hourly usage retention does not run by itself locally: `npm run maintenance` runs it)\n");
+			return;
+		}
+		if (skippingAdvice && (!line.trim() || /^\s/.test(line))) return;
+		skippingAdvice = false;
 		if (line.trim()) process.stderr.write(`${line}\n`);
 	});
 	child.stdout.on("data", (d) => {

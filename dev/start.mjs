@@ -45,8 +45,8 @@ const LOCAL = /^http:\/\/(127\.0\.0\.1|localhost):\d+/;
  * wrangler.toml's catalog pointed at this engine: local URLs get ENGINE_PORT, and with named nodes
  * (`--nodes`) every locally served model is spread over them.
  */
-function localConfig(names) {
-	const config = readLocalCatalog();
+function localConfig(catalog, names) {
+	const config = structuredClone(catalog);
 	const here = (url) => url.replace(LOCAL, `http://127.0.0.1:${ENGINE_PORT}`);
 	for (const model of config.models) {
 		const urls = model.nodes.map((n) => (typeof n === "string" ? n : n.url));
@@ -71,6 +71,7 @@ function adminToken() {
 }
 
 const token = adminToken();
+const catalog = readLocalCatalog();
 engine = await startEngine({ port: ENGINE_PORT, quiet: true });
 console.log(`development engine on ${engine.url}`);
 const scenarios = nodeScenarios(args.nodes ?? process.env.VENYM_DEV_NODES);
@@ -79,7 +80,7 @@ const vars = {};
 for (const [i, name] of names.entries()) {
 	await fetch(`${engine.url}/_engine/nodes/${name}`, { method: "POST", body: JSON.stringify({ scenario: scenarios[i] }) });
 }
-if (names.length || ENGINE_PORT !== 8788) vars.GATEWAY_CONFIG = JSON.stringify(localConfig(names));
+if (names.length || ENGINE_PORT !== 8788) vars.GATEWAY_CONFIG = JSON.stringify(localConfig(catalog, names));
 console.log("starting the gateway (wrangler dev)…");
 gatewayStart = startGateway({
 	port: GATEWAY_PORT,
@@ -121,7 +122,18 @@ Venym gateway on http://localhost:${GATEWAY_PORT}  (admin token in .dev.vars)
 
   OpenAI SDK: new OpenAI({ baseURL: "http://localhost:${GATEWAY_PORT}/v1", apiKey: "${key.key}" })
 
+  Models (wrangler.toml): ${catalog.models.map((m) => m.id).join(", ")}
+
 Ctrl-C stops both.`);
+
+// A model with a fallback on a named node of this engine: how to watch the fallback answer.
+const withFallback = catalog.models.find((m) => m.fallbacks?.length && /\/n\/[^/]+\/v1$/.test(String(m.nodes[0])));
+if (!names.length && withFallback) {
+	const node = /\/n\/([^/]+)\/v1$/.exec(String(withFallback.nodes[0]))?.[1];
+	console.log(`
+  see a fallback:    curl -X POST ${engine.url}/_engine/nodes/${node} -d '{"scenario":"fail500"}'
+                     (${withFallback.id}'s node fails, ${withFallback.fallbacks[0]} answers; undo: -d '{"reset":true}')`);
+}
 
 if (names.length) {
 	const control = `${engine.url}/_engine/nodes`;
