@@ -88,6 +88,9 @@ export async function startGateway({
 	// stops the whole group, so wrangler's own signal handling never decides what is left running.
 	const child = spawn("npx", wranglerArgs(args), { env: WRANGLER_ENV, stdio: ["ignore", "pipe", "pipe"], detached: true });
 	const pgid = /** @type {number} */ (child.pid);
+	// Decoded as streams: a character split between two reads stays whole.
+	child.stdout.setEncoding("utf8");
+	child.stderr.setEncoding("utf8");
 	const watchdog = startWatchdog(pgid);
 	let log = "";
 	const collect = (d) => {
