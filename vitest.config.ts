@@ -124,6 +124,11 @@ export default defineConfig({
 				test: { name: "node", include: ["test/node/**/*.test.ts"], environment: "node", isolate: !SHARED_WORKERD },
 			},
 			{
+				// `npm start` and dev/gateway-process.mjs under real `wrangler dev`s, started and stopped:
+				// minutes of CPU, so not in the inner loop (`npm run test:unit`).
+				test: { name: "tooling", include: ["test/tooling/**/*.test.ts"], environment: "node" },
+			},
+			{
 				// The official openai SDK against the gateway running under `wrangler dev`.
 				test: {
 					name: "e2e",

@@ -1,6 +1,8 @@
 // The development engine's legacy `/v1/completions` and `/v1/embeddings`: what vLLM, llama.cpp
 // and Ollama serve beside chat. Echoes the prompt back word by word (capped by max_tokens),
 // reports usage as vLLM does, and streams `text_completion` chunks with a final usage chunk.
+// With `response_format` (vLLM takes it here too) the text is JSON (dev/engine-structured.mjs).
+import { structuredText } from "./engine-structured.mjs";
 import { sendJson } from "./engine-wire.mjs";
 
 const words = (text) => text.split(/\s+/).filter(Boolean);
@@ -13,7 +15,7 @@ function promptsOf(prompt) {
 
 const tokensOf = (p) => (typeof p === "string" ? Math.ceil(p.length / 4) : p.length);
 
-/** POST /v1/completions: one choice per prompt × n, "Echo: <prompt words>" capped at max_tokens. */
+/** POST /v1/completions: one choice per prompt × n, "Echo: <prompt words>" (or JSON as asked) capped at max_tokens. */
 export async function legacyCompletions(ctx) {
 	const { body, res, record } = ctx;
 	const prompts = promptsOf(body?.prompt);
@@ -28,8 +30,10 @@ export async function legacyCompletions(ctx) {
 	const choices = [];
 	let completionTokens = 0;
 	prompts.forEach((p, pi) => {
+		const text = typeof p === "string" ? p : p.join(" ");
+		const structured = structuredText(body.response_format, text);
 		const echo = ctx.behaviour?.echo ? ["Authorization:", ...words(ctx.behaviour.echo)] : [];
-		const all = ["Echo:", ...words(typeof p === "string" ? p : p.join(" ")), ...echo];
+		const all = structured !== null ? words(structured) : ["Echo:", ...words(text), ...echo];
 		const out = all.slice(0, max);
 		for (let k = 0; k < n; k++) {
 			completionTokens += out.length;

@@ -1,7 +1,9 @@
 // What the development engine answers, decided before a byte is written: the reply plan
 // (words, reasoning, tool call, usage), the stream as a list of payloads, the non-stream body
 // and the search results. Pure functions of the request body and the scenario; dev/engine.mjs
-// writes them to the socket.
+// writes them to the socket. `response_format` answers come from dev/engine-structured.mjs.
+
+import { structuredText } from "./engine-structured.mjs";
 
 export const MODEL_IDS = ["venym-dev/echo", "venym-dev/reasoner"];
 const REASONING_TEXT = "Thinking about it.";
@@ -79,7 +81,9 @@ export function planReply(body, behaviour, n) {
 	const reply = behaviour.echo
 		? `${replyText(messages, last, userText)} Authorization: ${behaviour.echo}`
 		: replyText(messages, last, userText);
-	const fullWords = toolCall ? [] : shapeWords(words(reply), behaviour);
+	// Structured output is JSON as asked, never padded by a scenario (a cap can still cut it, as engines do).
+	const structured = toolCall ? null : structuredText(body.response_format, userText);
+	const fullWords = toolCall ? [] : structured !== null ? words(structured) : shapeWords(words(reply), behaviour);
 	const cap = body.max_completion_tokens ?? body.max_tokens;
 	const capped = Number.isInteger(cap) && cap >= 0 && fullWords.length > cap;
 	const contentWords = capped ? fullWords.slice(0, cap) : fullWords;

@@ -1,6 +1,10 @@
 // Runs the gateway under `wrangler dev` with local D1 and Durable Objects: used by `npm start`
 // and by the end-to-end tests. Migrations are applied to the same persistence folder first.
+// `wrangler dev` runs in a process group of its own: close() stops the whole group (npm, wrangler,
+// workerd, esbuild), and a watchdog (dev/group-watchdog.mjs) stops it if this process dies first.
 import { spawn, spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { stopGroup } from "./process-group.mjs";
 
 const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1", FORCE_COLOR: "0" };
 
@@ -15,12 +19,13 @@ export function applyMigrations({ persistTo, quiet = false } = {}) {
 	if (r.status !== 0) throw new Error(`wrangler d1 migrations apply failed:\n${r.stdout ?? ""}${r.stderr ?? ""}`);
 }
 
-async function waitUntilUp(url, child, timeoutMs) {
+async function waitUntilUp(url, child, timeoutMs, signal) {
 	const start = Date.now();
 	while (Date.now() - start < timeoutMs) {
+		if (signal?.aborted) throw new Error("stopped before the gateway was up");
 		if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}`);
 		try {
-			const res = await fetch(`${url}/healthz`);
+			const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) });
 			if (res.ok) return;
 		} catch {
 			// not listening yet
@@ -30,14 +35,41 @@ async function waitUntilUp(url, child, timeoutMs) {
 	throw new Error(`gateway did not start on ${url} within ${timeoutMs} ms`);
 }
 
+/** Starts the watchdog that stops group `pgid` when this process is gone (dev/group-watchdog.mjs). */
+function startWatchdog(pgid) {
+	const script = fileURLToPath(new URL("./group-watchdog.mjs", import.meta.url));
+	const watchdog = spawn(process.execPath, [script, String(pgid)], { stdio: ["pipe", "ignore", "ignore"], detached: true });
+	watchdog.unref();
+	// Its stdin pipe is how it learns this process is gone; close() releases it (until then the
+	// pipe keeps this process running, as the gateway does).
+	watchdog.stdin.on("error", () => {});
+	return { release: () => watchdog.stdin.destroy() };
+}
+
+/**
+ * Splits a stream into lines and hands each complete one to `onLine` (the last, partial one waits
+ * for the rest).
+ */
+function lineSplitter(onLine) {
+	let partial = "";
+	return (d) => {
+		const lines = (partial + d).split("\n");
+		partial = lines.pop() ?? "";
+		if (partial.length > 100_000) partial = "";
+		for (const line of lines) onLine(line);
+	};
+}
+
 /**
  * Starts `wrangler dev`. `vars` are passed with --var (they override wrangler.toml and .dev.vars).
- * Resolves once /healthz answers; `close()` stops it.
- */
-/**
- * @param {{ port?: number, persistTo?: string, vars?: Record<string, string>, quiet?: boolean, echoLogs?: boolean, timeoutMs?: number }} [options]
- * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (README "Logs"), one per
- * line as wrangler relays them, and nothing else of wrangler's output.
+ * Resolves once /healthz answers; `close()` stops it: every process of its group, SIGKILL for
+ * what SIGTERM left after 5 s, resolved once none is left. `signal` aborts a start still waiting
+ * for /healthz (the group is stopped and the promise rejects).
+ * @param {{ port?: number, persistTo?: string, vars?: Record<string, string>, quiet?: boolean, echoLogs?: boolean, timeoutMs?: number, signal?: AbortSignal }} [options]
+ * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (README "Logs") as wrangler
+ * relays them (stdout's to stdout, the warnings and errors on stderr to stderr), and wrangler's
+ * own warnings and errors (its stderr), but not the rest of its output.
+ * @returns {Promise<{ url: string, pgid: number, log: () => string, close: () => Promise<void> }>}
  */
 export async function startGateway({
 	port = 8787,
@@ -46,57 +78,63 @@ export async function startGateway({
 	quiet = true,
 	echoLogs = false,
 	timeoutMs = 60_000,
+	signal,
 } = {}) {
 	applyMigrations({ persistTo, quiet });
 	const args = ["dev", "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
 	if (persistTo) args.push("--persist-to", persistTo);
 	for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
+	// Its own process group (detached): Ctrl-C in a terminal reaches only this process, which then
+	// stops the whole group, so wrangler's own signal handling never decides what is left running.
 	const child = spawn("npx", wranglerArgs(args), { env: WRANGLER_ENV, stdio: ["ignore", "pipe", "pipe"], detached: true });
+	const pgid = /** @type {number} */ (child.pid);
+	// Decoded as streams: a character split between two reads stays whole.
+	child.stdout.setEncoding("utf8");
+	child.stderr.setEncoding("utf8");
+	const watchdog = startWatchdog(pgid);
 	let log = "";
 	const collect = (d) => {
 		log += d;
 		if (log.length > 200_000) log = log.slice(-100_000);
 		if (!quiet) process.stdout.write(d);
 	};
-	let partial = "";
-	const echo = (d) => {
-		const lines = (partial + d).split("\n");
-		partial = lines.pop() ?? "";
-		for (const line of lines) if (line.startsWith("{")) process.stdout.write(`${line}\n`);
-	};
+	const echoJson = lineSplitter((line) => {
+		if (line.startsWith("{")) process.stdout.write(`${line}\n`);
+	});
+	// Everything on wrangler's stderr is a warning or an error (the worker's console.warn/error
+	// lines, wrangler's own ▲ [WARNING] and ✘ [ERROR] blocks): all of it is shown.
+	// Except wrangler's advice to curl /cdn-cgi/handler/scheduled, which answers 500 here (the
+	// console's assets run the worker first): `npm run maintenance` runs that job instead.
+	let skippingAdvice = false;
+	const echoErr = lineSplitter((line) => {
+		if (line.includes("Scheduled Workers are not automatically triggered")) {
+			skippingAdvice = true;
+			process.stderr.write("(the hourly usage retention does not run by itself locally: `npm run maintenance` runs it)\n");
+			return;
+		}
+		if (skippingAdvice && (!line.trim() || /^\s/.test(line))) return;
+		skippingAdvice = false;
+		if (line.trim()) process.stderr.write(`${line}\n`);
+	});
 	child.stdout.on("data", (d) => {
 		collect(d);
-		if (quiet && echoLogs) echo(String(d));
+		if (quiet && echoLogs) echoJson(String(d));
 	});
-	child.stderr.on("data", collect);
+	child.stderr.on("data", (d) => {
+		collect(d);
+		if (quiet && echoLogs) echoErr(String(d));
+	});
+	let closing;
+	const close = () => {
+		closing ??= stopGroup(pgid).then(() => watchdog.release());
+		return closing;
+	};
 	const url = `http://127.0.0.1:${port}`;
 	try {
-		await waitUntilUp(url, child, timeoutMs);
+		await waitUntilUp(url, child, timeoutMs, signal);
 	} catch (err) {
-		try {
-			process.kill(-child.pid, "SIGTERM");
-		} catch {}
+		await close();
 		throw new Error(`${err.message}\n--- wrangler output ---\n${log}`);
 	}
-	return {
-		url,
-		/** wrangler's process id, which is also its process group's (tests find workerd under it). */
-		pid: child.pid,
-		log: () => log,
-		close: () =>
-			new Promise((resolve) => {
-				if (child.exitCode !== null) return resolve();
-				child.once("exit", () => resolve());
-				try {
-					process.kill(-child.pid, "SIGTERM");
-				} catch {
-					resolve();
-				}
-				setTimeout(() => {
-					try {
-						process.kill(-child.pid, "SIGKILL");
-					} catch {}
-				}, 3000).unref();
-			}),
-	};
+	return { url, pgid, log: () => log, close };
 }

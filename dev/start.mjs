@@ -2,15 +2,35 @@
 // Objects under .wrangler/), and a ready-to-use key. Nothing outside this machine is needed.
 // `npm start -- --nodes 3` (or `--nodes ok,slow,fail500`) serves the dev model from that many
 // engine nodes (named nodes of the one engine, dev/engine-nodes.mjs), to watch routing locally.
+// `--persist-to <dir>` keeps the local D1 and Durable Objects there instead of .wrangler/.
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { startEngine } from "./engine.mjs";
 import { startGateway } from "./gateway-process.mjs";
+import { readLocalCatalog } from "./local-catalog.mjs";
 
 const GATEWAY_PORT = Number(process.env.PORT ?? 8787);
 const ENGINE_PORT = Number(process.env.ENGINE_PORT ?? 8788);
-const { values: args } = parseArgs({ options: { nodes: { type: "string" } } });
+const { values: args } = parseArgs({ options: { nodes: { type: "string" }, "persist-to": { type: "string" } } });
+
+// Ctrl-C and SIGTERM stop everything this started, at any point: during the start too.
+const stopping = new AbortController();
+/** @type {Awaited<ReturnType<typeof startEngine>> | undefined} */
+let engine;
+/** @type {ReturnType<typeof startGateway> | undefined} */
+let gatewayStart;
+async function stop(code = 0) {
+	if (stopping.signal.aborted) return;
+	stopping.abort();
+	// The gateway first (a start under way gives up and stops its processes): it holds connections to the engine.
+	const gateway = await gatewayStart?.catch(() => undefined);
+	await gateway?.close();
+	await engine?.close();
+	process.exit(code);
+}
+process.on("SIGINT", () => stop());
+process.on("SIGTERM", () => stop());
 
 /** `--nodes 3` → three "ok" nodes; `--nodes ok,slow,fail500` → one node a scenario. */
 function nodeScenarios(spec) {
@@ -25,10 +45,8 @@ const LOCAL = /^http:\/\/(127\.0\.0\.1|localhost):\d+/;
  * wrangler.toml's catalog pointed at this engine: local URLs get ENGINE_PORT, and with named nodes
  * (`--nodes`) every locally served model is spread over them.
  */
-async function localConfig(names) {
-	const { unstable_readConfig } = await import("wrangler");
-	const raw = unstable_readConfig({ config: "wrangler.toml" }).vars?.GATEWAY_CONFIG;
-	const config = typeof raw === "string" ? JSON.parse(raw) : structuredClone(raw);
+function localConfig(catalog, names) {
+	const config = structuredClone(catalog);
 	const here = (url) => url.replace(LOCAL, `http://127.0.0.1:${ENGINE_PORT}`);
 	for (const model of config.models) {
 		const urls = model.nodes.map((n) => (typeof n === "string" ? n : n.url));
@@ -53,7 +71,8 @@ function adminToken() {
 }
 
 const token = adminToken();
-const engine = await startEngine({ port: ENGINE_PORT, quiet: true });
+const catalog = readLocalCatalog();
+engine = await startEngine({ port: ENGINE_PORT, quiet: true });
 console.log(`development engine on ${engine.url}`);
 const scenarios = nodeScenarios(args.nodes ?? process.env.VENYM_DEV_NODES);
 const names = scenarios.map((_, i) => `node-${i + 1}`);
@@ -61,9 +80,24 @@ const vars = {};
 for (const [i, name] of names.entries()) {
 	await fetch(`${engine.url}/_engine/nodes/${name}`, { method: "POST", body: JSON.stringify({ scenario: scenarios[i] }) });
 }
-if (names.length || ENGINE_PORT !== 8788) vars.GATEWAY_CONFIG = JSON.stringify(await localConfig(names));
+if (names.length || ENGINE_PORT !== 8788) vars.GATEWAY_CONFIG = JSON.stringify(localConfig(catalog, names));
 console.log("starting the gateway (wrangler dev)…");
-const gateway = await startGateway({ port: GATEWAY_PORT, quiet: true, echoLogs: true, timeoutMs: 120_000, vars });
+gatewayStart = startGateway({
+	port: GATEWAY_PORT,
+	persistTo: args["persist-to"],
+	quiet: true,
+	echoLogs: true,
+	timeoutMs: 120_000,
+	vars,
+	signal: stopping.signal,
+});
+const gateway = await gatewayStart.catch(async (err) => {
+	if (!stopping.signal.aborted) {
+		console.error(err.message);
+		await stop(1);
+	}
+	return new Promise(() => {}); // stop() finishes and exits
+});
 
 const res = await fetch(`${gateway.url}/admin/keys`, {
 	method: "POST",
@@ -73,7 +107,7 @@ const res = await fetch(`${gateway.url}/admin/keys`, {
 if (res.status !== 201) {
 	console.error(`could not create a key: ${res.status} ${await res.text()}`);
 	console.error(gateway.log());
-	process.exit(1);
+	await stop(1);
 }
 const key = await res.json();
 
@@ -88,7 +122,18 @@ Venym gateway on http://localhost:${GATEWAY_PORT}  (admin token in .dev.vars)
 
   OpenAI SDK: new OpenAI({ baseURL: "http://localhost:${GATEWAY_PORT}/v1", apiKey: "${key.key}" })
 
+  Models (wrangler.toml): ${catalog.models.map((m) => m.id).join(", ")}
+
 Ctrl-C stops both.`);
+
+// A model with a fallback on a named node of this engine: how to watch the fallback answer.
+const withFallback = catalog.models.find((m) => m.fallbacks?.length && /\/n\/[^/]+\/v1$/.test(String(m.nodes[0])));
+if (!names.length && withFallback) {
+	const node = /\/n\/([^/]+)\/v1$/.exec(String(withFallback.nodes[0]))?.[1];
+	console.log(`
+  see a fallback:    curl -X POST ${engine.url}/_engine/nodes/${node} -d '{"scenario":"fail500"}'
+                     (${withFallback.id}'s node fails, ${withFallback.fallbacks[0]} answers; undo: -d '{"reset":true}')`);
+}
 
 if (names.length) {
 	const control = `${engine.url}/_engine/nodes`;
@@ -104,14 +149,3 @@ Engine fleet: ${names.map((n, i) => `${n} (${scenarios[i]})`).join(", ")} at ${e
   drain one:         curl -X PATCH -H "Authorization: Bearer ${token}" http://localhost:${GATEWAY_PORT}/admin/nodes \\
                        -d '{"url":"${engine.url}/n/node-1/v1","drain":true}'`);
 }
-
-let stopping = false;
-async function stop() {
-	if (stopping) return;
-	stopping = true;
-	await gateway.close();
-	await engine.close();
-	process.exit(0);
-}
-process.on("SIGINT", stop);
-process.on("SIGTERM", stop);

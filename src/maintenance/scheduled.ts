@@ -1,13 +1,15 @@
 /**
- * The worker's `scheduled` handler: the Cron Trigger in wrangler.toml (hourly) runs the raw
- * usage records' retention. A run that could not delete what it should is logged and thrown, so
- * the Cron Trigger shows as failed in the dashboard; the next run tries again.
+ * The hourly maintenance: the raw usage records' retention. The Cron Trigger in wrangler.toml runs
+ * it through the worker's `scheduled` handler; `POST /admin/maintenance/run` runs the same job on
+ * demand (locally, where `wrangler dev` cannot fire the cron, or to drain a backlog). A run that
+ * could not delete what it should is logged; the scheduled one then throws, so the Cron Trigger
+ * shows as failed in the dashboard, and the next run tries again.
  */
-import { enforceRetention, type RetentionEnv } from "./retention";
+import { enforceRetention, type RetentionBudget, type RetentionEnv, type RetentionReport } from "./retention";
 
-export async function scheduled(controller: ScheduledController, env: RetentionEnv): Promise<void> {
-	const report = await enforceRetention(env, controller.scheduledTime);
-	// One JSON line, like the gateway's other logs (Workers Logs, `wrangler tail`).
+/** Runs the retention once at `now` and writes its one JSON log line (Workers Logs, `wrangler tail`). */
+export async function runMaintenance(env: RetentionEnv, now: number, budget?: RetentionBudget): Promise<RetentionReport> {
+	const report = await enforceRetention(env, now, budget);
 	const line = {
 		message: "usage retention",
 		cutoff: new Date(report.cutoff).toISOString(),
@@ -16,9 +18,12 @@ export async function scheduled(controller: ScheduledController, env: RetentionE
 		done: report.done,
 		...(report.error ? { level: "error", error: report.error } : {}),
 	};
-	if (report.error) {
-		console.error(JSON.stringify(line));
-		throw new Error(`usage retention: ${report.error}`);
-	}
-	console.log(JSON.stringify(line));
+	if (report.error) console.error(JSON.stringify(line));
+	else console.log(JSON.stringify(line));
+	return report;
+}
+
+export async function scheduled(controller: ScheduledController, env: RetentionEnv): Promise<void> {
+	const report = await runMaintenance(env, controller.scheduledTime);
+	if (report.error) throw new Error(`usage retention: ${report.error}`);
 }

@@ -179,5 +179,16 @@ export function adminPaths(): Record<string, Record<string, Operation>> {
 				errors: [400, 404, 413],
 			},
 		},
+		"/admin/maintenance/run": {
+			post: {
+				tag: "Admin",
+				summary: "Run the hourly maintenance now",
+				description:
+					"The raw usage records' retention (and R2 export) that the Cron Trigger runs every hour: records older than `usage.retention_days` whole UTC days are deleted, rollups and balances are never touched. A run stops starting chunks after 25 s: `done: false` means run it again. `error` is set (and the answer still 200) when it could not delete what it should.",
+				security: "admin",
+				json: "MaintenanceRun",
+				successDescription: "What the run did.",
+			},
+		},
 	};
 }

@@ -256,6 +256,16 @@ export function outputSchemas(): Record<string, Json> {
 		}),
 		...usageSchemas(),
 		NodeList: list(nodeRow),
+		MaintenanceRun: obj({
+			object: { const: "maintenance.run" },
+			usage_retention: obj({
+				cutoff: { type: "string", description: "Records created before this instant (ISO 8601) are past retention." },
+				deleted: int,
+				archived: { type: "array", items: str, description: "R2 objects written by this run." },
+				done: { type: "boolean", description: "false: records past retention are left; run it again." },
+				error: { type: ["string", "null"], description: "Why the run kept records it should have deleted." },
+			}),
+		}),
 		ServiceInfo: obj({ name: str, docs: str }, true),
 		Health: obj({ ok: { const: true } }),
 	};

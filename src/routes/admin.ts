@@ -14,6 +14,7 @@ import { jsonBody } from "../http/json-body";
 import { randomId } from "../ids";
 import { ledgerFor } from "../ledger/ledger-client";
 import { nanosToUsd, usdToNanos } from "../ledger/pricing";
+import { adminMaintenance } from "./admin-maintenance";
 import { adminNodes } from "./admin-nodes";
 import { assertTokenPatch, CreateKey, Credit, PatchKey, scopeColumns } from "./key-input";
 import { cursorParam, intParam } from "./list-params";
@@ -210,4 +211,5 @@ export const adminRoutes = new Hono<AppEnv>()
 	})
 	.get("/usage/summary", usageSummary)
 	.get("/usage", listUsage)
-	.route("/nodes", adminNodes);
+	.route("/nodes", adminNodes)
+	.route("/maintenance", adminMaintenance);

@@ -61,7 +61,7 @@ export default async function setup(project: TestProject) {
 		throw err;
 	}
 	project.provide("gatewayUrl", gateway.url);
-	project.provide("gatewayPgid", gateway.pid ?? 0);
+	project.provide("gatewayPgid", gateway.pgid ?? 0);
 	project.provide("engineUrl", engine.url);
 	project.provide("adminToken", TEST_ADMIN_TOKEN);
 	return async () => {

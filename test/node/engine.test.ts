@@ -1,5 +1,6 @@
 // The development engine in plain Node: the wire shapes the gateway's integration and e2e
 // tests rely on. Uses only web-standard APIs so it type-checks with the Workers types.
+import Ajv from "ajv";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type Engine, type RecordedRequest, type ScenarioName, scenarioNames, startEngine } from "../../dev/engine.mjs";
 
@@ -197,6 +198,8 @@ describe("dev engine", () => {
 			echoauthcontent: true,
 			echoauthmid: true,
 			echoauth200: true,
+			mute: true,
+			brokentool: true,
 			trickle: true,
 			slowheaders: true,
 			slowbody: true,
@@ -215,5 +218,69 @@ describe("dev engine", () => {
 		await reader.read().catch(() => undefined);
 		await waitFor(() => engine.requests[0]?.aborted === true);
 		expect(engine.requests[0]?.finished).toBe(false);
+	});
+});
+
+describe("dev engine: response_format and reasoning models", () => {
+	const schema = {
+		type: "object",
+		properties: {
+			city: { type: "string" },
+			population: { type: "integer", minimum: 0 },
+			coastal: { type: "boolean" },
+			tags: { type: "array", items: { type: "string" } },
+			mayor: { $ref: "#/$defs/person" },
+			kind: { type: "string", enum: ["capital", "town"] },
+			area: { type: ["number", "null"] },
+		},
+		required: ["city", "population", "coastal", "tags", "mayor", "kind", "area"],
+		additionalProperties: false,
+		$defs: {
+			person: { type: "object", properties: { name: { type: "string" } }, required: ["name"], additionalProperties: false },
+		},
+	};
+	const jsonSchema = { type: "json_schema", json_schema: { name: "city", strict: true, schema } };
+	const matches = new Ajv({ strict: false }).compile(schema);
+
+	function streamedText(text: string, field = "content"): string {
+		return frames(text)
+			.filter((frame) => frame !== "[DONE]")
+			.map((frame) => JSON.parse(frame).choices[0]?.delta?.[field] ?? "")
+			.join("");
+	}
+
+	it("answers json_schema with JSON that parses and matches the schema, streamed or not", async () => {
+		const [choice] = (await completion(chat({ response_format: jsonSchema }))).choices;
+		const answer = JSON.parse(choice?.message.content ?? "");
+		expect(matches(answer), JSON.stringify(matches.errors)).toBe(true);
+		expect(choice?.finish_reason).toBe("stop");
+
+		const streamed = JSON.parse(streamedText(await (await chat({ response_format: jsonSchema, stream: true })).text()));
+		expect(streamed).toEqual(answer);
+	});
+
+	it("answers json_object with a JSON object", async () => {
+		const [choice] = (await completion(chat({ response_format: { type: "json_object" } }))).choices;
+		const answer = JSON.parse(choice?.message.content ?? "");
+		expect(typeof answer).toBe("object");
+		expect(Array.isArray(answer)).toBe(false);
+	});
+
+	it("honours response_format on legacy completions too", async () => {
+		const res = await fetch(`${engine.url}/v1/completions`, {
+			method: "POST",
+			body: JSON.stringify({ model: "dev-model", prompt: "a city", max_tokens: 200, response_format: jsonSchema }),
+		});
+		const body = (await res.json()) as { choices: Array<{ text: string }> };
+		expect(matches(JSON.parse(body.choices[0]?.text ?? ""))).toBe(true);
+	});
+
+	it("streams reasoning_content before the answer for a model named for reasoning, with no extra flag", async () => {
+		const text = await (await chat({ model: "dev-reasoner", stream: true })).text();
+		const reasoning = streamedText(text, "reasoning_content");
+		expect(reasoning.length).toBeGreaterThan(0);
+		expect(streamedText(text)).toBe("Echo: hello there");
+		// Not for a model that is not named for it.
+		expect(streamedText(await (await chat({ model: "dev-echo", stream: true })).text(), "reasoning_content")).toBe("");
 	});
 });

@@ -1,0 +1,68 @@
+// Stopping a process group and everything in it: `wrangler dev` runs as npm → sh → node →
+// workerd (and esbuild), and a signal to the first of them alone leaves the rest running with the
+// port bound. Used by dev/gateway-process.mjs (close) and dev/group-watchdog.mjs (parent gone).
+import { readdirSync, readFileSync } from "node:fs";
+
+/**
+ * Live (not zombie) members of process group `pgid`: read from /proc where there is one, else
+ * from whether the group still takes a signal.
+ * @param {number} pgid
+ * @returns {boolean}
+ */
+export function groupAlive(pgid) {
+	let entries;
+	try {
+		entries = readdirSync("/proc");
+	} catch {
+		return signalGroup(pgid, 0);
+	}
+	for (const entry of entries) {
+		if (!/^\d+$/.test(entry)) continue;
+		let stat;
+		try {
+			stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+		} catch {
+			continue; // exited while we looked
+		}
+		// pid (comm) state ppid pgrp …: comm may hold spaces and parentheses, so split after the last ")".
+		const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+		if (Number(pgrp) === pgid && state !== "Z" && state !== "X") return true;
+	}
+	return false;
+}
+
+/** Sends `signal` to the whole group; false when no process of it is left. */
+export function signalGroup(pgid, signal) {
+	try {
+		process.kill(-pgid, signal);
+		return true;
+	} catch (err) {
+		return err?.code === "EPERM";
+	}
+}
+
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * SIGTERM to the group, SIGKILL to whatever is left after `graceMs` (wrangler's own signal
+ * handler may exit before workerd does, or workerd may not exit at all), and resolves once no
+ * process of the group is left, or after `graceMs + killWaitMs` whatever happened (false then).
+ * @param {number} pgid
+ * @param {{ graceMs?: number, killWaitMs?: number }} [options]
+ * @returns {Promise<boolean>}
+ */
+export async function stopGroup(pgid, { graceMs = 5000, killWaitMs = 5000 } = {}) {
+	const start = Date.now();
+	if (!signalGroup(pgid, "SIGTERM")) return true;
+	let killed = false;
+	while (groupAlive(pgid)) {
+		const elapsed = Date.now() - start;
+		if (elapsed > graceMs + killWaitMs) return false;
+		if (!killed && elapsed > graceMs) {
+			killed = true;
+			signalGroup(pgid, "SIGKILL");
+		}
+		await pause(50);
+	}
+	return true;
+}
