@@ -21,7 +21,8 @@
 //                              and before the headers
 //   stallAfter                 headers (and that many frames), then silence
 //   brokenToolArgs             tool-call arguments cut before their closing `"}`
-//   bodyMs                     a non-stream answer dribbled over that many ms (data throughout)
+//   bodyMs                     the answer spread over that many ms, data throughout (a non-stream
+//                              one dribbled, a stream's frames paced)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
 //   failOn                     a request whose body contains this text answers 500 (an input
 //                              that crashes the engine); others are served as usual

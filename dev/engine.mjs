@@ -40,9 +40,11 @@ async function writeFrame(ctx, text) {
 
 async function sendStream(ctx, payloads) {
 	ctx.res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+	// `bodyMs` spreads a stream over that long too (the gateway always asks for a stream).
+	const pause = ctx.delayMs > 0 ? ctx.delayMs : ctx.behaviour.bodyMs ? Math.ceil(ctx.behaviour.bodyMs / payloads.length) : 0;
 	for (const [i, payload] of payloads.entries()) {
 		if (ctx.behaviour.stallAfter !== undefined && i >= ctx.behaviour.stallAfter) return stallForever(ctx);
-		if (i > 0 && ctx.delayMs > 0) await sleep(ctx.delayMs);
+		if (i > 0 && pause > 0) await sleep(pause);
 		if (i > 0 && ctx.behaviour.comments) ctx.res.write(": ping\n\n");
 		if (ctx.gone) return;
 		await writeFrame(ctx, encodeFrame(payload, ctx.behaviour));

@@ -57,7 +57,8 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/fb-dear", [node()], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
 		],
 		web_search: { provider: "searxng", url: `${engineUrl}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
-		first_byte_timeout_ms: 1000,
+		// Time to the first token (the engine is always asked for a stream): room for a busy 2-core box.
+		first_byte_timeout_ms: 2000,
 		stream_idle_timeout_ms: 800,
 		// Enough attempts for test/failover to reach its healthy node whatever order the router picks.
 		routing: { max_attempts: 6 },
