@@ -22,9 +22,12 @@
 //   stallAfter                 headers (and that many frames), then silence
 //   bodyMs                     a non-stream answer dribbled over that many ms (data throughout)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
+//   plan, toolName, toolInput  replaces planReply (engine-reply.mjs): tool-loop calls the tool
+//                              `toolName` once with `toolInput`, then answers with its result
 //   queue                      what `/metrics` reports: { waiting, running, kv_cache_usage }
 //                              (a named node's queue is set at runtime, dev/engine-nodes.mjs)
 
+import { planToolLoop } from "./engine-tool-loop.mjs";
 import { closeAbruptly, flatError, nestedError, sendJson, sendText, sleep } from "./engine-wire.mjs";
 
 const MULTIBYTE_TEXT = "héllo 👋 世界";
@@ -135,6 +138,8 @@ export const SCENARIOS = {
 	slowheaders: { headerDelayMs: 600 },
 	// A non-stream answer that takes about 3 s, sending data throughout.
 	slowbody: { bodyMs: 3000, minWords: 40 },
+	// An agent's tool loop (Claude Code): call Bash with `echo hi` once, then answer with what it printed.
+	"tool-loop": { plan: planToolLoop },
 	searchfail: { searchFail: true },
 	searchslow: { searchDelayMs: 5000 },
 };

@@ -29,6 +29,7 @@ export type ScenarioName =
 	| "trickle"
 	| "slowheaders"
 	| "slowbody"
+	| "tool-loop"
 	| "searchfail"
 	| "searchslow";
 
