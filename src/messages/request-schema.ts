@@ -70,10 +70,32 @@ const Block = z.discriminatedUnion(
 
 export type ContentBlock = z.infer<typeof Block>;
 
+const Blocks = z.array(Block);
+
+/**
+ * A string or blocks. Not a zod union: a union reports a bad block at `content` itself; this
+ * names the block (`messages[0].content[2]`) and what is wrong with it.
+ */
+const Content = z.unknown().transform((v, ctx): string | ContentBlock[] => {
+	if (typeof v === "string") return v;
+	if (v === undefined) {
+		ctx.addIssue({ code: "invalid_type", expected: "string", input: v, message: "Missing required parameter." });
+		return z.NEVER;
+	}
+	if (!Array.isArray(v)) {
+		ctx.addIssue({ code: "custom", input: v, message: "expected a string or an array of content blocks." });
+		return z.NEVER;
+	}
+	const blocks = Blocks.safeParse(v, { reportInput: true });
+	if (blocks.success) return blocks.data;
+	for (const issue of blocks.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+	return z.NEVER;
+});
+
 const Message = z.looseObject({
 	// Claude Code puts `system` entries inside `messages` too.
 	role: z.enum(["user", "assistant", "system"]),
-	content: z.union([z.string(), z.array(Block)]),
+	content: Content,
 });
 
 export type AnthropicMessage = z.infer<typeof Message>;
