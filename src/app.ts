@@ -58,9 +58,7 @@ app.notFound(() => {
 app.onError((thrown, c) => {
 	const err = fromHonoException(thrown);
 	// The Anthropic Messages lane answers in Anthropic's shape, from the same kinds.
-	const { status, body, headers, code } = isMessagesPath(c.req.path)
-		? toAnthropicErrorResponse(err, c.get("requestId"))
-		: openAiError(err);
+	const { status, body, headers, code } = isMessagesPath(c.req.path) ? anthropicError(err, c.get("requestId")) : openAiError(err);
 	if (status >= 500 && !(err instanceof GatewayError && err.kind === "config_invalid")) {
 		logEvent("error", "request failed", { request_id: c.get("requestId"), status, error: errorText(err) });
 	}
@@ -75,4 +73,10 @@ app.onError((thrown, c) => {
 function openAiError(err: unknown) {
 	const answer = toErrorResponse(err);
 	return { ...answer, code: answer.body.error.code };
+}
+
+/** Anthropic's SDKs read the request id from `request-id`. */
+function anthropicError(err: unknown, requestId: string) {
+	const answer = toAnthropicErrorResponse(err, requestId);
+	return { ...answer, headers: { ...answer.headers, "request-id": requestId } };
 }
