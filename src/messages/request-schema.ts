@@ -175,7 +175,7 @@ const MAX_IGNORED = 20;
 const MAX_IGNORED_NAME = 64;
 
 /** count_tokens takes the same body without `max_tokens` (and ignores generation settings). */
-const CountTokensSchema = MessagesRequestSchema.extend({ max_tokens: z.number().int().positive().optional() });
+export const CountTokensSchema = MessagesRequestSchema.extend({ max_tokens: z.number().int().positive().optional() });
 
 export type CountTokensRequest = z.infer<typeof CountTokensSchema>;
 
