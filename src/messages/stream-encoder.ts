@@ -34,7 +34,12 @@ export interface MessagesStreamOptions {
 	stopSequences?: readonly string[];
 	/** Web-search sources: on `message_start`'s message, as `venym.sources`. */
 	sources?: Source[];
+	/** A `ping` this often while the engine is quiet (default PING_EVERY_MS). */
+	pingEveryMs?: number;
 }
+
+/** Anthropic pings an idle stream about every 10 to 15 seconds; clients and proxies expect the traffic. */
+export const PING_EVERY_MS = 10_000;
 
 type Open = { kind: "thinking" } | { kind: "text" } | { kind: "tool"; toolIndex: number; id: string };
 
@@ -47,9 +52,11 @@ export class MessagesStreamEncoder implements StreamEncoder {
 	#finish: unknown = null;
 	#matched: unknown = null;
 	#sawToolCall = false;
+	readonly keepAlive: { everyMs: number; text: string };
 
 	constructor(opts: MessagesStreamOptions) {
 		this.#opts = opts;
+		this.keepAlive = { everyMs: opts.pingEveryMs ?? PING_EVERY_MS, text: PING_EVENT };
 	}
 
 	start(): string {

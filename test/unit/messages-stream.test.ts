@@ -6,6 +6,7 @@ import { MessageStream } from "@anthropic-ai/sdk/lib/MessageStream";
 import { describe, expect, it } from "vitest";
 import { MessagesStreamEncoder } from "../../src/messages/stream-encoder";
 import { ChatStreamReducer } from "../../src/stream/chat-reducer";
+import { rewriteChatStream } from "../../src/stream/chat-stream";
 import type { EngineEvent } from "../../src/stream/engine-events";
 
 type Json = Record<string, unknown>;
@@ -159,7 +160,7 @@ describe("MessagesStreamEncoder", () => {
 			request_id: "req_1",
 		});
 		const idle = eventsOf(encode([{ type: "error", error: { message: "idle", type: "server_error", code: null }, idle: true }]));
-		expect((idle.at(-1)?.data.error as Json).type).toBe("timeout_error");
+		expect((idle.at(-1)?.data.error as Json | undefined)?.type).toBe("timeout_error");
 		// An engine that closes without finishing is a failure too.
 		expect(eventsOf(encode([chunk({ content: "a" }), { type: "closed" }])).at(-1)?.event).toBe("error");
 	});
@@ -168,5 +169,43 @@ describe("MessagesStreamEncoder", () => {
 		const sse = encode([chunk({ role: "assistant", content: "" }, "stop"), DONE]);
 		expect(eventsOf(sse).map((e) => e.event)).toEqual(["message_start", "ping", "message_delta", "message_stop"]);
 		expect((await sdkMessage(sse)).content).toEqual([]);
+	});
+});
+
+describe("pings while the engine is quiet", () => {
+	it("sends ping events while waiting on a silent engine, and none once it speaks", async () => {
+		const text = new TextEncoder();
+		let engine!: ReadableStreamDefaultController<Uint8Array>;
+		const upstream = new ReadableStream<Uint8Array>({
+			start(c) {
+				engine = c;
+			},
+		});
+		const encoder = new MessagesStreamEncoder({ model: "m", inputTokens: 1, requestId: "req_1", pingEveryMs: 5 });
+		const { stream } = rewriteChatStream(upstream, { model: "m", promptTokensEstimate: 1, encoder });
+		const reader = stream.pipeThrough(new TextDecoderStream()).getReader();
+		let seen = "";
+		const pings = () => seen.split("event: ping\n").length - 1;
+		// message_start brings one ping; the silent engine brings more.
+		while (pings() < 3) seen += (await reader.read()).value ?? "";
+		const chunkOf = (delta: Json, finish: string | null = null) =>
+			`data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 1, model: "e", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+		engine.enqueue(text.encode(`${chunkOf({ content: "hi" })}${chunkOf({}, "stop")}data: [DONE]\n\n`));
+		engine.close();
+		for (;;) {
+			const { done, value } = await reader.read();
+			if (done) break;
+			seen += value;
+		}
+		const events = eventsOf(seen).map((e) => e.event);
+		expect(events.slice(-5)).toEqual([
+			"content_block_start",
+			"content_block_delta",
+			"content_block_stop",
+			"message_delta",
+			"message_stop",
+		]);
+		expect(events.slice(0, 2)).toEqual(["message_start", "ping"]);
+		expect(events.filter((e) => e === "ping").length).toBeGreaterThanOrEqual(3);
 	});
 });
