@@ -297,6 +297,21 @@ describe("POST /v1/messages", () => {
 		expect(events.map((e) => e.event)).not.toContain("message_stop");
 	});
 
+	it("runs the gateway's web search for a :online model id, its sources on the message", async () => {
+		const key = await createKey({ name: "messages-online", balance_usd: 10 });
+		const res = await messages(key.key, {
+			model: "test/ok:online",
+			max_tokens: 100,
+			messages: [{ role: "user", content: `search ${marker()}` }],
+		});
+		const body = (await res.json()) as { model: string; content: Array<{ text: string }>; venym: { sources: unknown[] } };
+		expect(res.status).toBe(200);
+		expect(res.headers.get("x-venym-web-search")).toBe("ok");
+		expect(body.model).toBe("test/ok:online");
+		expect(body.content[0]?.text).toMatch(/^According to \[1\]/);
+		expect(body.venym.sources.length).toBeGreaterThan(0);
+	});
+
 	it("accepts Authorization: Bearer and a query string", async () => {
 		const key = await createKey({ name: "messages-bearer", balance_usd: 10 });
 		const res = await gw("/v1/messages?beta=true", {
