@@ -159,7 +159,7 @@ export function streamPayloads(plan, meta, behaviour, includeUsage) {
 	const mode = behaviour.usage ?? "final";
 	const chunk = (choices, extra = {}) => ({ ...header(meta, "chat.completion.chunk"), choices, ...extra });
 	let emitted = 0;
-	const indexes = Array.from({ length: plan.choices }, (_, i) => i);
+	const indexes = Array.from({ length: plan.choices ?? 1 }, (_, i) => i);
 	const payloads = streamDeltas(plan).flatMap((delta) =>
 		indexes.map((index) => {
 			emitted += carriesToken(delta) ? 1 : 0;
@@ -173,7 +173,7 @@ export function streamPayloads(plan, meta, behaviour, includeUsage) {
 	}
 	const finishExtra = { cumulative: { usage: plan.usage }, finish: { usage: plan.usage, timings: timingsOf(plan.usage) } };
 	for (const index of indexes) {
-		const last = index === plan.choices - 1;
+		const last = index === (plan.choices ?? 1) - 1;
 		payloads.push(chunk([{ index, delta: {}, finish_reason: plan.finish }], last ? finishExtra[mode] : {}));
 	}
 	if (includeUsage && (mode === "final" || mode === "cumulative")) payloads.push(chunk([], { usage: plan.usage }));
@@ -202,7 +202,7 @@ export function completion(plan, meta, behaviour) {
 	const message = { role: "assistant", content: toolCall ? null : plan.contentWords.join(" ") };
 	if (reasoningField) message[reasoningField] = plan.reasoningWords.join(" ");
 	if (toolCall) message.tool_calls = [toolCall];
-	const choices = Array.from({ length: plan.choices }, (_, index) => ({ index, message, finish_reason: plan.finish }));
+	const choices = Array.from({ length: plan.choices ?? 1 }, (_, index) => ({ index, message, finish_reason: plan.finish }));
 	const body = { ...header(meta, "chat.completion"), choices };
 	if (behaviour.usage !== "none") body.usage = plan.usage;
 	if (behaviour.usage === "finish") body.timings = timingsOf(plan.usage);

@@ -29,9 +29,12 @@
 //   echoAuth                   the request's Authorization is echoed in the answer: in the
 //                              content (a stream splits the token over two frames), the legacy
 //                              text, and the `failure` message
+//   plan, toolName, toolInput  replaces planReply (engine-reply.mjs): tool-loop calls the tool
+//                              `toolName` once with `toolInput`, then answers with its result
 //   queue                      what `/metrics` reports: { waiting, running, kv_cache_usage }
 //                              (a named node's queue is set at runtime, dev/engine-nodes.mjs)
 
+import { planToolLoop } from "./engine-tool-loop.mjs";
 import { closeAbruptly, flatError, nestedError, sendJson, sendText, sleep } from "./engine-wire.mjs";
 
 const MULTIBYTE_TEXT = "héllo 👋 世界";
@@ -179,6 +182,8 @@ export const SCENARIOS = {
 	slowheaders: { headerDelayMs: 600 },
 	// A non-stream answer that takes about 3 s, sending data throughout.
 	slowbody: { bodyMs: 3000, minWords: 40 },
+	// An agent's tool loop (Claude Code): call Bash with `echo hi` once, then answer with what it printed.
+	"tool-loop": { plan: planToolLoop },
 	searchfail: { searchFail: true },
 	searchslow: { searchDelayMs: 5000 },
 };

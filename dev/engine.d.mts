@@ -33,6 +33,7 @@ export type ScenarioName =
 	| "trickle"
 	| "slowheaders"
 	| "slowbody"
+	| "tool-loop"
 	| "searchfail"
 	| "searchslow"
 	| "mute"

@@ -14,6 +14,7 @@ import { embeddings, legacyCompletions } from "./engine-legacy.mjs";
 import { createNodes, health, isProbe, metrics, nodeControl, splitNode } from "./engine-nodes.mjs";
 import { awkwardPieces, completion, encodeFrame, MODEL_IDS, planReply, searchResults, streamPayloads } from "./engine-reply.mjs";
 import { SCENARIOS } from "./engine-scenarios.mjs";
+import { tokenize } from "./engine-tool-loop.mjs";
 import { cutAfterFlush, nestedError, sendJson, sleep, stallForever } from "./engine-wire.mjs";
 
 export { scenarioNames } from "./engine-scenarios.mjs";
@@ -23,6 +24,7 @@ const ROUTES = {
 	"POST /v1/chat/completions": chat,
 	"POST /v1/completions": legacyCompletions,
 	"POST /v1/embeddings": embeddings,
+	"POST /tokenize": tokenize,
 	"GET /search": search,
 	"GET /health": health,
 	"GET /metrics": metrics,
@@ -97,7 +99,7 @@ async function chat(ctx) {
 	}
 	if (behaviour.headerDelayMs) await sleep(behaviour.headerDelayMs);
 	if (ctx.gone) return;
-	const plan = planReply(body, behaviour, record.id);
+	const plan = (behaviour.plan ?? planReply)(body, behaviour, record.id);
 	const meta = { id: `chatcmpl-dev${record.id}`, created: Math.floor(Date.now() / 1000), model: body.model ?? MODEL_IDS[0] };
 	if (body.stream !== true) return sendCompletion(ctx, plan, meta);
 	const includeUsage = body.stream_options?.include_usage === true;

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "./app-env";
 import { requireKey } from "./auth/authenticate";
 import { applyCors, cors } from "./auth/cors";
-import { GatewayError, toErrorResponse } from "./errors";
+import { GatewayError, toAnthropicErrorResponse, toErrorResponse } from "./errors";
 import { fromHonoException } from "./http/hono-errors";
 import { randomId } from "./ids";
 import { errorText, logEvent } from "./observability/log-event";
@@ -11,6 +11,7 @@ import { adminRoutes } from "./routes/admin";
 import { chatCompletions, completions, embeddings } from "./routes/chat";
 import { consoleRoutes } from "./routes/console";
 import { ownKey } from "./routes/key";
+import { isMessagesPath, messagesRoutes } from "./routes/messages";
 import { modelsRoutes } from "./routes/models";
 import { openApiDocument } from "./routes/openapi";
 import { responsesRoutes } from "./routes/responses";
@@ -47,6 +48,7 @@ app.post("/v1/chat/completions", chatCompletions);
 app.post("/v1/completions", completions);
 app.post("/v1/embeddings", embeddings);
 app.route("/v1/responses", responsesRoutes);
+app.route("/v1/messages", messagesRoutes);
 
 app.notFound(() => {
 	throw new GatewayError("not_found", "Unknown route.");
@@ -55,14 +57,26 @@ app.notFound(() => {
 // The one place a thrown error becomes an HTTP response.
 app.onError((thrown, c) => {
 	const err = fromHonoException(thrown);
-	const { status, body, headers } = toErrorResponse(err);
+	// The Anthropic Messages lane answers in Anthropic's shape, from the same kinds.
+	const { status, body, headers, code } = isMessagesPath(c.req.path) ? anthropicError(err, c.get("requestId")) : openAiError(err);
 	if (status >= 500 && !(err instanceof GatewayError && err.kind === "config_invalid")) {
 		logEvent("error", "request failed", { request_id: c.get("requestId"), status, error: errorText(err) });
 	}
-	c.get("log")?.failed(body.error.code, status);
+	c.get("log")?.failed(code, status);
 	const res = c.json(body, status as 500, headers);
 	// Browsers hide an error body without CORS headers: the cors middleware put them on this
 	// response already, unless it let the request pass (an OPTIONS that is no preflight).
 	if (c.req.path.startsWith("/v1/")) applyCors(c.req.header("origin"), res.headers);
 	return res;
 });
+
+function openAiError(err: unknown) {
+	const answer = toErrorResponse(err);
+	return { ...answer, code: answer.body.error.code };
+}
+
+/** Anthropic's SDKs read the request id from `request-id`. */
+function anthropicError(err: unknown, requestId: string) {
+	const answer = toAnthropicErrorResponse(err, requestId);
+	return { ...answer, headers: { ...answer.headers, "request-id": requestId } };
+}

@@ -120,3 +120,87 @@ export function toErrorResponse(err: unknown): { status: number; body: OpenAIErr
 export function toErrorFrame(err: unknown): string {
 	return `data: ${JSON.stringify(toErrorResponse(err).body)}\n\n`;
 }
+
+/** Anthropic's error types (the Messages lane speaks them; the kinds are the same). */
+export type AnthropicErrorType =
+	| "invalid_request_error"
+	| "authentication_error"
+	| "billing_error"
+	| "permission_error"
+	| "not_found_error"
+	| "request_too_large"
+	| "rate_limit_error"
+	| "api_error"
+	| "timeout_error"
+	| "overloaded_error";
+
+export interface AnthropicErrorBody {
+	type: "error";
+	error: { type: AnthropicErrorType; message: string };
+	request_id: string | null;
+}
+
+/** Anthropic's type for an engine refusal, by the status relayed. */
+function refusalType(status: number): AnthropicErrorType {
+	if (status === 401) return "authentication_error";
+	if (status === 403) return "permission_error";
+	if (status === 404) return "not_found_error";
+	if (status === 413) return "request_too_large";
+	if (status === 429) return "rate_limit_error";
+	return status >= 500 ? "api_error" : "invalid_request_error";
+}
+
+/**
+ * The same kinds in Anthropic's shape, for the Messages lane: one exhaustive switch beside the
+ * OpenAI one. Statuses are the OpenAI mapping's, but for every node being busy (503 there): that
+ * is Anthropic's 529 `overloaded_error`, which its clients back off and retry on.
+ */
+function describeAnthropic(err: GatewayError): { status: number; type: AnthropicErrorType } {
+	const status = describe(err).status;
+	switch (err.kind) {
+		case "invalid_request":
+		case "conflict":
+		case "client_closed":
+			return { status, type: "invalid_request_error" };
+		case "invalid_api_key":
+			return { status, type: "authentication_error" };
+		case "insufficient_balance":
+			return { status, type: "billing_error" };
+		case "forbidden":
+			return { status, type: "permission_error" };
+		case "model_not_found":
+		case "not_found":
+			return { status, type: "not_found_error" };
+		case "request_too_large":
+			return { status, type: "request_too_large" };
+		case "rate_limited":
+			return { status, type: "rate_limit_error" };
+		case "engine_refused":
+			return { status, type: refusalType(status) };
+		case "upstream_unavailable":
+			return status === 503 ? { status: 529, type: "overloaded_error" } : { status, type: "api_error" };
+		case "upstream_timeout":
+			return { status, type: "timeout_error" };
+		case "config_invalid":
+		case "internal":
+			return { status, type: "api_error" };
+	}
+}
+
+/**
+ * The Anthropic-shaped body and status for any thrown value (the Messages lane's HTTP errors and
+ * its in-band `error` event). `code` is the OpenAI mapping's, for the request log.
+ */
+export function toAnthropicErrorResponse(
+	err: unknown,
+	requestId: string | null,
+): { status: number; body: AnthropicErrorBody; headers: Record<string, string>; code: string | null } {
+	const ge = err instanceof GatewayError ? err : new GatewayError("internal", "Internal error", { cause: err });
+	const { status, type } = describeAnthropic(ge);
+	return {
+		status,
+		headers: ge.options.headers ?? {},
+		body: { type: "error", error: { type, message: bounded(ge.message) }, request_id: requestId },
+		code: describe(ge).code,
+	};
+}

@@ -70,9 +70,15 @@ export async function authenticate(env: Env, secret: string | null, now: number,
 	return principal;
 }
 
-/** Authenticates the bearer key and, for a browser key, its Origin. */
+/** The key a request carries: `Authorization: Bearer`, else Anthropic's `x-api-key` (its SDKs and Claude Code send that). */
+export function requestKey(authorization: string | undefined, xApiKey: string | undefined): string | null {
+	return bearerToken(authorization) ?? (xApiKey?.trim() || null);
+}
+
+/** Authenticates the bearer (or x-api-key) key and, for a browser key, its Origin. */
 export const requireKey: MiddlewareHandler<AppEnv> = async (c, next) => {
-	const principal = await authenticate(c.env, bearerToken(c.req.header("authorization")), Date.now(), {
+	const secret = requestKey(c.req.header("authorization"), c.req.header("x-api-key"));
+	const principal = await authenticate(c.env, secret, Date.now(), {
 		ip: c.req.header("cf-connecting-ip") ?? null,
 		waitUntil: (p) => {
 			const logged = p.catch((err) => console.error("key cache write failed", err));

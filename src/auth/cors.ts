@@ -8,7 +8,18 @@
 import type { MiddlewareHandler } from "hono";
 import { cors as honoCors } from "hono/cors";
 
-const ALLOWED_HEADERS = new Set(["authorization", "content-type", "openai-organization", "openai-project", "idempotency-key"]);
+const ALLOWED_HEADERS = new Set([
+	"authorization",
+	"content-type",
+	"openai-organization",
+	"openai-project",
+	"idempotency-key",
+	// Anthropic's SDKs in browsers (Messages lane).
+	"x-api-key",
+	"anthropic-version",
+	"anthropic-beta",
+	"anthropic-dangerous-direct-browser-access",
+]);
 const MAX_AGE_S = 7200;
 
 const EXPOSED_HEADERS = [
@@ -17,6 +28,9 @@ const EXPOSED_HEADERS = [
 	"x-venym-balance-usd",
 	"x-venym-web-search",
 	"x-venym-lane",
+	"x-venym-ignored-fields",
+	"x-venym-token-count",
+	"request-id",
 	"retry-after",
 	"retry-after-ms",
 	"x-should-retry",

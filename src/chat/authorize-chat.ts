@@ -110,6 +110,8 @@ export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestCo
 		model: resolved.model,
 		requestedModel: resolved.requestedId,
 		searchCount: 0,
+		// The usage record says which API the request came in on, as the log line does.
+		...(run.log ? { lane: run.log.lane } : {}),
 		// Every lane built here (chat, Responses, legacy completions, embeddings) may be served from an edge allowance.
 		edge: { ledger: run.config.ledger, waitUntil: run.waitUntil },
 	};

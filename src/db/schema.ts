@@ -44,6 +44,8 @@ export const usageRecords = sqliteTable(
 		estimated: integer("estimated", { mode: "boolean" }).notNull(),
 		searchCount: integer("search_count").notNull().default(0),
 		createdAt: integer("created_at").notNull(),
+		/** The API the request came in on (`chat`, `completions`, `embeddings`, `responses`, `messages`); null on older records. */
+		lane: text("lane"),
 		/**
 		 * The flush attempt that inserted the row (a random token per attempt; null on rows from before
 		 * rollups). The flush rolls up only the rows carrying its own token, so a retried flush, whose rows

@@ -33,6 +33,8 @@ export interface RequestContext {
 	requestedModel: string;
 	/** Set when a fallback model served: the id the client asked for (the usage record's `requested_model`). */
 	fallbackFrom?: string;
+	/** The API the request came in on, for the usage record (the request log's lane). */
+	lane?: string;
 	searchCount: number;
 	/** Limits checked with the hold, in the same ledger call (see KeyLedger.authorize). */
 	scopes?: ScopeLimits[];
@@ -196,6 +198,7 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 			status: outcome.status,
 			estimated: outcome.estimated,
 			search_count: req.searchCount,
+			...(req.lane ? { lane: req.lane } : {}),
 		},
 	});
 }

@@ -17,6 +17,8 @@ export interface UsageRecordInput {
 	estimated: boolean;
 	search_count?: number;
 	created_at?: number;
+	/** The API the request came in on (chat, completions, embeddings, responses, messages); absent on older records. */
+	lane?: string | null;
 }
 
 // One insert per flush, whatever its size: the records go as one JSON array parameter and
@@ -24,13 +26,13 @@ export interface UsageRecordInput {
 // handful of rows (D1 binds at most 100 parameters per statement). Column names follow
 // src/db/schema.ts (usage_records). Each new row is stamped with the attempt's flush id (?3).
 const INSERT_FROM_JSON = `INSERT INTO usage_records
-	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id)
+	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id, lane)
 SELECT
 	json_extract(value, '$.request_id'), json_extract(value, '$.key_id'), json_extract(value, '$.model'),
 	json_extract(value, '$.requested_model'), json_extract(value, '$.node'), json_extract(value, '$.prompt_tokens'), json_extract(value, '$.completion_tokens'),
 	COALESCE(json_extract(value, '$.cost_nanos'), 0), json_extract(value, '$.status'),
 	CASE WHEN json_extract(value, '$.estimated') THEN 1 ELSE 0 END, COALESCE(json_extract(value, '$.search_count'), 0),
-	COALESCE(json_extract(value, '$.created_at'), ?2), ?3
+	COALESCE(json_extract(value, '$.created_at'), ?2), ?3, json_extract(value, '$.lane')
 FROM json_each(?1) WHERE true
 ON CONFLICT (request_id) DO NOTHING`;
 

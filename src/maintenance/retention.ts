@@ -98,6 +98,7 @@ function toUsageRow(r: Record<string, unknown>): UsageRow {
 		estimated: Boolean(r.estimated),
 		searchCount: r.search_count as number,
 		createdAt: r.created_at as number,
+		lane: (r.lane as string | null) ?? null,
 		flushId: (r.flush_id as number | null) ?? null,
 	};
 }

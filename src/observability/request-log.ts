@@ -10,7 +10,7 @@ import { nanosToUsd } from "../ledger/pricing";
 import type { Outcome, SettleStatus } from "../types";
 import { hostOf } from "./log-event";
 
-export type Lane = "chat" | "responses" | "embeddings" | "completions";
+export type Lane = "chat" | "responses" | "embeddings" | "completions" | "messages";
 
 /**
  * How the request ended: settlement's status when money was held; `refused` when a check (or
@@ -71,6 +71,7 @@ const LANES: Record<string, Lane> = {
 	"/v1/completions": "completions",
 	"/v1/embeddings": "embeddings",
 	"/v1/responses": "responses",
+	"/v1/messages": "messages",
 };
 
 /** The inference lane of a request, or undefined for every other route (those get no line). */

@@ -2,7 +2,8 @@
  * The OpenAPI 3.1 document of the gateway, served at `GET /openapi.json`. Built on first use
  * and kept for the isolate's life: it depends on code only, never on config or request.
  */
-import { ERROR_SCHEMA, errorResponseComponents, headerComponents } from "./error-responses";
+import { ANTHROPIC_ERROR_SCHEMA, ERROR_SCHEMA, errorResponseComponents, headerComponents } from "./error-responses";
+import { messagesSchemas } from "./messages-schemas";
 import { outputSchemas } from "./output-schemas";
 import { paths } from "./paths";
 import { requestSchemas } from "./request-schemas";
@@ -25,6 +26,7 @@ export function buildDocument(): Record<string, unknown> {
 			{ name: "Chat", description: "Chat Completions and legacy completions." },
 			{ name: "Embeddings" },
 			{ name: "Responses", description: "The Responses API, stored per key for 30 days." },
+			{ name: "Messages", description: "Anthropic Messages (Claude Code, the Anthropic SDKs) over the same engines and keys." },
 			{ name: "Models" },
 			{ name: "Keys", description: "The calling key and its browser tokens." },
 			{ name: "Admin", description: "Keys, credits, usage and nodes: `Authorization: Bearer $ADMIN_TOKEN`." },
@@ -42,7 +44,13 @@ export function buildDocument(): Record<string, unknown> {
 				},
 				adminToken: { type: "http", scheme: "bearer", description: "The ADMIN_TOKEN secret." },
 			},
-			schemas: { Error: ERROR_SCHEMA, ...requestSchemas(), ...outputSchemas() },
+			schemas: {
+				Error: ERROR_SCHEMA,
+				AnthropicError: ANTHROPIC_ERROR_SCHEMA,
+				...requestSchemas(),
+				...outputSchemas(),
+				...messagesSchemas(),
+			},
 			responses: errorResponseComponents(),
 			headers: headerComponents(),
 		},

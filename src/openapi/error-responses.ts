@@ -80,6 +80,77 @@ const DESCRIPTIONS: Record<ErrorStatus, string> = {
 
 const WITH_RETRY_AFTER = new Set<ErrorStatus>([429, 503]);
 
+/** The Messages lane's error body (src/errors.ts toAnthropicErrorResponse). */
+export const ANTHROPIC_ERROR_SCHEMA: Json = {
+	type: "object",
+	required: ["type", "error", "request_id"],
+	properties: {
+		type: { const: "error" },
+		error: {
+			type: "object",
+			required: ["type", "message"],
+			properties: {
+				type: {
+					type: "string",
+					enum: [
+						"invalid_request_error",
+						"authentication_error",
+						"billing_error",
+						"permission_error",
+						"not_found_error",
+						"request_too_large",
+						"rate_limit_error",
+						"api_error",
+						"timeout_error",
+						"overloaded_error",
+					],
+				},
+				message: { type: "string" },
+			},
+		},
+		request_id: { type: ["string", "null"] },
+	},
+};
+
+/** The Messages lane's statuses, each with Anthropic's error type. */
+const ANTHROPIC_DESCRIPTIONS = {
+	400: "`invalid_request_error`: a missing or invalid field (the message names it), a server tool, a prompt over the context.",
+	401: "`authentication_error`: missing, unknown, revoked or expired key (`x-api-key` or `Authorization: Bearer`).",
+	402: "`billing_error`: the key's balance minus its open holds does not cover this request.",
+	403: "`permission_error`: the key may not use this model or origin, or its spend limit is reached.",
+	404: "`not_found_error`: unknown model id.",
+	413: "`request_too_large`: the body is over `max_body_bytes`.",
+	429: "`rate_limit_error`: the key's rpm/tpm. `retry-after` says when to retry.",
+	"4XX": "The engine refused the request: its status and (scrubbed) message, with the matching Anthropic type.",
+	500: "`api_error`: an internal error or an invalid configuration.",
+	502: "`api_error`: no engine node could serve the request.",
+	504: "`timeout_error`: no node answered in time.",
+	529: "`overloaded_error`: every node was busy (429/503) or drained. `retry-after` says when to retry.",
+} as const;
+
+export type AnthropicErrorStatus = keyof typeof ANTHROPIC_DESCRIPTIONS;
+export const ANTHROPIC_STATUSES = Object.keys(ANTHROPIC_DESCRIPTIONS).map((s) =>
+	s === "4XX" ? s : Number(s),
+) as AnthropicErrorStatus[];
+
+export function anthropicErrorResponseRef(status: AnthropicErrorStatus): Json {
+	return { $ref: `#/components/responses/AnthropicError${status}` };
+}
+
+function anthropicErrorResponses(): Record<string, Json> {
+	const out: Record<string, Json> = {};
+	for (const status of ANTHROPIC_STATUSES) {
+		const headers: Json = { "x-request-id": headerRef("RequestId") };
+		if (status === 429 || status === 529) headers["Retry-After"] = headerRef("RetryAfter");
+		out[`AnthropicError${status}`] = {
+			description: ANTHROPIC_DESCRIPTIONS[status],
+			headers,
+			content: { "application/json": { schema: { $ref: "#/components/schemas/AnthropicError" } } },
+		};
+	}
+	return out;
+}
+
 /** The component name of the reusable response for a status (`Error429`). */
 export function errorResponseName(status: ErrorStatus): string {
 	return `Error${status}`;
@@ -102,7 +173,7 @@ export function errorResponseComponents(): Record<string, Json> {
 			content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
 		};
 	}
-	return out;
+	return { ...out, ...anthropicErrorResponses() };
 }
 
 /** Every status an error kind can answer with (the document test checks each is described). */

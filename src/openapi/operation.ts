@@ -3,7 +3,15 @@
  * error statuses it adds to its guard's (error-responses.ts), each error the shared error object.
  */
 import type { z } from "zod";
-import { ADMIN_GUARD, type ErrorStatus, errorResponseRef, headerRef, V1_GUARD } from "./error-responses";
+import {
+	ADMIN_GUARD,
+	ANTHROPIC_STATUSES,
+	anthropicErrorResponseRef,
+	type ErrorStatus,
+	errorResponseRef,
+	headerRef,
+	V1_GUARD,
+} from "./error-responses";
 import { fromZod } from "./request-schemas";
 
 type Json = Record<string, unknown>;
@@ -28,6 +36,8 @@ export interface Operation {
 	successDescription: string;
 	headers?: Record<string, Json>;
 	errors?: ErrorStatus[];
+	/** The Messages lane: every error in Anthropic's shape, with its statuses (529 included). */
+	anthropicErrors?: boolean;
 }
 
 export function operation(o: Operation): Json {
@@ -40,7 +50,8 @@ export function operation(o: Operation): Json {
 	const responses: Json = {
 		[String(o.status ?? 200)]: { description: o.successDescription, headers: o.headers ?? REQUEST_ID, content },
 	};
-	for (const status of errors) responses[String(status)] = errorResponseRef(status);
+	if (o.anthropicErrors) for (const status of ANTHROPIC_STATUSES) responses[String(status)] = anthropicErrorResponseRef(status);
+	else for (const status of errors) responses[String(status)] = errorResponseRef(status);
 	const out: Json = { tags: [o.tag], summary: o.summary };
 	if (o.description) out.description = o.description;
 	out.security = o.security === "key" ? [{ apiKey: [] }] : o.security === "admin" ? [{ adminToken: [] }] : [];

@@ -137,6 +137,34 @@ export function paths(): Record<string, Record<string, Json>> {
 				errors: [400, 404],
 			},
 		},
+		"/v1/messages": {
+			post: {
+				tag: "Messages",
+				summary: "Create a message (Anthropic Messages)",
+				description:
+					"Anthropic's Messages API over the chat engines, for Claude Code and the Anthropic SDKs: the key in `x-api-key` (or `Authorization: Bearer`), `anthropic-version`/`anthropic-beta` accepted, a query string (`?beta=true`) ignored. Unknown top-level fields are ignored and named in `x-venym-ignored-fields`. Errors are Anthropic-shaped.",
+				security: "key",
+				body: "MessagesRequest",
+				json: "AnthropicMessage",
+				events: "AnthropicStreamEvent",
+				successDescription: `${STREAMED} (\`event:\`/\`data:\` frames, Anthropic's events).`,
+				headers: meteredHeaders({ "x-venym-web-search": headerRef("WebSearch") }),
+				anthropicErrors: true,
+			},
+		},
+		"/v1/messages/count_tokens": {
+			post: {
+				tag: "Messages",
+				summary: "Count a message's input tokens",
+				description:
+					"The node's own tokenizer (`POST {root}/tokenize`) when it answers, else the gateway's estimate; the `x-venym-token-count` header says which. Free and not recorded.",
+				security: "key",
+				body: "CountTokensRequest",
+				json: "TokenCount",
+				successDescription: "The prompt's input tokens.",
+				anthropicErrors: true,
+			},
+		},
 		"/v1/models": {
 			get: {
 				tag: "Models",

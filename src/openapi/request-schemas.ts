@@ -10,6 +10,7 @@ import { ChatRequestSchema } from "../chat/validate";
 import { COMPLETION_OWN_FIELDS, CompletionRequestSchema } from "../completions/authorize-completion";
 import { EmbeddingsRequestSchema } from "../embeddings/run-embeddings";
 import { REFUSED_ENGINE_FIELDS } from "../http/engine-fields";
+import { CountTokensSchema, MessagesRequestSchema } from "../messages/request-schema";
 import { ResponsesRequestSchema } from "../responses/request-schema";
 import { PatchNode } from "../routes/admin-nodes";
 import { CreateKey, Credit, PatchKey } from "../routes/key-input";
@@ -181,6 +182,11 @@ export function requestSchemas(): Record<string, Json> {
 			model: "A model with the `embeddings` capability.",
 		}),
 		ResponsesRequest: responsesRequest(),
+		MessagesRequest: describe(withExtra(fromZod(MessagesRequestSchema), FALLBACK_PROPS, false), {
+			model: "A catalog model id (`:online` for web search).",
+			max_tokens: "Required; capped at the model's `max_output_tokens` (and context), never refused for being large.",
+		}),
+		CountTokensRequest: withExtra(fromZod(CountTokensSchema), FALLBACK_PROPS, false),
 		CreateKeyRequest: fromZod(CreateKey),
 		PatchKeyRequest: describe(fromZod(PatchKey), {
 			name: "On a `vk-tmp-` token only `name` may change.",

@@ -15,6 +15,10 @@ const usageRecord = obj({
 	status: str,
 	estimated: { type: "boolean", description: "Usage was the gateway's estimate, not the engine's count." },
 	search_count: int,
+	lane: {
+		...nullable("string"),
+		description: "The API the request came in on: chat, completions, embeddings, responses or messages (null on older records).",
+	},
 	created_at: int,
 });
 

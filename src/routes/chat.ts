@@ -12,7 +12,7 @@ import { readJsonBody } from "../http/read-json";
 type Authorize = (run: ChatRun, body: unknown) => Promise<AuthorizedChat>;
 
 /** What a request on the chat pipeline runs with. */
-function runOf(c: Context<AppEnv>): ChatRun {
+export function runOf(c: Context<AppEnv>): ChatRun {
 	const principal = c.get("principal");
 	return {
 		env: c.env,

@@ -60,6 +60,7 @@ export function usageView(r: UsageRow) {
 		status: r.status,
 		estimated: r.estimated,
 		search_count: r.searchCount,
+		lane: r.lane ?? null,
 		created_at: Math.floor(r.createdAt / 1000),
 	};
 }

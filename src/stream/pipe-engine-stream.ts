@@ -16,6 +16,11 @@ export interface StreamEncoder {
 	chunks(chunks: ForwardedChunk[]): string;
 	/** The closing frames once the engine's side has ended (usage, then done or the error). */
 	finish(outcome: EngineOutcome, reducer: ChatStreamReducer): string;
+	/**
+	 * Sent every `everyMs` while the gateway waits on a quiet engine (Anthropic's `ping` events,
+	 * which its clients expect); lanes without one send nothing.
+	 */
+	readonly keepAlive?: { everyMs: number; text: string };
 }
 
 /** Rewrites forwarded chunks between the reducer and the encoder; may hold some back until `flush`. */
@@ -122,6 +127,26 @@ export function pipeEngineStream(
 		}
 	}
 
+	const keepAlive = encoder.keepAlive;
+	const beat = keepAlive ? bytes.encode(keepAlive.text) : undefined;
+	/** Waits on the engine, with the encoder's keep-alive going out meanwhile. */
+	async function quietly<T>(controller: ReadableStreamDefaultController<Uint8Array>, wait: () => Promise<T>): Promise<T> {
+		if (!keepAlive || !beat) return wait();
+		const timer = setInterval(() => {
+			if (concluded) return;
+			try {
+				controller.enqueue(beat);
+			} catch {
+				// The body was closed under us (the client left): nothing to keep alive.
+			}
+		}, keepAlive.everyMs);
+		try {
+			return await wait();
+		} finally {
+			clearInterval(timer);
+		}
+	}
+
 	const stream = new ReadableStream<Uint8Array>({
 		start(controller) {
 			ctl = controller;
@@ -134,7 +159,7 @@ export function pipeEngineStream(
 				// Keep reading until something can be sent: a pull that enqueues nothing leaves the
 				// client's read pending with nobody to call pull again.
 				while (!concluded) {
-					const batch = await events.next();
+					const batch = await quietly(controller, () => events.next());
 					if (concluded) return;
 					const forwarded: ForwardedChunk[] = [];
 					for (const e of batch) {

@@ -356,6 +356,8 @@ describe("KeyLedger: usage outbox", () => {
 				search_count: 2,
 				created_at: createdAt,
 				flush_id: expect.any(Number),
+				// No lane on this hand-made record.
+				lane: null,
 			},
 		]);
 		expect((await stub.info()).outboxSize).toBe(0);

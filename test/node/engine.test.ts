@@ -205,6 +205,7 @@ describe("dev engine", () => {
 			slowbody: true,
 			searchfail: true,
 			searchslow: true,
+			"tool-loop": true,
 		};
 		expect([...scenarioNames].sort()).toEqual(Object.keys(declared).sort());
 	});

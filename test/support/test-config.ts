@@ -39,6 +39,8 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/slowbody", [node("slowbody")]),
 			model("test/trickle", [node("trickle")]),
 			model("test/bigprompt", [node("bigprompt")]),
+			// An agent's tool loop (the Messages lane, Claude Code): calls Bash once, then answers with its result.
+			model("test/tool-loop", [node("tool-loop")]),
 			// An embeddings model: served on /v1/embeddings only, priced on input alone, no output cap.
 			model("test/embed", [{ url: node(), api_key_env: "NODE_KEY" }], {
 				capabilities: ["embeddings"],

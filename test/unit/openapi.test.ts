@@ -94,9 +94,11 @@ describe("the OpenAPI document", () => {
 			const responses = at(op, "responses");
 			if (path.startsWith("/v1/")) {
 				expect(op.security, where).toEqual([{ apiKey: [] }]);
+				// The Messages lane answers errors in Anthropic's shape.
+				const schema = path.startsWith("/v1/messages") ? "AnthropicError" : "Error";
 				for (const status of ["401", "429", "500"]) {
 					expect(at(deref(responses[status]), "content", "application/json").schema, `${where} ${status}`).toEqual({
-						$ref: "#/components/schemas/Error",
+						$ref: `#/components/schemas/${schema}`,
 					});
 				}
 			}

@@ -47,7 +47,7 @@ function modelRows(byModel) {
 }
 
 function recentRows(records) {
-	if (!records.length) return [h("tr", {}, h("td", { colspan: 8, class: "hint" }, "No requests yet."))];
+	if (!records.length) return [h("tr", {}, h("td", { colspan: 9, class: "hint" }, "No requests yet."))];
 	return records.map((r) =>
 		h(
 			"tr",
@@ -60,6 +60,8 @@ function recentRows(records) {
 			h("td", { class: "num", dataset: { usd: r.cost_usd } }, usd(r.cost_usd)),
 			h("td", { class: "mono" }, r.key_id),
 			h("td", { class: "mono" }, r.request_id),
+			// The lane the request came in on (chat, messages, …); older records have none.
+			h("td", {}, r.lane ?? "—"),
 		),
 	);
 }

@@ -1,0 +1,75 @@
+/**
+ * The Messages lane: an Anthropic request translated to a chat body, run through the chat
+ * pipeline (authorizeChat → runAuthorized: the same keys, scopes, hold, fleet routing,
+ * fallbacks, settlement and usage record), answered as an Anthropic `message` or its events.
+ */
+import { assertModelAllowed } from "../auth/scopes";
+import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
+import { resolveModel } from "../config";
+import type { Source } from "../search/grounding";
+import { countTokens, type TokenCount } from "./count-tokens";
+import { type AnthropicMessageOut, messageFromCompletion } from "./from-chat";
+import { validateCountTokensRequest, validateMessagesRequest } from "./request-schema";
+import { MessagesStreamEncoder } from "./stream-encoder";
+import { messagesToChat } from "./to-chat";
+
+const REASONING = "reasoning";
+
+export type MessagesResult =
+	| { kind: "json"; body: AnthropicMessageOut; headers: Record<string, string> }
+	| { kind: "stream"; stream: ReadableStream<Uint8Array>; headers: Record<string, string> };
+
+/** Response headers every Messages answer carries: Anthropic's `request-id`, and the fields ignored. */
+function laneHeaders(requestId: string, ignored: string[]): Record<string, string> {
+	const headers: Record<string, string> = { "request-id": requestId };
+	if (ignored.length) headers["x-venym-ignored-fields"] = ignored.join(", ");
+	return headers;
+}
+
+function chatBodyOf(run: ChatRun, req: Parameters<typeof messagesToChat>[0]): Record<string, unknown> {
+	const { model } = resolveModel(run.config, req.model);
+	return messagesToChat(req, { reasoning: model.capabilities.includes(REASONING) });
+}
+
+/** POST /v1/messages */
+export async function createMessage(run: ChatRun, body: unknown): Promise<MessagesResult> {
+	const { req, ignored } = validateMessagesRequest(body);
+	const authorized = await authorizeChat(run, chatBodyOf(run, req));
+	const stopSequences = req.stop_sequences ?? [];
+	const chatRun: ChatRun = {
+		...run,
+		// Made once the engine answered: `requestedModel` is then the model that serves (a fallback, maybe).
+		streamEncoder: (sources: Source[]) =>
+			new MessagesStreamEncoder({
+				model: authorized.req.requestedModel,
+				inputTokens: authorized.promptTokens,
+				requestId: run.requestId,
+				stopSequences,
+				sources,
+			}),
+	};
+	const result = await runAuthorized(chatRun, authorized);
+	const headers = { ...result.headers, ...laneHeaders(run.requestId, ignored) };
+	if (result.kind === "stream") return { kind: "stream", stream: result.stream, headers };
+	return { kind: "json", body: messageFromCompletion(result.body, stopSequences), headers };
+}
+
+/** POST /v1/messages/count_tokens: free, unrecorded; the key must be allowed the model. */
+export async function countMessageTokens(
+	run: ChatRun,
+	body: unknown,
+	fetcher: typeof fetch = fetch,
+): Promise<{ body: { input_tokens: number }; headers: Record<string, string> }> {
+	const { req, ignored } = validateCountTokensRequest(body);
+	const { model } = resolveModel(run.config, req.model);
+	if (run.principal) assertModelAllowed(run.principal, model.id);
+	const chatBody = messagesToChat({ ...req, max_tokens: 1 }, { reasoning: false });
+	const count: TokenCount = await countTokens(model, chatBody, {
+		fetch: fetcher,
+		secrets: run.env as unknown as Record<string, unknown>,
+	});
+	return {
+		body: { input_tokens: count.input_tokens },
+		headers: { ...laneHeaders(run.requestId, ignored), "x-venym-token-count": count.source },
+	};
+}

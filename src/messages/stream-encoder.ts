@@ -1,0 +1,165 @@
+/**
+ * The Messages lane's stream encoder: the chat reducer's chunks become Anthropic's events
+ * (`message_start`, `ping`, one `content_block_start` / `content_block_delta`… /
+ * `content_block_stop` per block, `message_delta` with the stop reason and the billed usage,
+ * `message_stop`). An engine failure ends with an `error` event built by the one Anthropic error
+ * mapping, never with a clean `message_stop`.
+ */
+import { toAnthropicErrorResponse } from "../errors";
+import type { Source } from "../search/grounding";
+import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "../stream/chat-reducer";
+import { streamFailure } from "../stream/chat-sse-encoder";
+import type { StreamEncoder } from "../stream/pipe-engine-stream";
+import { anthropicUsage, messageId, reasoningOf, stopReasonOf, THINKING_SIGNATURE } from "./from-chat";
+
+type Json = Record<string, unknown>;
+
+function isRecord(v: unknown): v is Json {
+	return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** One SSE event as Anthropic frames it: the event name, and the same name as the data's `type`. */
+export function sseEvent(type: string, data: Json): string {
+	return `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+}
+
+export const PING_EVENT = sseEvent("ping", {});
+
+export interface MessagesStreamOptions {
+	/** The gateway's model id (the one that serves). */
+	model: string;
+	/** `message_start`'s input tokens: the prompt estimate the hold was placed on. */
+	inputTokens: number;
+	requestId: string;
+	stopSequences?: readonly string[];
+	/** Web-search sources: on `message_start`'s message, as `venym.sources`. */
+	sources?: Source[];
+	/** A `ping` this often while the engine is quiet (default PING_EVERY_MS). */
+	pingEveryMs?: number;
+}
+
+/** Anthropic pings an idle stream about every 10 to 15 seconds; clients and proxies expect the traffic. */
+export const PING_EVERY_MS = 10_000;
+
+type Open = { kind: "thinking" } | { kind: "text" } | { kind: "tool"; toolIndex: number; id: string };
+
+export class MessagesStreamEncoder implements StreamEncoder {
+	readonly #opts: MessagesStreamOptions;
+	readonly #id = messageId();
+	/** Index of the next content block. */
+	#next = 0;
+	#open: Open | null = null;
+	#finish: unknown = null;
+	#matched: unknown = null;
+	#sawToolCall = false;
+	readonly keepAlive: { everyMs: number; text: string };
+
+	constructor(opts: MessagesStreamOptions) {
+		this.#opts = opts;
+		this.keepAlive = { everyMs: opts.pingEveryMs ?? PING_EVERY_MS, text: PING_EVENT };
+	}
+
+	start(): string {
+		const message: Json = {
+			id: this.#id,
+			type: "message",
+			role: "assistant",
+			model: this.#opts.model,
+			content: [],
+			stop_reason: null,
+			stop_sequence: null,
+			usage: {
+				input_tokens: this.#opts.inputTokens,
+				output_tokens: 0,
+				cache_read_input_tokens: 0,
+				cache_creation_input_tokens: 0,
+			},
+		};
+		if (this.#opts.sources?.length) message.venym = { sources: this.#opts.sources };
+		return sseEvent("message_start", { message }) + PING_EVENT;
+	}
+
+	chunks(chunks: ForwardedChunk[]): string {
+		let out = "";
+		for (const f of chunks) {
+			const choice = Array.isArray(f.chunk.choices) ? f.chunk.choices.find((c) => isRecord(c) && (c.index ?? 0) === 0) : null;
+			if (!isRecord(choice)) continue;
+			if (isRecord(choice.delta)) out += this.#delta(choice.delta);
+			if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.#finish = choice.finish_reason;
+			if (choice.stop_reason !== undefined && choice.stop_reason !== null) this.#matched = choice.stop_reason;
+		}
+		return out;
+	}
+
+	finish(outcome: EngineOutcome, reducer: ChatStreamReducer): string {
+		if (outcome.status !== "completed") {
+			const { body } = toAnthropicErrorResponse(streamFailure(outcome), this.#opts.requestId);
+			return sseEvent("error", { error: body.error, request_id: body.request_id });
+		}
+		let out = this.#close();
+		const stop = stopReasonOf(this.#finish, this.#matched, this.#opts.stopSequences ?? [], this.#sawToolCall);
+		out += sseEvent("message_delta", { delta: stop, usage: anthropicUsage(reducer.usageField()) });
+		return out + sseEvent("message_stop", {});
+	}
+
+	#delta(delta: Json): string {
+		let out = "";
+		const reasoning = reasoningOf(delta);
+		if (reasoning) {
+			if (this.#open?.kind !== "thinking")
+				out += this.#begin({ kind: "thinking" }, { type: "thinking", thinking: "", signature: "" });
+			out += this.#blockDelta({ type: "thinking_delta", thinking: reasoning });
+		}
+		if (typeof delta.content === "string" && delta.content) {
+			if (this.#open?.kind !== "text") out += this.#begin({ kind: "text" }, { type: "text", text: "" });
+			out += this.#blockDelta({ type: "text_delta", text: delta.content });
+		}
+		if (Array.isArray(delta.tool_calls)) {
+			for (const call of delta.tool_calls) if (isRecord(call)) out += this.#toolCall(call);
+		}
+		return out;
+	}
+
+	#toolCall(call: Json): string {
+		this.#sawToolCall = true;
+		const toolIndex = typeof call.index === "number" ? call.index : 0;
+		const fn = isRecord(call.function) ? call.function : {};
+		let out = "";
+		// A call's first delta carries its id (and name); engines stream calls one after another.
+		const given = typeof call.id === "string" && call.id ? call.id : null;
+		const open = this.#open;
+		const current = open?.kind === "tool" && open.toolIndex === toolIndex && (given === null || given === open.id);
+		if (!current) {
+			const id = given ?? `toolu_${this.#id.slice(4)}_${this.#next}`;
+			out += this.#begin(
+				{ kind: "tool", toolIndex, id },
+				{ type: "tool_use", id, name: typeof fn.name === "string" ? fn.name : "", input: {} },
+			);
+		}
+		if (typeof fn.arguments === "string" && fn.arguments) {
+			out += this.#blockDelta({ type: "input_json_delta", partial_json: fn.arguments });
+		}
+		return out;
+	}
+
+	#begin(open: Open, block: Json): string {
+		const out = this.#close();
+		this.#open = open;
+		return `${out}${sseEvent("content_block_start", { index: this.#next, content_block: block })}`;
+	}
+
+	#blockDelta(delta: Json): string {
+		return sseEvent("content_block_delta", { index: this.#next, delta });
+	}
+
+	/** Ends the open block (a thinking block with its signature first). */
+	#close(): string {
+		if (!this.#open) return "";
+		let out = "";
+		if (this.#open.kind === "thinking") out += this.#blockDelta({ type: "signature_delta", signature: THINKING_SIGNATURE });
+		out += sseEvent("content_block_stop", { index: this.#next });
+		this.#open = null;
+		this.#next += 1;
+		return out;
+	}
+}
