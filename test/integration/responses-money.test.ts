@@ -95,19 +95,25 @@ describe("a queued job whose key is gone", () => {
 			body: JSON.stringify({ allowed_origins: [APP] }),
 		});
 		const token = (await mint.json()) as { id: string; token: string };
-		// Four run at once: the fifth waits in the queue while the token is revoked. Sent together,
-		// so the four (2 s each) are still running when the revocation lands, however busy the box.
+		// Four run at once: the fifth waits in the queue while the token is revoked. The revocation
+		// lands once four are running (test/slowbody: about 3 s each), however busy the box.
 		const ids = await Promise.all(
 			Array.from({ length: 5 }, async (_, i) => {
 				const res = await post(
 					token.token,
-					{ model: "test/slow", input: `job ${i}`, max_output_tokens: 14, background: true },
+					{ model: "test/slowbody", input: `job ${i}`, max_output_tokens: 14, background: true },
 					{ origin: APP },
 				);
 				expect(res.status).toBe(200);
 				return ((await res.json()) as { id: string }).id;
 			}),
 		);
+		await waitFor(async () => {
+			const all = await Promise.all(
+				ids.map((id) => runInDurableObject(store(token.id), (instance) => instance.get(id) as { status?: string } | null)),
+			);
+			return all.filter((r) => r?.status === "in_progress").length === 4;
+		}, 15_000);
 		expect((await admin(`/keys/${token.id}`, { method: "DELETE" })).status).toBe(200);
 		const ended = await waitFor(async () => {
 			const all = await Promise.all(

@@ -210,17 +210,22 @@ describe("Anthropic request → chat body", () => {
 			service_tier: "auto",
 			container: "c",
 			mcp_servers: [],
-			priority: 1,
-			vllm_xargs: { a: 1 },
 			newer_beta_field: true,
 		});
-		expect(ignored).toEqual(["priority", "vllm_xargs", "newer_beta_field"]);
+		expect(ignored).toEqual(["newer_beta_field"]);
 		const body = messagesToChat(req, { reasoning: true });
 		expect(Object.keys(body).sort()).toEqual(["max_tokens", "messages", "model"]);
 	});
 
 	it("refuses what it cannot serve with a 400 naming the field", () => {
 		const base = { model: "m", messages: [{ role: "user", content: "x" }] };
+		// Engine internals: the one refusal list of every lane.
+		for (const field of ["priority", "vllm_xargs", "n_predict"]) {
+			expect(refusal(() => validateMessagesRequest({ ...base, max_tokens: 1, [field]: 1 })).options).toMatchObject({
+				param: field,
+				code: "unsupported_parameter",
+			});
+		}
 		expect(refusal(() => validateMessagesRequest(base)).options.param).toBe("max_tokens");
 		expect(refusal(() => validateMessagesRequest({ ...base, max_tokens: 1, stream: "yes" })).options.param).toBe("stream");
 		expect(refusal(() => validateMessagesRequest({ ...base, max_tokens: 1, messages: [] })).options.param).toBe("messages");
