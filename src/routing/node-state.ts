@@ -18,6 +18,9 @@ export interface NodeRuntime {
 	lastError: string | null;
 	/** Recent time to first byte (an exponential average), null before any answer. */
 	latencyMs: number | null;
+	/** Affinity requests whose own node this is: served here, and spilled to a later node (this one was full). */
+	affinityServed: number;
+	affinitySpilled: number;
 }
 
 export function newRuntime(): NodeRuntime {
@@ -29,6 +32,8 @@ export function newRuntime(): NodeRuntime {
 		coolingUntil: 0,
 		lastError: null,
 		latencyMs: null,
+		affinityServed: 0,
+		affinitySpilled: 0,
 	};
 }
 

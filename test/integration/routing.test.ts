@@ -52,7 +52,8 @@ describe("spread and weights", () => {
 		const names = [`${t}a`, `${t}b`, `${t}c`];
 		const gw = gatewayWith(fleetConfig([model("fleet", names.map(nodeUrl))]));
 		const m = marker();
-		await send(gw, 60, () => ({ model: "fleet", messages: user(m) }), 4);
+		// Distinct conversations: one conversation's turns share a node (prefix affinity).
+		await send(gw, 60, (i) => ({ model: "fleet", messages: user(`${m} conversation ${i}`) }), 4);
 		const c = perNode(await callsWith(m));
 		expect(Object.values(c).reduce((a, b) => a + b, 0)).toBe(60);
 		for (const n of names) {
@@ -65,7 +66,7 @@ describe("spread and weights", () => {
 		const t = marker("w");
 		const gw = gatewayWith(fleetConfig([model("fleet", [{ url: nodeUrl(`${t}a`), weight: 3 }, nodeUrl(`${t}b`)])]));
 		const m = marker();
-		await send(gw, 80, () => ({ model: "fleet", messages: user(m) }), 4);
+		await send(gw, 80, (i) => ({ model: "fleet", messages: user(`${m} conversation ${i}`) }), 4);
 		const c = perNode(await callsWith(m));
 		expect(c[`${t}b`], JSON.stringify(c)).toBeGreaterThanOrEqual(8);
 		expect(c[`${t}b`], JSON.stringify(c)).toBeLessThanOrEqual(32);
