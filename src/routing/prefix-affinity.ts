@@ -14,8 +14,12 @@
  */
 import { hash53 } from "./rendezvous";
 
-/** Characters of each part (tools, system, first user message, prompt) that count. */
-export const PART_CHARS = 4096;
+/**
+ * Characters of each part (tools, system, first user message, prompt) that count. Hashing is
+ * the cost (a few ns a character); 1 KiB tells apps and conversations apart, and two prompts
+ * that agree on their first KiB share that much cached prefix, so sharing a node costs nothing.
+ */
+export const PART_CHARS = 1024;
 const MAX_DEPTH = 8;
 
 /** `value` as text, stopping after `max` characters: strings as they are, objects as key:value lists. */
