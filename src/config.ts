@@ -16,6 +16,8 @@ const NodeSchema = z.union([
 		health_url: url.optional(),
 		/** Where the engine's Prometheus metrics are when not `{server root}/metrics`. */
 		metrics_url: url.optional(),
+		/** Every request to this node carries a `cache_salt` derived from the paying key (tenant-isolated prefix cache). */
+		cache_salt: z.boolean().optional(),
 	}),
 ]);
 
@@ -27,6 +29,8 @@ const RoutingSchema = z.strictObject({
 	health_check_interval_ms: z.number().int().min(100).max(3_600_000).default(10_000),
 	/** Nodes tried per candidate model in one request (each fallback model gets its own). */
 	max_attempts: z.number().int().min(1).max(32).default(3),
+	/** Bounded-load affinity: a node takes an affinity request while its load is under this × the fair share. */
+	affinity_load_factor: z.number().min(1).max(100).default(1.25),
 });
 
 /**
@@ -217,6 +221,8 @@ export interface EngineNode {
 	weight: number;
 	healthUrl?: string;
 	metricsUrl?: string;
+	/** Requests carry the paying key's `cache_salt` (engine/cache-salt.ts). */
+	cacheSalt?: true;
 }
 
 // Normalised once per model object: every request of a model reads the same array.
@@ -232,6 +238,7 @@ export function modelNodes(model: ModelConfig): EngineNode[] {
 			if (n.api_key_env) node.apiKeyEnv = n.api_key_env;
 			if (n.health_url) node.healthUrl = n.health_url;
 			if (n.metrics_url) node.metricsUrl = n.metrics_url;
+			if (n.cache_salt) node.cacheSalt = true;
 			return node;
 		});
 		nodesOf.set(model, nodes);

@@ -11,6 +11,7 @@ import type { EngineTarget } from "../engine/call-engine";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos } from "../ledger/pricing";
 import { fallbackChain, type RequestedFallback } from "../routing/fallbacks";
+import { prefixAffinityKey } from "../routing/prefix-affinity";
 import { prepareChat } from "./prepare";
 import { promptBound, type UsageBounds } from "./usage-bounds";
 import type { ChatRequest } from "./validate";
@@ -141,10 +142,15 @@ export function servedBy(a: Authorized, target: number): { requestedId: string; 
 	return { requestedId: f.requestedId, bounds: f.bounds };
 }
 
-/** The request's affinity key: OpenAI's `prompt_cache_key`, else `user`. */
+/**
+ * The request's affinity key: OpenAI's `prompt_cache_key`, else `user`, else a hash of its stable
+ * prefix (routing/prefix-affinity.ts), so a conversation that names neither still keeps its node.
+ * Read before a web search adds its grounding message, which changes every turn.
+ */
 export function affinityKey(body: Record<string, unknown>): string | undefined {
 	const key = body.prompt_cache_key;
 	if (typeof key === "string" && key) return key;
 	const user = body.user;
-	return typeof user === "string" && user ? user : undefined;
+	if (typeof user === "string" && user) return user;
+	return prefixAffinityKey(body);
 }

@@ -105,6 +105,8 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		return settlement;
 	};
 
+	// Before a web search puts its grounding message first: the conversation's own prefix.
+	const affinity = affinityKey(prepared.engineBody);
 	// From here on the request holds money: every path below settles exactly once.
 	const headers: Record<string, string> = { "x-request-id": requestId, ...rateHeaders };
 	let sources: Source[] = [];
@@ -145,7 +147,8 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			clientSignal,
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
 			routing: engineRouting(env, config, run.waitUntil),
-			affinityKey: affinityKey(prepared.engineBody),
+			affinityKey: affinity,
+			payerKeyId: req.payerKeyId,
 			observer: run.log,
 			firstToken: async (a) => {
 				const reader = new EngineEventReader(a.response.body ?? EMPTY_BODY(), {

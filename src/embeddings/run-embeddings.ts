@@ -115,6 +115,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
 			routing: engineRouting(env, config, run.waitUntil),
 			affinityKey: body.user || undefined,
+			payerKeyId: req.payerKeyId,
 			observer: run.log,
 		});
 		node = answer.node;

@@ -4,6 +4,8 @@ import { clientLeft } from "../http/client-gone";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { redactForms, rememberSentSecrets, secretForms } from "../redact";
 import { type Fleet, isolateFleet } from "../routing/fleet";
+import type { Route } from "../routing/picker";
+import { CACHE_SALT_SECRET, cacheSaltFor, withCacheSalt } from "./cache-salt";
 import { classifyStatus, parseEngineError } from "./classify";
 import { type ReadBodyOptions, readEngineBody } from "./read-body";
 import { readCapped, relayText } from "./relay-text";
@@ -18,7 +20,7 @@ export interface EngineTarget {
 }
 
 export interface EngineRouting {
-	settings: Pick<RoutingConfig, "cooldown_ms" | "max_attempts">;
+	settings: Pick<RoutingConfig, "cooldown_ms" | "max_attempts"> & Partial<Pick<RoutingConfig, "affinity_load_factor">>;
 	/** Default: the isolate's fleet, shared by every request of the isolate. */
 	fleet?: Fleet;
 	/** Starts a refresh of the shared view when the isolate's copy is stale; never waited for. */
@@ -38,8 +40,10 @@ export interface EngineCall {
 	clientSignal?: AbortSignal;
 	firstByteTimeoutMs: number;
 	routing?: EngineRouting;
-	/** `prompt_cache_key`, else `user`: keeps a conversation on the node that has its prefix cached. */
+	/** `prompt_cache_key`, else `user`, else its prefix (chat/fallbacks.ts `affinityKey`): keeps a conversation on the node that has its prefix cached. */
 	affinityKey?: string;
+	/** The key that pays (auth/scopes.ts `payerKeyId`): a `cache_salt` node gets its salt (engine/cache-salt.ts). */
+	payerKeyId?: string;
 	/** For tests: the fetch to call instead of the global one. */
 	fetch?: typeof fetch;
 	/** Told of each attempt and of the answer: the request's log line (src/observability/request-log.ts). */
@@ -55,8 +59,8 @@ export interface EngineCall {
 
 export interface EngineObserver {
 	readonly requestId: string;
-	/** A node is tried (its URL: keep only the host). */
-	attempt(node: string): void;
+	/** A node is tried (its URL: keep only the host), chosen by affinity, spilled from its own node, or by load. */
+	attempt(node: string, route?: Route): void;
 	/** The headers of the answer the client gets arrived: a 2xx, or a refusal (4xx) relayed as is. */
 	answered(node: string): void;
 }
@@ -204,13 +208,25 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 		const target = call.targets[t] as EngineTarget;
 		const tried = new Set<string>();
 		let body: string | undefined;
+		let saltedBody: string | undefined;
 		for (let attempt = 0; attempt < maxAttempts; attempt++) {
 			if (call.clientSignal?.aborted) throw clientClosed();
-			const node = fleet.pick(target.model, target.nodes, { now: now(), random, tried, affinityKey: call.affinityKey });
-			if (!node) break;
+			const picked = fleet.route(target.model, target.nodes, {
+				now: now(),
+				random,
+				tried,
+				affinityKey: call.affinityKey,
+				loadFactor: routing?.settings.affinity_load_factor,
+			});
+			if (!picked) break;
+			const node = picked.node;
 			tried.add(node.url);
-			call.observer?.attempt(node.url);
+			call.observer?.attempt(node.url, picked.route);
 			body ??= typeof target.body === "string" ? target.body : target.body();
+			// Only a salted node pays for a second body; the client's own cache_salt never reaches it.
+			if (node.cacheSalt) {
+				saltedBody ??= withCacheSalt(body, await cacheSaltFor(call.secrets[CACHE_SALT_SECRET], call.payerKeyId ?? ""));
+			}
 
 			const controller = new AbortController();
 			const onClientAbort = () => controller.abort(call.clientSignal?.reason);
@@ -222,7 +238,13 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			};
 			const key = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
 			if (typeof key === "string" && key) headers.authorization = `Bearer ${key}`;
-			const init: RequestInit = { method: "POST", headers, body, redirect: "manual", signal: controller.signal };
+			const init: RequestInit = {
+				method: "POST",
+				headers,
+				body: node.cacheSalt ? saltedBody : body,
+				redirect: "manual",
+				signal: controller.signal,
+			};
 			const started = now();
 			fleet.started(node.url);
 			let response: Response;

@@ -7,6 +7,7 @@
  * id and the stream flag; nodes are kept as their host only.
  */
 import { nanosToUsd } from "../ledger/pricing";
+import type { Route } from "../routing/picker";
 import type { Outcome, SettleStatus } from "../types";
 import { hostOf } from "./log-event";
 
@@ -41,6 +42,11 @@ export interface RequestLogLine {
 	node: string | null;
 	/** Engine attempts across nodes and fallback models. */
 	attempts: number;
+	/**
+	 * How the last node tried was chosen: `affinity` (the conversation's own node), `spill` (its own
+	 * node was full: the next of its order), `balanced` (by load: no affinity key, or no node free); null when none was.
+	 */
+	route: Route | null;
 	/** From the request's arrival to the headers of the engine answer used (or refusal relayed); null when none came. */
 	ttfb_ms: number | null;
 	/** From the request's arrival to its end (a stream's last byte). */
@@ -91,6 +97,7 @@ export class RequestLog {
 	private readonly startedAt: number;
 	private node: string | null = null;
 	private attempts = 0;
+	private route: Route | null = null;
 	private ttfbMs: number | null = null;
 	private outcome: Outcome | null = null;
 	private costNanos = 0;
@@ -119,9 +126,10 @@ export class RequestLog {
 	}
 
 	/** An engine attempt on `node` (a URL; only its host is kept). */
-	attempt(node: string): void {
+	attempt(node: string, route?: Route): void {
 		this.attempts += 1;
 		this.node = hostOf(node);
+		this.route = route ?? null;
 	}
 
 	/** `node` sent the headers of the answer the client gets. */
@@ -176,6 +184,7 @@ export class RequestLog {
 			error_code: this.error?.code ?? null,
 			node: this.node,
 			attempts: this.attempts,
+			route: this.route,
 			ttfb_ms: this.ttfbMs,
 			duration_ms: Math.max(0, this.now() - this.startedAt),
 			prompt_tokens: usage?.prompt_tokens ?? 0,

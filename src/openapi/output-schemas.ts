@@ -189,6 +189,9 @@ export function outputSchemas(): Record<string, Json> {
 		latency_ms: nullable("integer"),
 		checked_at: nullable("integer"),
 		engine_load: { anyOf: [{ type: "object", additionalProperties: true }, { type: "null" }] },
+		affinity_served: int,
+		affinity_spilled: int,
+		cache_hit_rate: nullable("number"),
 	});
 	return {
 		ChatCompletion: chatCompletion,

@@ -46,6 +46,10 @@ function nodeRows(config: GatewayConfig, fleet: Fleet, now: number, only?: (mode
 				latency_ms: rt.latencyMs === null ? null : Math.round(rt.latencyMs),
 				checked_at: probe ? seconds(probe.checked_at) : null,
 				engine_load: probe?.load ?? null,
+				// This isolate's affinity picks whose own node this is: served here, or spilled on (this one was full).
+				affinity_served: rt.affinityServed,
+				affinity_spilled: rt.affinitySpilled,
+				cache_hit_rate: null,
 			});
 		}
 	}

@@ -6,11 +6,20 @@
  */
 import type { EngineNode } from "../config";
 import { applyProbe, type NodeRuntime, newRuntime, recordFailure, recordServerError, recordSuccess } from "./node-state";
-import { type NodeView, pickNode } from "./picker";
+import { type NodeView, type Picked, pickRoute } from "./picker";
 import type { NodeOverride, ProbeResult, SharedView } from "./view-types";
 
 export interface RoutedNode extends NodeView {
 	node: EngineNode;
+}
+
+export interface FleetPickOptions {
+	now: number;
+	random: () => number;
+	tried: ReadonlySet<string>;
+	affinityKey?: string;
+	/** `routing.affinity_load_factor`. */
+	loadFactor?: number;
 }
 
 function overrideKey(model: string | null, url: string): string {
@@ -83,16 +92,22 @@ export class Fleet {
 			healthy: !probeFailed,
 			waiting: probe?.load?.waiting ?? 0,
 			kvCacheUsage: probe?.load?.kv_cache_usage ?? 0,
+			running: probe?.load?.running ?? 0,
 		};
 	}
 
-	pick(
-		model: string,
-		nodes: readonly EngineNode[],
-		opts: { now: number; random: () => number; tried: ReadonlySet<string>; affinityKey?: string },
-	): EngineNode | null {
+	pick(model: string, nodes: readonly EngineNode[], opts: FleetPickOptions): EngineNode | null {
+		return this.route(model, nodes, opts)?.node ?? null;
+	}
+
+	/** The node for the next attempt and how it was chosen; an affinity pick is counted on the key's own node. */
+	route(model: string, nodes: readonly EngineNode[], opts: FleetPickOptions): Picked<EngineNode> | null {
 		const views = nodes.map((n) => this.nodeView(model, n));
-		return pickNode(views, opts)?.node ?? null;
+		const picked = pickRoute(views, opts);
+		if (!picked) return null;
+		if (picked.route === "affinity") this.runtime(picked.node.url).affinityServed += 1;
+		else if (picked.route === "spill" && picked.home) this.runtime(picked.home.url).affinitySpilled += 1;
+		return { node: picked.node.node, route: picked.route };
 	}
 
 	started(url: string): void {

@@ -23,6 +23,9 @@ export interface NodeRuntime {
 	 * be the request's, so the node cools only once different requests got one (`recordServerError`).
 	 */
 	serverErrors: Array<{ request: number; at: number }>;
+	/** Affinity requests whose own node this is: served here, and spilled to a later node (this one was full). */
+	affinityServed: number;
+	affinitySpilled: number;
 }
 
 export function newRuntime(): NodeRuntime {
@@ -35,6 +38,8 @@ export function newRuntime(): NodeRuntime {
 		lastError: null,
 		latencyMs: null,
 		serverErrors: [],
+		affinityServed: 0,
+		affinitySpilled: 0,
 	};
 }
 

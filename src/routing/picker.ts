@@ -6,13 +6,15 @@
  * 2. A node is *cooling* while its cooldown runs or the shared view's last probe failed it
  *    (and no request has succeeded on it since); *overloaded* when its engine reports a long
  *    queue; otherwise *available*.
- * 3. Among available nodes: the conversation's node by rendezvous hashing when the request
- *    carries an affinity key, else the better of two weighted random picks (the lower
- *    in-flight count plus engine queue, per unit of weight).
+ * 3. Among available nodes, with an affinity key: the first node in the key's rendezvous order
+ *    whose load is under its bound (consistent hashing with bounded loads, Mirrokni, Thorup and
+ *    Zadimoghaddam; HAProxy's `hash-balance-factor`): a burst spills to the next nodes in a fixed
+ *    order, which warm the same prefix, and returns home when it ends. Without a key: the better
+ *    of two weighted random picks (the lower in-flight count plus engine queue, per unit of weight).
  * 4. No available node: the overloaded ones the same way. None either: the cooling node that
  *    failed least recently, so a request is never refused without trying.
  */
-import { rendezvousPick } from "./rendezvous";
+import { rendezvousOrder } from "./rendezvous";
 
 export interface NodeView {
 	url: string;
@@ -28,6 +30,8 @@ export interface NodeView {
 	waiting: number;
 	/** KV cache in use, 0–1 (0 when unknown). */
 	kvCacheUsage: number;
+	/** Requests the engine reports running, from every gateway isolate (0 when unknown). */
+	running?: number;
 }
 
 /** A queue this long marks a node overloaded: it gets new requests only when no peer is free. */
@@ -44,7 +48,21 @@ export interface PickOptions {
 	affinityKey?: string;
 	/** Nodes this request has tried already. */
 	tried?: ReadonlySet<string>;
+	/** Bounded load: an affinity pick skips a node whose load reaches this × its fair share (default 1.25, ≥ 1). */
+	loadFactor?: number;
 }
+
+/** How a node was chosen: the affinity key's own node, a later one of its order (the own was full), or by load. */
+export type Route = "affinity" | "spill" | "balanced";
+
+export interface Picked<T> {
+	node: T;
+	route: Route;
+	/** On a spill, the key's own node that was full. */
+	home?: T;
+}
+
+export const DEFAULT_AFFINITY_LOAD_FACTOR = 1.25;
 
 export type NodeClass = "drained" | "cooling" | "overloaded" | "available";
 
@@ -84,7 +102,46 @@ export function powerOfTwo<T extends NodeView>(pool: readonly T[], random: () =>
 	return loadScore(b) < loadScore(a) ? b : a;
 }
 
+/**
+ * A node's load for bounded-load affinity: requests on it. This isolate's in-flight count is
+ * exact but sees only its own requests; the engine's gauges see every isolate's but lag dispatch
+ * by seconds and read 0 at cold start. The larger wins, so a stale or zero reading never hides
+ * a burst this isolate just sent.
+ */
+export function affinityLoad(n: NodeView): number {
+	const engine = (n.running ?? 0) + n.waiting;
+	return Math.max(n.inFlight, Number.isFinite(engine) ? engine : 0);
+}
+
+/**
+ * The first node of the key's rendezvous order whose load is under
+ * `ceil(factor × (total load + 1) × weight / total weight)` (with equal weights,
+ * `ceil(factor × (total + 1) / nodes)`). Some node always is: the loads sum to less than total + 1.
+ */
+export function boundedAffinityPick<T extends NodeView>(key: string, pool: readonly T[], factor: number): Picked<T> | undefined {
+	const f = Number.isFinite(factor) && factor >= 1 ? factor : DEFAULT_AFFINITY_LOAD_FACTOR;
+	let total = 0;
+	let weights = 0;
+	for (const n of pool) {
+		total += affinityLoad(n);
+		weights += n.weight;
+	}
+	const order = rendezvousOrder(key, pool);
+	const home = order[0];
+	if (!home) return undefined;
+	for (const n of order) {
+		const bound = Math.ceil((f * (total + 1) * n.weight) / weights);
+		if (affinityLoad(n) < bound) return n === home ? { node: n, route: "affinity" } : { node: n, route: "spill", home };
+	}
+	return { node: home, route: "affinity" };
+}
+
 export function pickNode<T extends NodeView>(nodes: readonly T[], opts: PickOptions): T | null {
+	return pickRoute(nodes, opts)?.node ?? null;
+}
+
+/** `pickNode`, saying how the node was chosen (the request log's `route`, the spill counts). */
+export function pickRoute<T extends NodeView>(nodes: readonly T[], opts: PickOptions): Picked<T> | null {
 	const available: T[] = [];
 	const overloaded: T[] = [];
 	let leastRecentlyFailed: T | null = null;
@@ -105,9 +162,16 @@ export function pickNode<T extends NodeView>(nodes: readonly T[], opts: PickOpti
 		}
 	}
 	if (available.length) {
-		if (opts.affinityKey) return rendezvousPick(opts.affinityKey, available) ?? null;
-		return powerOfTwo(available, opts.random) ?? null;
+		if (opts.affinityKey) {
+			const picked = boundedAffinityPick(opts.affinityKey, available, opts.loadFactor ?? DEFAULT_AFFINITY_LOAD_FACTOR);
+			if (picked) return picked;
+		}
+		return balanced(powerOfTwo(available, opts.random));
 	}
-	if (overloaded.length) return powerOfTwo(overloaded, opts.random) ?? null;
-	return leastRecentlyFailed;
+	if (overloaded.length) return balanced(powerOfTwo(overloaded, opts.random));
+	return balanced(leastRecentlyFailed ?? undefined);
+}
+
+function balanced<T>(node: T | undefined): Picked<T> | null {
+	return node ? { node, route: "balanced" } : null;
 }

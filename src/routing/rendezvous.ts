@@ -41,3 +41,11 @@ export function rendezvousPick<T extends { url: string; weight: number }>(key: s
 	}
 	return best;
 }
+
+/** Every node of weight > 0, best score for `key` first: where the key goes, then where it spills. */
+export function rendezvousOrder<T extends { url: string; weight: number }>(key: string, nodes: readonly T[]): T[] {
+	const scored: Array<{ n: T; s: number }> = [];
+	for (const n of nodes) if (n.weight > 0) scored.push({ n, s: rendezvousScore(key, n.url, n.weight) });
+	scored.sort((a, b) => b.s - a.s);
+	return scored.map((x) => x.n);
+}

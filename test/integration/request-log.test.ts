@@ -33,6 +33,7 @@ const FIELDS = [
 	"error_code",
 	"node",
 	"attempts",
+	"route",
 	"ttfb_ms",
 	"duration_ms",
 	"prompt_tokens",
@@ -120,6 +121,8 @@ describe("the request log line", () => {
 			error_code: null,
 			node: engineHost(),
 			attempts: 1,
+			// No prompt_cache_key or user: its prefix keeps the conversation's node.
+			route: "affinity",
 			prompt_tokens: body.usage.prompt_tokens,
 			completion_tokens: body.usage.completion_tokens,
 			estimated: false,

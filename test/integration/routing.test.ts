@@ -53,7 +53,8 @@ describe("spread and weights", () => {
 		const names = [`${t}a`, `${t}b`, `${t}c`];
 		const gw = gatewayWith(fleetConfig([model("fleet", names.map(nodeUrl))]));
 		const m = marker();
-		await send(gw, 60, () => ({ model: "fleet", messages: user(m) }), 4);
+		// Distinct conversations: one conversation's turns share a node (prefix affinity).
+		await send(gw, 60, (i) => ({ model: "fleet", messages: user(`${m} conversation ${i}`) }), 4);
 		const c = perNode(await callsWith(m));
 		expect(Object.values(c).reduce((a, b) => a + b, 0)).toBe(60);
 		for (const n of names) {
@@ -66,7 +67,7 @@ describe("spread and weights", () => {
 		const t = marker("w");
 		const gw = gatewayWith(fleetConfig([model("fleet", [{ url: nodeUrl(`${t}a`), weight: 3 }, nodeUrl(`${t}b`)])]));
 		const m = marker();
-		await send(gw, 80, () => ({ model: "fleet", messages: user(m) }), 4);
+		await send(gw, 80, (i) => ({ model: "fleet", messages: user(`${m} conversation ${i}`) }), 4);
 		const c = perNode(await callsWith(m));
 		expect(c[`${t}b`], JSON.stringify(c)).toBeGreaterThanOrEqual(8);
 		expect(c[`${t}b`], JSON.stringify(c)).toBeLessThanOrEqual(32);
@@ -196,12 +197,13 @@ describe("engine load and cache affinity", () => {
 		const names = [`${t}a`, `${t}b`, `${t}c`];
 		const gw = gatewayWith(fleetConfig([model("fleet", names.map(nodeUrl))]));
 		const m1 = marker();
-		await send(gw, 12, () => ({ model: "fleet", prompt_cache_key: `conv-${t}`, messages: user(m1) }), 3);
+		// One turn after another, as a conversation goes: a burst of one key would spill (bounded load).
+		await send(gw, 12, () => ({ model: "fleet", prompt_cache_key: `conv-${t}`, messages: user(m1) }));
 		const conv = await callsWith(m1);
 		expect(Object.keys(perNode(conv))).toHaveLength(1);
 		for (const c of conv) expect(c.body?.prompt_cache_key).toBe(`conv-${t}`);
 		const m2 = marker();
-		await send(gw, 12, () => ({ model: "fleet", user: `alice-${t}`, messages: user(m2) }), 3);
+		await send(gw, 12, () => ({ model: "fleet", user: `alice-${t}`, messages: user(m2) }));
 		expect(Object.keys(perNode(await callsWith(m2)))).toHaveLength(1);
 		const m3 = marker();
 		await send(gw, 24, (i) => ({ model: "fleet", user: `user-${t}-${i}`, messages: user(m3) }), 3);

@@ -99,8 +99,8 @@ export interface Answer {
 }
 
 /** The gateway with `config`: each call returns the whole answer once the request's background work is done. */
-export function gatewayWith(config: unknown) {
-	const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(config) };
+export function gatewayWith(config: unknown, secrets: Record<string, string> = {}) {
+	const bindings = { ...env, ...secrets, GATEWAY_CONFIG: JSON.stringify(config) };
 	const call = async (path: string, init: RequestInit): Promise<Answer> => {
 		const ctx = createExecutionContext();
 		const started = Date.now();
@@ -124,10 +124,10 @@ export function gatewayWith(config: unknown) {
 				headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
 				body: JSON.stringify(body),
 			}),
-		post: (key: string, path: string, body: Record<string, unknown>) =>
+		post: (key: string, path: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
 			call(path, {
 				method: "POST",
-				headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+				headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
 				body: JSON.stringify(body),
 			}),
 		admin: (path: string, init: RequestInit = {}) =>

@@ -246,6 +246,33 @@ describe("callEngine", () => {
 		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
 	});
 
+	it("sends a salted node the payer's cache_salt instead of the client's, and other nodes the client's", async () => {
+		const t = setup({});
+		const body = JSON.stringify({ model: "m", cache_salt: "client-salt", messages: [] });
+		const secrets = { CACHE_SALT_SECRET: "0123456789abcdef0123" };
+		const salted: EngineNode = { url: "http://salted", weight: 1, cacheSalt: true };
+		const saltOf = async (payerKeyId: string, node: EngineNode) => {
+			const answer = await t.run([{ model: "m", nodes: [node], body }], { secrets, payerKeyId });
+			await answer.readBody({ idleTimeoutMs: 1_000, abort: () => {} });
+			return (JSON.parse(t.calls.at(-1)?.body ?? "{}") as { cache_salt?: string }).cache_salt;
+		};
+		const parent = await saltOf("key_parent", salted);
+		expect(parent).toMatch(/^[A-Za-z0-9_-]{43}$/);
+		expect(await saltOf("key_parent", salted)).toBe(parent);
+		expect(await saltOf("key_other", salted)).not.toBe(parent);
+		expect(await saltOf("key_parent", nodes("http://plain")[0] as EngineNode)).toBe("client-salt");
+	});
+
+	it("refuses a salted node without CACHE_SALT_SECRET, naming it, before calling the node", async () => {
+		const t = setup({});
+		const salted: EngineNode = { url: "http://salted", weight: 1, cacheSalt: true };
+		await expect(t.run([{ model: "m", nodes: [salted], body: "{}" }], { payerKeyId: "k" })).rejects.toMatchObject({
+			kind: "config_invalid",
+			message: expect.stringContaining("CACHE_SALT_SECRET"),
+		});
+		expect(t.calls).toHaveLength(0);
+	});
+
 	it("keeps a conversation on one node with an affinity key, and sends the node's key", async () => {
 		const t = setup({});
 		const target = {
@@ -254,7 +281,12 @@ describe("callEngine", () => {
 			body: "{}",
 		};
 		const seen = new Set<string>();
-		for (let i = 0; i < 8; i++) seen.add((await t.run([target], { affinityKey: "conv-1" })).node);
+		// One turn after another (each answer read before the next): bounded load never spills them.
+		for (let i = 0; i < 8; i++) {
+			const answer = await t.run([target], { affinityKey: "conv-1" });
+			seen.add(answer.node);
+			await answer.readBody({ idleTimeoutMs: 1_000, abort: () => {} });
+		}
 		expect(seen.size).toBe(1);
 		expect(t.calls.every((c) => c.auth === "Bearer secret-1")).toBe(true);
 	});

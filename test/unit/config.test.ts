@@ -134,15 +134,17 @@ describe("modelNodes", () => {
 		]);
 	});
 
-	it("keeps weights, health and metrics URLs", () => {
+	it("keeps weights, health and metrics URLs, and cache_salt", () => {
 		const nodes = [
 			{ url: "http://a.example/v1", weight: 3, health_url: "http://a.example/healthz", metrics_url: "http://a.example:9090/m" },
-			{ url: "http://b.example/v1", weight: 0 },
+			{ url: "http://b.example/v1", weight: 0, cache_salt: true },
+			{ url: "http://c.example/v1", cache_salt: false },
 		];
 		const cfg = parseConfig(config({ models: [model({ nodes })] }));
 		expect(modelNodes(cfg.models[0]!)).toEqual([
 			{ url: "http://a.example/v1", weight: 3, healthUrl: "http://a.example/healthz", metricsUrl: "http://a.example:9090/m" },
-			{ url: "http://b.example/v1", weight: 0 },
+			{ url: "http://b.example/v1", weight: 0, cacheSalt: true },
+			{ url: "http://c.example/v1", weight: 1 },
 		]);
 		// Normalised once per model: every request reads the same array.
 		expect(modelNodes(cfg.models[0]!)).toBe(modelNodes(cfg.models[0]!));
@@ -151,9 +153,10 @@ describe("modelNodes", () => {
 
 describe("routing and fallbacks", () => {
 	it("fills the routing defaults", () => {
-		expect(parseConfig(config()).routing).toEqual({ cooldown_ms: 15_000, health_check_interval_ms: 10_000, max_attempts: 3 });
-		const cfg = parseConfig(config({ routing: { max_attempts: 5 } }));
-		expect(cfg.routing).toEqual({ cooldown_ms: 15_000, health_check_interval_ms: 10_000, max_attempts: 5 });
+		const defaults = { cooldown_ms: 15_000, health_check_interval_ms: 10_000, max_attempts: 3, affinity_load_factor: 1.25 };
+		expect(parseConfig(config()).routing).toEqual(defaults);
+		const cfg = parseConfig(config({ routing: { max_attempts: 5, affinity_load_factor: 1 } }));
+		expect(cfg.routing).toEqual({ ...defaults, max_attempts: 5, affinity_load_factor: 1 });
 		expect(parseConfig(config()).models[0]?.fallbacks).toBeUndefined();
 	});
 
@@ -162,6 +165,8 @@ describe("routing and fallbacks", () => {
 		[{ routing: { max_attempts: 0 } }, "routing.max_attempts"],
 		[{ routing: { health_check_interval_ms: 10 } }, "routing.health_check_interval_ms"],
 		[{ routing: { retries: 2 } }, "routing"],
+		[{ routing: { affinity_load_factor: 0.9 } }, "routing.affinity_load_factor"],
+		[{ routing: { affinity_load_factor: "2" } }, "routing.affinity_load_factor"],
 	])("refuses a bad routing setting %j naming %s", (extra, path) => {
 		expect(configError(config(extra)).message).toContain(`${path}`);
 	});
@@ -171,6 +176,7 @@ describe("routing and fallbacks", () => {
 		[{ weight: "2" }, "models.0.nodes.0"],
 		[{ health_url: "ftp://x.example/h" }, "models.0.nodes.0"],
 		[{ secret: "x" }, "models.0.nodes.0"],
+		[{ cache_salt: "yes" }, "models.0.nodes.0"],
 	])("refuses a bad node field %j", (extra, path) => {
 		const nodes = [{ url: "http://a.example/v1", ...extra }];
 		expect(configError(config({ models: [model({ nodes })] })).message).toContain(path);

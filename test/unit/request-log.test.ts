@@ -16,6 +16,7 @@ const FIELDS: Record<string, string[]> = {
 	error_code: ["string", "null"],
 	node: ["string", "null"],
 	attempts: ["number"],
+	route: ["string", "null"],
 	ttfb_ms: ["number", "null"],
 	duration_ms: ["number"],
 	prompt_tokens: ["number"],
@@ -51,7 +52,7 @@ describe("RequestLog", () => {
 		log.asked({ model: "venym/a:online", stream: true, messages: [{ role: "user", content: "SECRET PROMPT" }] });
 		log.attempt("https://user:pass@node-a.example:8443/v1?token=abc");
 		t.advance(20);
-		log.attempt("http://10.0.0.5:8000/v1");
+		log.attempt("http://10.0.0.5:8000/v1", "spill");
 		t.advance(30);
 		log.answered("http://10.0.0.5:8000/v1");
 		log.webSearch = "ok";
@@ -88,6 +89,7 @@ describe("RequestLog", () => {
 			error_code: null,
 			node: "10.0.0.5:8000",
 			attempts: 2,
+			route: "spill",
 			ttfb_ms: 50,
 			duration_ms: 150,
 			prompt_tokens: 12,
