@@ -98,7 +98,7 @@ export function planReply(body, behaviour, n) {
 		toolCall,
 		argFragments,
 		finish: toolCall ? "tool_calls" : capped ? "length" : "stop",
-		usage: behaviour.usageOverride ?? usageOf(prompt, completion),
+		usage: behaviour.usageOverride ?? withCached(usageOf(prompt, completion), behaviour),
 	};
 }
 
@@ -108,8 +108,21 @@ const usageOf = (prompt, completion) => ({
 	total_tokens: prompt + completion,
 });
 
+// A prefix-cache hit on `cachedShare` of the prompt: vLLM and SGLang report it in
+// `prompt_tokens_details.cached_tokens`; llama.cpp (usage "finish") in `timings.cache_n` only.
+function withCached(usage, behaviour) {
+	if (behaviour.cachedShare === undefined) return usage;
+	const cached = Math.floor(usage.prompt_tokens * behaviour.cachedShare);
+	if (behaviour.usage === "finish") return { ...usage, cache_n: cached };
+	return { ...usage, prompt_tokens_details: { cached_tokens: cached } };
+}
+
+// The usage object as sent: llama.cpp's cache count goes in `timings`, never in `usage`.
+const usageOnly = ({ cache_n: _, ...usage }) => usage;
+
 // llama.cpp reports speed figures beside usage; the values only need to look plausible.
-const timingsOf = (usage) => ({
+const timingsOf = ({ cache_n, ...usage }) => ({
+	...(cache_n !== undefined ? { cache_n } : {}),
 	prompt_n: usage.prompt_tokens,
 	prompt_ms: usage.prompt_tokens * 0.5,
 	predicted_n: usage.completion_tokens,
@@ -171,7 +184,10 @@ export function streamPayloads(plan, meta, behaviour, includeUsage) {
 		const head = payloads.slice(0, behaviour.failAfter);
 		return behaviour.failure === "cut" ? head : [...head, behaviour.failure];
 	}
-	const finishExtra = { cumulative: { usage: plan.usage }, finish: { usage: plan.usage, timings: timingsOf(plan.usage) } };
+	const finishExtra = {
+		cumulative: { usage: plan.usage },
+		finish: { usage: usageOnly(plan.usage), timings: timingsOf(plan.usage) },
+	};
 	for (const index of indexes) {
 		const last = index === (plan.choices ?? 1) - 1;
 		payloads.push(chunk([{ index, delta: {}, finish_reason: plan.finish }], last ? finishExtra[mode] : {}));
@@ -204,7 +220,7 @@ export function completion(plan, meta, behaviour) {
 	if (toolCall) message.tool_calls = [toolCall];
 	const choices = Array.from({ length: plan.choices ?? 1 }, (_, index) => ({ index, message, finish_reason: plan.finish }));
 	const body = { ...header(meta, "chat.completion"), choices };
-	if (behaviour.usage !== "none") body.usage = plan.usage;
+	if (behaviour.usage !== "none") body.usage = usageOnly(plan.usage);
 	if (behaviour.usage === "finish") body.timings = timingsOf(plan.usage);
 	return body;
 }

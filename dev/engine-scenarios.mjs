@@ -20,6 +20,7 @@
 //   delayMs, headerDelayMs     pause between stream frames (non-stream: the whole answer),
 //                              and before the headers
 //   stallAfter                 headers (and that many frames), then silence
+//   cachedShare                that share of the prompt reported as served from the prefix cache
 //   brokenToolArgs             tool-call arguments cut before their closing `"}`
 //   bodyMs                     the answer spread over that many ms, data throughout (a non-stream
 //                              one dribbled, a stream's frames paced)
@@ -176,6 +177,11 @@ export const SCENARIOS = {
 			}
 		},
 	},
+	// Prefix-cache hits: half the prompt cached, reported as vLLM does (`prompt_tokens_details`), as
+	// llama.cpp does (`timings.cache_n` on the finish chunk), and an engine claiming more than the prompt.
+	cached: { cachedShare: 0.5 },
+	cachedllama: { cachedShare: 0.5, usage: "finish" },
+	overcached: { cachedShare: 3 },
 	// A weak model that never closes its tool call's arguments (`{"query":"…` with no `"}`).
 	brokentool: { brokenToolArgs: true },
 	// Headers arrive late but within the first-byte timeout.

@@ -37,7 +37,10 @@ export type ScenarioName =
 	| "searchfail"
 	| "searchslow"
 	| "mute"
-	| "brokentool";
+	| "brokentool"
+	| "cached"
+	| "cachedllama"
+	| "overcached";
 
 export declare const scenarioNames: readonly ScenarioName[];
 

@@ -61,6 +61,8 @@ const ModelSchema = z
 		pricing: z.strictObject({
 			input_usd_per_mtok: UsdPerMtok,
 			output_usd_per_mtok: UsdPerMtok.optional(),
+			/** Prompt tokens served from the engine's prefix cache; default: the input price. */
+			cached_input_usd_per_mtok: UsdPerMtok.optional(),
 		}),
 		capabilities: z.array(z.string()).default([]),
 		owned_by: z.string().default("venym"),
@@ -70,6 +72,14 @@ const ModelSchema = z
 		tool_call_repair: z.boolean().optional(),
 	})
 	.superRefine((m, ctx) => {
+		const cached = m.pricing.cached_input_usd_per_mtok;
+		if (cached !== undefined && cached > m.pricing.input_usd_per_mtok) {
+			ctx.addIssue({
+				code: "custom",
+				path: ["pricing", "cached_input_usd_per_mtok"],
+				message: "may not exceed input_usd_per_mtok",
+			});
+		}
 		if (m.capabilities.includes(EMBEDDINGS)) return;
 		if (m.max_output_tokens === undefined) {
 			ctx.addIssue({ code: "custom", path: ["max_output_tokens"], message: "required (except for embeddings models)" });
@@ -85,7 +95,13 @@ const ModelSchema = z
 	.transform((m) => ({
 		...m,
 		max_output_tokens: m.max_output_tokens ?? 0,
-		pricing: { input_usd_per_mtok: m.pricing.input_usd_per_mtok, output_usd_per_mtok: m.pricing.output_usd_per_mtok ?? 0 },
+		pricing: {
+			input_usd_per_mtok: m.pricing.input_usd_per_mtok,
+			output_usd_per_mtok: m.pricing.output_usd_per_mtok ?? 0,
+			...(m.pricing.cached_input_usd_per_mtok !== undefined
+				? { cached_input_usd_per_mtok: m.pricing.cached_input_usd_per_mtok }
+				: {}),
+		},
 	}));
 
 const WebSearchSchema = z

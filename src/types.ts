@@ -3,6 +3,8 @@ export interface Usage {
 	prompt_tokens: number;
 	completion_tokens: number;
 	total_tokens: number;
+	/** Prompt tokens the engine served from its prefix cache (a part of prompt_tokens); absent when none. */
+	cached_tokens?: number;
 }
 
 /** How a request ended, for billing and the usage record. */

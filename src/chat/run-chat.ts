@@ -6,6 +6,7 @@ import type { SettleResult } from "../ledger/key-ledger";
 import { keepReservationAlive, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../ledger/pricing";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
+import { isolateFleet } from "../routing/fleet";
 import { engineRouting } from "../routing/shared-view";
 import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
@@ -99,6 +100,10 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	});
 	const settle = (outcome: Outcome, extraNanos: number) => {
 		keepAlive.stop();
+		// The node's prefix-cache hit rate (/admin/nodes): engine-counted prompts only.
+		if (outcome.node !== null && !outcome.estimated) {
+			isolateFleet.usage(outcome.node, outcome.usage.prompt_tokens, outcome.usage.cached_tokens ?? 0);
+		}
 		run.log?.settled(req, outcome, outcomeCostNanos(req, outcome, extraNanos));
 		// After the answer has gone out: the client does not wait for the ledger call's first steps.
 		settleNow(afterResponse().then(() => settleSafely(env, req, outcome, extraNanos)));
@@ -212,6 +217,7 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 		framesSent = frames;
 		// The settlement promise is already under waitUntil, so this runs even if the client goes away.
 		void done.then(async (end) => {
+			if (repair) req.toolCallsRepaired = repair.repaired;
 			// An engine read that broke as the client left is the client's doing, even when the
 			// runtime broke it before firing the client's signal.
 			const gone =
@@ -261,7 +267,10 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	if (end.usageOutOfBounds)
 		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(answer.node) });
 	const body = assembled.body(requestedId);
-	if (repair) body.venym = { tool_calls_repaired: repairBodyToolCalls(body) };
+	if (repair) {
+		req.toolCallsRepaired = repairBodyToolCalls(body);
+		body.venym = { tool_calls_repaired: req.toolCallsRepaired };
+	}
 	if (sources.length) attachSources(body, sources);
 	const outcome: Outcome = { status: "completed", usage: end.usage, estimated: end.estimated, node: answer.node };
 	// Settlement runs under waitUntil rather than before the answer: the cost is known here, and

@@ -36,15 +36,44 @@ export function boundedUsage(
 	reported: unknown,
 	bounds: UsageBounds,
 	estimates: { promptTokens: number; completionTokens: number },
+	/** llama.cpp's `timings` (its `cache_n` is the cached prompt tokens), when the engine sent them. */
+	timings?: unknown,
 ): BoundedUsage {
 	const u = typeof reported === "object" && reported !== null ? (reported as Record<string, unknown>) : {};
 	const prompt = tokenCount(u.prompt_tokens);
 	const completion = tokenCount(u.completion_tokens);
 	const promptOk = prompt !== undefined && prompt <= bounds.maxPromptTokens;
 	const completionOk = completion !== undefined && completion <= bounds.maxCompletionTokens;
-	const outOfBounds = (u.prompt_tokens !== undefined && !promptOk) || (u.completion_tokens !== undefined && !completionOk);
+	let outOfBounds = (u.prompt_tokens !== undefined && !promptOk) || (u.completion_tokens !== undefined && !completionOk);
 	const p = promptOk ? prompt : Math.min(estimates.promptTokens, bounds.maxPromptTokens);
 	const c = completionOk ? completion : Math.min(estimates.completionTokens, bounds.maxCompletionTokens);
-	const estimated = !promptOk || !completionOk;
-	return { usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c }, estimated, outOfBounds };
+	let estimated = !promptOk || !completionOk;
+	const usage: Usage = { prompt_tokens: p, completion_tokens: c, total_tokens: p + c };
+	// Cached prompt tokens are billed at their own (lower) price: only as a part of an engine-reported
+	// prompt count, never more than it; anything else is 0 and flagged like other bad usage.
+	const reportedCached = cachedTokensOf(u, timings);
+	if (reportedCached !== undefined) {
+		const cached = tokenCount(reportedCached);
+		if (cached !== undefined && promptOk && cached <= p) {
+			if (cached > 0) usage.cached_tokens = cached;
+		} else if (cached !== 0) {
+			outOfBounds = true;
+			estimated = true;
+		}
+	}
+	return { usage, estimated, outOfBounds };
+}
+
+/** What the engine says was cached: `prompt_tokens_details.cached_tokens` (vLLM, SGLang, OpenAI), else llama.cpp's `timings.cache_n`. */
+function cachedTokensOf(u: Record<string, unknown>, timings: unknown): unknown {
+	const details = u.prompt_tokens_details;
+	if (typeof details === "object" && details !== null) {
+		const v = (details as Record<string, unknown>).cached_tokens;
+		if (v !== undefined && v !== null) return v;
+	}
+	if (typeof timings === "object" && timings !== null) {
+		const v = (timings as Record<string, unknown>).cache_n;
+		if (v !== undefined && v !== null) return v;
+	}
+	return undefined;
 }

@@ -43,6 +43,10 @@ export const usageRecords = sqliteTable(
 		status: text("status").notNull(),
 		estimated: integer("estimated", { mode: "boolean" }).notNull(),
 		searchCount: integer("search_count").notNull().default(0),
+		/** Prompt tokens the engine served from its prefix cache (billed at the cached-input price); 0 on older rows. */
+		cachedTokens: integer("cached_tokens").notNull().default(0),
+		/** Tool calls whose broken JSON arguments the gateway repaired (`tool_call_repair`); 0 on older rows. */
+		toolCallsRepaired: integer("tool_calls_repaired").notNull().default(0),
 		createdAt: integer("created_at").notNull(),
 		/** The API the request came in on (`chat`, `completions`, `embeddings`, `responses`, `messages`); null on older records. */
 		lane: text("lane"),
@@ -75,6 +79,7 @@ export const usageHourly = sqliteTable(
 		completionTokens: integer("completion_tokens").notNull(),
 		costNanos: integer("cost_nanos").notNull(),
 		searchCount: integer("search_count").notNull(),
+		cachedTokens: integer("cached_tokens").notNull().default(0),
 	},
 	(t) => [primaryKey({ columns: [t.hour, t.keyId, t.model] }), index("usage_hourly_key_hour_idx").on(t.keyId, t.hour)],
 );

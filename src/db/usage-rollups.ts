@@ -32,6 +32,7 @@ export interface SummaryRow {
 	completionTokens: number;
 	costNanos: number;
 	searchCount: number;
+	cachedTokens: number;
 }
 
 /**
@@ -56,6 +57,7 @@ export function usageRollups(d1: D1Database) {
 					completionTokens: sql<number>`SUM(${h.completionTokens})`,
 					costNanos: sql<number>`SUM(${h.costNanos})`,
 					searchCount: sql<number>`SUM(${h.searchCount})`,
+					cachedTokens: sql<number>`SUM(${h.cachedTokens})`,
 				})
 				.from(h)
 				.where(

@@ -36,6 +36,8 @@ export interface RequestContext {
 	/** The API the request came in on, for the usage record (the request log's lane). */
 	lane?: string;
 	searchCount: number;
+	/** Tool calls whose arguments the gateway repaired (`tool_call_repair`), for the usage record. */
+	toolCallsRepaired?: number;
 	/** Limits checked with the hold, in the same ledger call (see KeyLedger.authorize). */
 	scopes?: ScopeLimits[];
 	/** Tokens counted against tpm until settlement: the prompt estimate plus the output cap. */
@@ -198,6 +200,8 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 			status: outcome.status,
 			estimated: outcome.estimated,
 			search_count: req.searchCount,
+			...(outcome.usage.cached_tokens ? { cached_tokens: outcome.usage.cached_tokens } : {}),
+			...(req.toolCallsRepaired ? { tool_calls_repaired: req.toolCallsRepaired } : {}),
 			...(req.lane ? { lane: req.lane } : {}),
 		},
 	});

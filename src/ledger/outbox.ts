@@ -16,6 +16,10 @@ export interface UsageRecordInput {
 	status: SettleStatus;
 	estimated: boolean;
 	search_count?: number;
+	/** Prompt tokens served from the engine's prefix cache (billed at the cached-input price). */
+	cached_tokens?: number;
+	/** Tool calls whose arguments the gateway repaired. */
+	tool_calls_repaired?: number;
 	created_at?: number;
 	/** The API the request came in on (chat, completions, embeddings, responses, messages); absent on older records. */
 	lane?: string | null;
@@ -26,13 +30,14 @@ export interface UsageRecordInput {
 // handful of rows (D1 binds at most 100 parameters per statement). Column names follow
 // src/db/schema.ts (usage_records). Each new row is stamped with the attempt's flush id (?3).
 const INSERT_FROM_JSON = `INSERT INTO usage_records
-	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id, lane)
+	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id, lane, cached_tokens, tool_calls_repaired)
 SELECT
 	json_extract(value, '$.request_id'), json_extract(value, '$.key_id'), json_extract(value, '$.model'),
 	json_extract(value, '$.requested_model'), json_extract(value, '$.node'), json_extract(value, '$.prompt_tokens'), json_extract(value, '$.completion_tokens'),
 	COALESCE(json_extract(value, '$.cost_nanos'), 0), json_extract(value, '$.status'),
 	CASE WHEN json_extract(value, '$.estimated') THEN 1 ELSE 0 END, COALESCE(json_extract(value, '$.search_count'), 0),
-	COALESCE(json_extract(value, '$.created_at'), ?2), ?3, json_extract(value, '$.lane')
+	COALESCE(json_extract(value, '$.created_at'), ?2), ?3, json_extract(value, '$.lane'),
+	COALESCE(json_extract(value, '$.cached_tokens'), 0), COALESCE(json_extract(value, '$.tool_calls_repaired'), 0)
 FROM json_each(?1) WHERE true
 ON CONFLICT (request_id) DO NOTHING`;
 
@@ -41,8 +46,8 @@ ON CONFLICT (request_id) DO NOTHING`;
 // twice) and kept only when they carry this attempt's flush id: a row an earlier attempt inserted
 // (its reply lost) carries that attempt's id and is not counted again. Summed into the hourly rollups.
 const ROLLUP_FLUSHED = `INSERT INTO usage_hourly
-	(hour, key_id, model, requests, prompt_tokens, completion_tokens, cost_nanos, search_count)
-SELECT created_at - (created_at % ${HOUR_MS}), key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost_nanos), SUM(search_count)
+	(hour, key_id, model, requests, prompt_tokens, completion_tokens, cost_nanos, search_count, cached_tokens)
+SELECT created_at - (created_at % ${HOUR_MS}), key_id, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(cost_nanos), SUM(search_count), SUM(cached_tokens)
 FROM usage_records
 WHERE request_id IN (SELECT value FROM json_each(?1)) AND flush_id = ?2
 GROUP BY 1, 2, 3
@@ -51,7 +56,8 @@ ON CONFLICT (hour, key_id, model) DO UPDATE SET
 	prompt_tokens = prompt_tokens + excluded.prompt_tokens,
 	completion_tokens = completion_tokens + excluded.completion_tokens,
 	cost_nanos = cost_nanos + excluded.cost_nanos,
-	search_count = search_count + excluded.search_count`;
+	search_count = search_count + excluded.search_count,
+	cached_tokens = cached_tokens + excluded.cached_tokens`;
 
 /** A fresh random id per flush attempt: 53 random bits, a safe integer, never 0. */
 export function newFlushId(): number {

@@ -6,15 +6,28 @@ function nanosPerToken(usdPerMtok: number): number {
 	return usdPerMtok * 1000;
 }
 
-/** A request's cost in integer nano-dollars. */
-export function costNanos(pricing: ModelConfig["pricing"], promptTokens: number, completionTokens: number): number {
+/**
+ * A request's cost in integer nano-dollars: `(prompt − cached) × input + cached × cached_input +
+ * completion × output`. `cachedTokens` (a part of the prompt the engine served from its prefix
+ * cache) costs the model's `cached_input_usd_per_mtok`, the input price when it has none.
+ */
+export function costNanos(
+	pricing: ModelConfig["pricing"],
+	promptTokens: number,
+	completionTokens: number,
+	cachedTokens = 0,
+): number {
+	const cached = Math.min(Math.max(cachedTokens, 0), promptTokens);
+	const cachedPrice = pricing.cached_input_usd_per_mtok ?? pricing.input_usd_per_mtok;
 	return Math.round(
-		promptTokens * nanosPerToken(pricing.input_usd_per_mtok) + completionTokens * nanosPerToken(pricing.output_usd_per_mtok),
+		(promptTokens - cached) * nanosPerToken(pricing.input_usd_per_mtok) +
+			cached * nanosPerToken(cachedPrice) +
+			completionTokens * nanosPerToken(pricing.output_usd_per_mtok),
 	);
 }
 
 export function usageCostNanos(pricing: ModelConfig["pricing"], usage: Usage): number {
-	return costNanos(pricing, usage.prompt_tokens, usage.completion_tokens);
+	return costNanos(pricing, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens ?? 0);
 }
 
 export function usdToNanos(usd: number): number {

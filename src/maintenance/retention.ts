@@ -97,6 +97,8 @@ function toUsageRow(r: Record<string, unknown>): UsageRow {
 		status: r.status as string,
 		estimated: Boolean(r.estimated),
 		searchCount: r.search_count as number,
+		cachedTokens: (r.cached_tokens as number | null) ?? 0,
+		toolCallsRepaired: (r.tool_calls_repaired as number | null) ?? 0,
 		createdAt: r.created_at as number,
 		lane: (r.lane as string | null) ?? null,
 		flushId: (r.flush_id as number | null) ?? null,

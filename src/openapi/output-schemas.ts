@@ -64,7 +64,18 @@ const model = obj(
 		owned_by: str,
 		max_output_tokens: int,
 		context_length: nullable("integer"),
-		pricing: obj({ input_usd_per_mtok: num, output_usd_per_mtok: num }, true, ["input_usd_per_mtok"]),
+		pricing: obj(
+			{
+				input_usd_per_mtok: num,
+				output_usd_per_mtok: num,
+				cached_input_usd_per_mtok: {
+					type: "number",
+					description: "Prompt tokens served from the engine's prefix cache (the input price unless the operator set one).",
+				},
+			},
+			true,
+			["input_usd_per_mtok", "cached_input_usd_per_mtok"],
+		),
 		capabilities: strings,
 	},
 	false,

@@ -49,7 +49,8 @@ function nodeRows(config: GatewayConfig, fleet: Fleet, now: number, only?: (mode
 				// This isolate's affinity picks whose own node this is: served here, or spilled on (this one was full).
 				affinity_served: rt.affinityServed,
 				affinity_spilled: rt.affinitySpilled,
-				cache_hit_rate: null,
+				// The share of prompt tokens this isolate's requests found in the node's prefix cache.
+				cache_hit_rate: rt.promptTokens > 0 ? Number((rt.cachedTokens / rt.promptTokens).toFixed(4)) : null,
 			});
 		}
 	}

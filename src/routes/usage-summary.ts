@@ -93,6 +93,9 @@ export function summaryRowView(r: SummaryRow, groupBy: UsageSummaryQuery["group_
 		cost_usd: nanosToUsd(r.costNanos),
 		cost_nanos: r.costNanos,
 		search_count: r.searchCount,
+		cached_tokens: r.cachedTokens,
+		/** The share of prompt tokens served from the engines' prefix caches. */
+		cache_hit_rate: r.promptTokens > 0 ? Number((r.cachedTokens / r.promptTokens).toFixed(4)) : 0,
 	};
 }
 

@@ -60,6 +60,8 @@ export function usageView(r: UsageRow) {
 		status: r.status,
 		estimated: r.estimated,
 		search_count: r.searchCount,
+		cached_tokens: r.cachedTokens ?? 0,
+		tool_calls_repaired: r.toolCallsRepaired ?? 0,
 		lane: r.lane ?? null,
 		created_at: Math.floor(r.createdAt / 1000),
 	};

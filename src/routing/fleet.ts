@@ -129,6 +129,13 @@ export class Fleet {
 		return recordServerError(this.runtime(url), request, reason, now, cooldownMs);
 	}
 
+	/** A request the node served was billed: its prompt tokens, and how many the engine had cached. */
+	usage(url: string, promptTokens: number, cachedTokens: number): void {
+		const rt = this.runtime(url);
+		rt.promptTokens += promptTokens;
+		rt.cachedTokens += cachedTokens;
+	}
+
 	succeeded(url: string, firstByteMs: number, now: number): void {
 		recordSuccess(this.runtime(url), firstByteMs, now);
 	}

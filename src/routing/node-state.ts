@@ -26,6 +26,9 @@ export interface NodeRuntime {
 	/** Affinity requests whose own node this is: served here, and spilled to a later node (this one was full). */
 	affinityServed: number;
 	affinitySpilled: number;
+	/** Prompt tokens this isolate's completed requests sent the node, and how many of them it had cached. */
+	promptTokens: number;
+	cachedTokens: number;
 }
 
 export function newRuntime(): NodeRuntime {
@@ -40,6 +43,8 @@ export function newRuntime(): NodeRuntime {
 		serverErrors: [],
 		affinityServed: 0,
 		affinitySpilled: 0,
+		promptTokens: 0,
+		cachedTokens: 0,
 	};
 }
 

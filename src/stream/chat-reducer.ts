@@ -68,6 +68,8 @@ export class ChatStreamReducer {
 	readonly #opts: ChatReducerOptions;
 	#outcome: EngineOutcome | undefined;
 	#lastUsage: Json | undefined;
+	/** llama.cpp's speed figures beside usage: its `cache_n` counts the cached prompt tokens. */
+	#timings: Json | undefined;
 	#sawFinish = false;
 	#forwardedChars = 0;
 	#contentForwarded = false;
@@ -111,15 +113,26 @@ export class ChatStreamReducer {
 
 	/** The engine's last usage within bounds, with whatever it lacked (or got wrong) estimated. */
 	usage(): { usage: Usage; estimated: boolean; outOfBounds: boolean } {
-		return boundedUsage(this.#lastUsage, this.#opts.bounds ?? UNBOUNDED, {
-			promptTokens: this.#opts.promptTokensEstimate,
-			completionTokens: estimateTokens(this.#forwardedChars),
-		});
+		return boundedUsage(
+			this.#lastUsage,
+			this.#opts.bounds ?? UNBOUNDED,
+			{ promptTokens: this.#opts.promptTokensEstimate, completionTokens: estimateTokens(this.#forwardedChars) },
+			this.#timings,
+		);
 	}
 
-	/** The usage chunk's `usage`: the engine's extra fields (…_details) kept, the billed counts on top. */
+	/**
+	 * The usage chunk's `usage`: the engine's extra fields (…_details) kept, the billed counts on
+	 * top, and the billed cached tokens in `prompt_tokens_details.cached_tokens` (OpenAI's place,
+	 * which the Responses and Messages encoders read too).
+	 */
 	usageField(): Json {
-		return { ...this.#lastUsage, ...this.usage().usage };
+		const { cached_tokens: cached = 0, ...counts } = this.usage().usage;
+		const out: Json = { ...this.#lastUsage, ...counts };
+		const details = this.#lastUsage?.prompt_tokens_details;
+		if (isRecord(details) || cached > 0)
+			out.prompt_tokens_details = { ...(isRecord(details) ? details : {}), cached_tokens: cached };
+		return out;
 	}
 
 	/** The end to settle: the engine's outcome, or the client's departure when it left first. */
@@ -150,6 +163,7 @@ export class ChatStreamReducer {
 			const tools = choice.delta.tool_calls;
 			if (chars > 0 || (Array.isArray(tools) && tools.length > 0)) this.#contentForwarded = true;
 		}
+		if (isRecord(chunk.timings)) this.#timings = chunk.timings;
 		if (!isRecord(chunk.usage)) return { chunk, data };
 		// Engines may repeat cumulative usage on every chunk: the last one wins, never a sum.
 		this.#lastUsage = chunk.usage;

@@ -137,7 +137,8 @@ describe("remembering sick nodes", () => {
 			expect((await callsWith(m)).length).toBe(2);
 		}
 		const m = marker();
-		await send(gw, 12, () => ({ model: "fleet", messages: user(m) }));
+		// Thirty conversations (each its own prefix, so its own affinity): every node still takes some.
+		await send(gw, 30, (i) => ({ model: "fleet", messages: user(`${m} conversation ${i}`) }));
 		expect(Object.keys(perNode(await callsWith(m))).sort()).toEqual(names.sort());
 		for (const n of names) {
 			const row = await waitForNode(gw, nodeUrl(n), () => true);

@@ -130,6 +130,7 @@ export function gatewayWith(config: unknown, secrets: Record<string, string> = {
 				headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
 				body: JSON.stringify(body),
 			}),
+		get: (key: string, path: string) => call(path, { method: "GET", headers: { authorization: `Bearer ${key}` } }),
 		admin: (path: string, init: RequestInit = {}) =>
 			call(`/admin${path}`, {
 				...init,

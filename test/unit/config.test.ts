@@ -83,6 +83,11 @@ describe("parseConfig", () => {
 			{ models: [model({ pricing: { input_usd_per_mtok: -1, output_usd_per_mtok: 1 } })] },
 			"models.0.pricing.input_usd_per_mtok",
 		],
+		[
+			"the cached-input price exceeds the input price",
+			{ models: [model({ pricing: { input_usd_per_mtok: 0.3, output_usd_per_mtok: 1, cached_input_usd_per_mtok: 0.4 } })] },
+			"models.0.pricing.cached_input_usd_per_mtok",
+		],
 		["a model id has a colon", { models: [model({ id: "venym/qwen:online" })] }, "models.0.id"],
 		["a model has an unknown field", { models: [model({ surprise: true })] }, "models.0"],
 		["a second model repeats an id", { models: [model(), model()] }, "models.1.id"],

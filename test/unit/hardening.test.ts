@@ -171,3 +171,46 @@ describe("the stream's idle watch", () => {
 		expect(cancelled).toBe(true);
 	});
 });
+
+describe("boundedUsage: cached prompt tokens", () => {
+	const bounds = { maxPromptTokens: 1000, maxCompletionTokens: 100 };
+	const estimates = { promptTokens: 10, completionTokens: 5 };
+
+	it("reads prompt_tokens_details.cached_tokens, else llama.cpp's timings.cache_n", () => {
+		const vllm = boundedUsage(
+			{ prompt_tokens: 900, completion_tokens: 50, prompt_tokens_details: { cached_tokens: 600 } },
+			bounds,
+			estimates,
+		);
+		expect(vllm).toEqual({
+			usage: { prompt_tokens: 900, completion_tokens: 50, total_tokens: 950, cached_tokens: 600 },
+			estimated: false,
+			outOfBounds: false,
+		});
+		const llama = boundedUsage({ prompt_tokens: 900, completion_tokens: 50 }, bounds, estimates, { cache_n: 300 });
+		expect(llama.usage.cached_tokens).toBe(300);
+		expect(boundedUsage({ prompt_tokens: 900, completion_tokens: 50 }, bounds, estimates).usage).not.toHaveProperty(
+			"cached_tokens",
+		);
+	});
+
+	it.each([[901], [-1], [1.5], [1e300], ["600"]])("takes %j cached of a 900-token prompt as 0, flagged", (cached) => {
+		const out = boundedUsage(
+			{ prompt_tokens: 900, completion_tokens: 50, prompt_tokens_details: { cached_tokens: cached } },
+			bounds,
+			estimates,
+		);
+		expect(out.usage).not.toHaveProperty("cached_tokens");
+		expect(out).toMatchObject({ estimated: true, outOfBounds: true });
+	});
+
+	it("counts no cached tokens against an estimated prompt", () => {
+		const out = boundedUsage(
+			{ prompt_tokens: 5000, completion_tokens: 50, prompt_tokens_details: { cached_tokens: 10 } },
+			bounds,
+			estimates,
+		);
+		expect(out.usage).not.toHaveProperty("cached_tokens");
+		expect(out.usage.prompt_tokens).toBe(10);
+	});
+});

@@ -183,3 +183,20 @@ describe("usd ↔ nanos", () => {
 		}
 	});
 });
+
+describe("costNanos with cached prompt tokens", () => {
+	const pricing: Pricing = { input_usd_per_mtok: 1, output_usd_per_mtok: 2, cached_input_usd_per_mtok: 0.1 };
+
+	it("bills (prompt − cached) × input + cached × cached_input + completion × output", () => {
+		expect(costNanos(pricing, 1000, 10, 600)).toBe(400 * 1000 + 600 * 100 + 10 * 2000);
+		expect(usageCostNanos(pricing, { prompt_tokens: 1000, completion_tokens: 10, total_tokens: 1010, cached_tokens: 600 })).toBe(
+			460_000 + 20_000,
+		);
+	});
+
+	it("bills cached tokens at the input price when no cached price is set, and never more than the prompt", () => {
+		expect(costNanos(TEST_PRICING, 1000, 0, 600)).toBe(1_000_000);
+		expect(costNanos(pricing, 100, 0, 5_000)).toBe(100 * 100);
+		expect(costNanos(pricing, 100, 0, -5)).toBe(100 * 1000);
+	});
+});

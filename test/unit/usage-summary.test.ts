@@ -130,6 +130,7 @@ describe("summary rows", () => {
 		completionTokens: 20,
 		costNanos: 50_001,
 		searchCount: 1,
+		cachedTokens: 4,
 	};
 
 	it("shows the period as ISO 8601 UTC and the cost in USD and nano-dollars", () => {
@@ -144,6 +145,8 @@ describe("summary rows", () => {
 			cost_usd: 0.000050001,
 			cost_nanos: 50_001,
 			search_count: 1,
+			cached_tokens: 4,
+			cache_hit_rate: 0.4,
 		});
 	});
 
