@@ -1,0 +1,59 @@
+// Attack findings (session h9) on the merged issue 22/23 tree: each test states the contract and
+// fails on the tree it was written against. See the report for the reproduction of each.
+import { describe, expect, it } from "vitest";
+import { ChatStreamReducer, type ForwardedChunk } from "../../src/stream/chat-reducer";
+import { CompletionAssembler } from "../../src/stream/completion-assembler";
+
+const head = { id: "chatcmpl-eng", object: "chat.completion.chunk", created: 1700000000, model: "engine/m" };
+
+function chunks(...list: Record<string, unknown>[]): ForwardedChunk[] {
+	return list.map((chunk) => ({ chunk, data: JSON.stringify(chunk) }));
+}
+
+/** One token's `logprobs.content` entry with `top_logprobs: 20`, as vLLM streams it (~1 KB of JSON). */
+function logprobEntry(i: number): Record<string, unknown> {
+	return {
+		token: `t${i}`,
+		logprob: -0.1234567,
+		bytes: [116, 49],
+		top_logprobs: Array.from({ length: 20 }, (_, k) => ({
+			token: `alt-token-${k}`,
+			logprob: -1.23456789 - k,
+			bytes: [97, 108, 116, 45, 116, 111, 107],
+		})),
+	};
+}
+
+describe("attack: the non-stream answer's size cap", () => {
+	it("counts logprob entries at their size: a top_logprobs=20 answer cannot hold many times the cap", () => {
+		// A client asks a non-stream chat with `logprobs: true, top_logprobs: 20` and a long answer:
+		// each token's entry is ~1 KB of JSON but counts as 16 characters, so the assembled body
+		// may reach ~60x MAX_ASSEMBLED_CHARS (8 Mi chars → ~500 MB) in the Worker's 128 MB isolate.
+		const cap = 20_000;
+		const a = new CompletionAssembler("chat.completion", cap);
+		let held = 0;
+		for (let i = 0; i < 1000 && !a.overflowed; i++) {
+			const entry = logprobEntry(i);
+			a.push(chunks({ ...head, choices: [{ index: 0, delta: { content: "x" }, logprobs: { content: [entry] } }] }));
+			held += JSON.stringify(entry).length + 1;
+		}
+		// Either the assembler refused the answer, or what it holds is within (a small multiple of) the cap.
+		if (!a.overflowed) expect(held).toBeLessThanOrEqual(2 * cap);
+		expect(a.overflowed).toBe(true);
+	});
+});
+
+describe("attack: refusal text is generated output", () => {
+	it("a streamed refusal counts toward the completion estimate and as content reaching the client", () => {
+		// OpenAI's `delta.refusal` is relayed to the client (and assembled into `message.refusal` for
+		// non-stream clients), but the reducer counts neither its characters nor that it was sent:
+		// with no engine usage the refusal is free, and an engine error after it bills nothing.
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10 });
+		const refusal = "I cannot help with that request. ".repeat(40);
+		r.push({ type: "chunk", chunk: { ...head, choices: [{ index: 0, delta: { role: "assistant", refusal } }] }, data: "" });
+		r.push({ type: "closed" });
+		const end = r.end("engine_error");
+		expect(end.contentForwarded).toBe(true);
+		expect(end.usage.completion_tokens).toBeGreaterThan(0);
+	});
+});
