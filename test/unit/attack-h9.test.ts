@@ -1,6 +1,8 @@
 // Attack findings (session h9) on the merged issue 22/23 tree: each test states the contract and
 // fails on the tree it was written against. See the report for the reproduction of each.
 import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config";
+import { HOLD_TTL_MS } from "../../src/ledger/ledger-holds";
 import { ChatStreamReducer, type ForwardedChunk } from "../../src/stream/chat-reducer";
 import { CompletionAssembler } from "../../src/stream/completion-assembler";
 
@@ -56,4 +58,28 @@ describe("attack: refusal text is generated output", () => {
 		expect(end.contentForwarded).toBe(true);
 		expect(end.usage.completion_tokens).toBeGreaterThan(0);
 	});
+});
+
+describe("attack: idle timeouts that outlive a hold", () => {
+	const base = {
+		models: [
+			{
+				id: "a/m",
+				engine_model: "m",
+				nodes: ["http://10.0.0.1:8000/v1"],
+				max_output_tokens: 100,
+				context_length: 8192,
+				pricing: { input_usd_per_mtok: 1, output_usd_per_mtok: 2 },
+			},
+		],
+	};
+	// A request that moves nothing is not renewed (hold-keep-alive.ts): with an idle timeout past
+	// HOLD_TTL_MS the hold lapses while the request still runs, the ledger hands the balance out
+	// again, and the late settlement debits it anyway (key-ledger.ts settle has no hold to check):
+	// one paused stream per hold overspends the key. The config should refuse such a timeout.
+	for (const field of ["client_idle_timeout_ms", "stream_idle_timeout_ms"]) {
+		it(`refuses ${field} longer than a hold lives`, () => {
+			expect(() => parseConfig(JSON.stringify({ ...base, [field]: HOLD_TTL_MS + 60_000 }))).toThrow(new RegExp(field));
+		});
+	}
 });

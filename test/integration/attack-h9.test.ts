@@ -1,0 +1,42 @@
+/**
+ * Attack findings (session h9) on the merged issue 22/23 tree, against a gateway with a config of
+ * its own in front of the development engine. Each test states the contract it expects and failed
+ * on the tree it was written against (see the report for each reproduction).
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { fleetConfig, gatewayWith, marker, model, ownEngineUrl } from "../support/fleet";
+import { createKey } from "../support/gateway";
+
+const engine = ownEngineUrl("attack-h9");
+const node = (scenario?: string) => (scenario ? `${engine}/s/${scenario}/v1` : `${engine}/v1`);
+
+type Json = Record<string, unknown>;
+const TOOLS = [
+	{ type: "function", function: { name: "lookup", parameters: { type: "object", properties: { query: { type: "string" } } } } },
+];
+
+let key: string;
+beforeAll(async () => {
+	key = (await createKey({ balance_usd: 10 })).key;
+});
+
+describe("attack: web search and tool-call repair on one non-stream answer", () => {
+	const gateway = gatewayWith({
+		...fleetConfig([model("broken", [node("brokentool")], { tool_call_repair: true, capabilities: ["tools", "web_search"] })]),
+		web_search: { provider: "searxng", url: `${engine}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
+	});
+
+	it("keeps venym.tool_calls_repaired next to venym.sources", async () => {
+		// run-chat.ts sets body.venym = {tool_calls_repaired}, then attachSources() replaces body.venym
+		// with {sources}: the repair count is lost whenever :online (or venym.web_search) ran.
+		const a = await gateway.chat(key, {
+			model: "broken:online",
+			tools: TOOLS,
+			messages: [{ role: "user", content: `find ${marker()}` }],
+		});
+		expect(a.res.status).toBe(200);
+		const venym = a.json?.venym as Json | undefined;
+		expect(Array.isArray(venym?.sources)).toBe(true);
+		expect(venym?.tool_calls_repaired).toBe(1);
+	});
+});
