@@ -40,3 +40,26 @@ describe("attack: web search and tool-call repair on one non-stream answer", () 
 		expect(venym?.tool_calls_repaired).toBe(1);
 	});
 });
+
+describe("attack: an in-band error before the first token", () => {
+	const gateway = gatewayWith(fleetConfig([model("e200", [node("error200"), node()])], { max_attempts: 2 }));
+
+	for (const stream of [false, true]) {
+		it(`fails over to the healthy node (${stream ? "stream" : "non-stream"}): nothing but headers reached the client`, async () => {
+			// The error200 node answers 200 and an error body before any token (vLLM's "model is loading").
+			// isFirstToken() counts any non-chunk event as the first token, so the node is taken, the
+			// client gets a 502 (or an error frame), the node never cools and the next request picks it again.
+			const statuses: string[] = [];
+			for (let i = 0; i < 8; i++) {
+				const a = await gateway.chat(key, {
+					model: "e200",
+					stream,
+					user: `u${i}-${marker()}`,
+					messages: [{ role: "user", content: `hi ${marker()}` }],
+				});
+				statuses.push(`${a.res.status}${a.text.includes('"error"') ? " error" : ""}`);
+			}
+			expect(statuses.join(",")).toBe(Array(8).fill("200").join(","));
+		});
+	}
+});
