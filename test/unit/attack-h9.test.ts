@@ -3,8 +3,10 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config";
 import { HOLD_TTL_MS } from "../../src/ledger/ledger-holds";
+import { secretForms } from "../../src/redact";
 import { ChatStreamReducer, type ForwardedChunk } from "../../src/stream/chat-reducer";
 import { CompletionAssembler } from "../../src/stream/completion-assembler";
+import { StreamSecretFilter } from "../../src/stream/secret-filter";
 
 const head = { id: "chatcmpl-eng", object: "chat.completion.chunk", created: 1700000000, model: "engine/m" };
 
@@ -82,4 +84,38 @@ describe("attack: idle timeouts that outlive a hold", () => {
 			expect(() => parseConfig(JSON.stringify({ ...base, [field]: HOLD_TTL_MS + 60_000 }))).toThrow(new RegExp(field));
 		});
 	}
+});
+
+describe("attack: a node key echoed outside content, reasoning and tool arguments", () => {
+	const SECRET = "node-key-0123456789abcdef";
+	const forms = secretForms([SECRET]);
+	const relayed = (chunk: Record<string, unknown>) => {
+		const filter = new StreamSecretFilter(forms);
+		const out = filter.chunk({ chunk, data: JSON.stringify(chunk) });
+		return JSON.stringify(out.chunk);
+	};
+
+	it("scrubs a refusal delta", () => {
+		// DELTA_FIELDS is content, reasoning_content, reasoning: `delta.refusal` is relayed as the engine sent it.
+		const text = relayed({ ...head, choices: [{ index: 0, delta: { refusal: `no: Bearer ${SECRET}` } }] });
+		expect(text).not.toContain(SECRET);
+	});
+
+	it("scrubs the logprobs tokens that spell the echoed key", () => {
+		// The content is scrubbed, but with `logprobs: true` the same text goes out as token strings.
+		const tokens = ["Bearer", " node", "-key", "-0123", "456789", "abcdef"];
+		const chunk = {
+			...head,
+			choices: [
+				{
+					index: 0,
+					delta: { content: tokens.join("") },
+					logprobs: { content: tokens.map((token) => ({ token, logprob: -0.1, bytes: [], top_logprobs: [] })) },
+				},
+			],
+		};
+		const out = JSON.parse(relayed(chunk)) as { choices: { logprobs: { content: { token: string }[] } }[] };
+		const spelled = (out.choices[0]?.logprobs.content ?? []).map((e) => e.token).join("");
+		expect(spelled).not.toContain(SECRET);
+	});
 });
