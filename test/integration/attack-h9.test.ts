@@ -81,3 +81,14 @@ describe("attack: a non-stream answer over the size cap", () => {
 		expect(record.cost_nanos).toBeGreaterThan(0);
 	});
 });
+
+describe("attack: web search asked for on the embeddings lane", () => {
+	const gateway = gatewayWith(fleetConfig([model("embed", [node()], { capabilities: ["embeddings"] })]));
+
+	it("refuses venym.web_search as it refuses :online (no search runs, none is charged)", async () => {
+		// `model: "embed:online"` is a 400, but `venym: {web_search: true}` is accepted and ignored.
+		const a = await gateway.post(key, "/v1/embeddings", { model: "embed", input: "hi", venym: { web_search: true } });
+		expect(a.res.status).toBe(400);
+		expect((a.json?.error as Json | undefined)?.param).toMatch(/^venym/);
+	});
+});
