@@ -40,7 +40,8 @@ export type ScenarioName =
 	| "brokentool"
 	| "cached"
 	| "cachedllama"
-	| "overcached";
+	| "overcached"
+	| "long90";
 
 export declare const scenarioNames: readonly ScenarioName[];
 

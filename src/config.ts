@@ -45,6 +45,9 @@ const MAX_SEARCH_USD = 1_000;
 const MAX_BODY_BYTES = 100 * 1024 * 1024;
 const UsdPerMtok = z.number().nonnegative().max(MAX_USD_PER_MTOK);
 
+/** The longest any gateway wait may be: shorter than a hold's 15-minute life less its 5-minute renewal. */
+export const MAX_WAIT_MS = 600_000;
+
 /** A model with this capability is served on /v1/embeddings only (and needs no output cap or price). */
 export const EMBEDDINGS = "embeddings";
 
@@ -144,16 +147,20 @@ export const GatewayConfigSchema = z
 	.strictObject({
 		models: z.array(ModelSchema).min(1),
 		web_search: WebSearchSchema.optional(),
-		/** How long a node may take to send response headers before the next node is tried. */
-		first_byte_timeout_ms: z.number().int().positive().default(30_000),
+		/**
+		 * How long a node may take to produce its first token before the next node is tried. Every
+		 * wait is at most 10 minutes (MAX_WAIT_MS): a request that moves nothing for longer would let
+		 * its hold (15 minutes, renewed every 5 only while the request moves) lapse while it runs.
+		 */
+		first_byte_timeout_ms: z.number().int().positive().max(MAX_WAIT_MS).default(30_000),
 		/** How long a started engine answer may go without sending a byte before it is ended (stream: error frame; otherwise 504). */
-		stream_idle_timeout_ms: z.number().int().positive().default(60_000),
+		stream_idle_timeout_ms: z.number().int().positive().max(MAX_WAIT_MS).default(60_000),
 		/**
 		 * How long a streaming client may go without taking a frame before its stream is ended as
 		 * client_disconnected (engine request aborted, hold settled): an open socket that is not
-		 * read cannot pin a hold and an engine slot. At most a day.
+		 * read cannot pin a hold and an engine slot.
 		 */
-		client_idle_timeout_ms: z.number().int().positive().max(86_400_000).default(300_000),
+		client_idle_timeout_ms: z.number().int().positive().max(MAX_WAIT_MS).default(300_000),
 		/** Most choices (`n`) one chat request may ask for. */
 		max_n: z.number().int().positive().max(128).default(16),
 		/** Most background responses one key may have queued or running at once (over it: 429). */

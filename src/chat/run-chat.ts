@@ -160,12 +160,18 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 					idleTimeoutMs: config.stream_idle_timeout_ms,
 					abortEngine: (reason) => a.abort(reason),
 				});
-				if (!(await reader.firstToken())) {
-					void reader.cancel();
-					return false;
+				const first = await reader.firstToken();
+				if (first === "token") events = reader;
+				else void reader.cancel();
+				if (first === "error") {
+					const cause = reader.firstError();
+					logEvent("warn", "engine failed before the first token", {
+						request_id: requestId,
+						node: hostOf(a.node),
+						error: errorText(cause ? cause.message : "upstream closed the stream early"),
+					});
 				}
-				events = reader;
-				return true;
+				return first;
 			},
 		});
 	} catch (err) {
@@ -258,7 +264,10 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	if (end.status === "engine_error" || assembled.overflowed) {
 		// The client gets nothing: nothing is charged, and the hold is released now.
 		logStreamEnd(requestId, answer.node, end, false, assembled.overflowed);
-		void settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node: answer.node }, searchNanos);
+		// An answer over the size cap was generated at the client's asking (a large n, long output):
+		// what the engine processed is billed. Any other failure costs nothing.
+		const billed = assembled.overflowed ? { usage: end.usage, estimated: end.estimated } : { usage: NO_USAGE, estimated: false };
+		void settle({ status: "engine_error", ...billed, node: answer.node }, searchNanos);
 		if (end.idleTimedOut) {
 			throw new GatewayError("upstream_timeout", "The model engine stopped sending data before the response was complete.");
 		}
@@ -309,7 +318,8 @@ function logStreamEnd(requestId: string, node: string, end: StreamEnd, clientGon
 
 /** `venym.sources` on the response, and url_citation annotations on each message that cites [n]. */
 function attachSources(body: Record<string, unknown>, sources: Source[]): void {
-	body.venym = { sources };
+	// Beside whatever else the gateway reports there (tool_calls_repaired).
+	body.venym = { ...(body.venym as Record<string, unknown> | undefined), sources };
 	if (!Array.isArray(body.choices)) return;
 	for (const choice of body.choices as Array<{ message?: Record<string, unknown> }>) {
 		const msg = choice?.message;

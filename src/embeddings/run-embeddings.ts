@@ -38,6 +38,8 @@ export const EmbeddingsRequestSchema = z.looseObject({
 	encoding_format: z.enum(["float", "base64"]).optional(),
 	dimensions: z.number().int().positive().max(65_536).optional(),
 	user: z.string().optional(),
+	// No gateway option applies to embeddings (web search is chat and Responses only): any is a 400.
+	venym: z.strictObject({}).optional(),
 });
 
 type EmbeddingsRequest = z.infer<typeof EmbeddingsRequestSchema>;
@@ -183,7 +185,7 @@ function embeddingsPlan(model: ModelConfig, body: EmbeddingsRequest): CandidateP
 	for (const b of bounds) bound += b;
 	const largest = Math.max(...bounds);
 	return {
-		engineBody: { ...body, model: model.engine_model },
+		engineBody: { ...body, model: model.engine_model, venym: undefined },
 		bounds: { maxPromptTokens: bound, maxCompletionTokens: 0 },
 		holdNanos: holdNanos(model, bound, 0),
 		reserveNanos: bound > largest ? costNanos(model.pricing, bound - largest, 0) : 0,

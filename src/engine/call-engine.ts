@@ -54,8 +54,15 @@ export interface EngineCall {
 	 * the read failed (the timeout or the client aborted the call): the node counts as timed out and
 	 * the next one is tried, since nothing has reached the client yet.
 	 */
-	firstToken?: (answer: EngineAnswer) => Promise<boolean>;
+	firstToken?: (answer: EngineAnswer) => Promise<FirstToken>;
 }
+
+/**
+ * How a 2xx answer's wait for its first token ended: `token` (or an answer ending cleanly), `silent`
+ * (the read failed: the first-byte timeout or the client aborted it), or `error` (the engine's own
+ * error, or the stream closing, before any token: the node's trouble or the request's, weighed as a 5xx).
+ */
+export type FirstToken = "token" | "silent" | "error";
 
 export interface EngineObserver {
 	readonly requestId: string;
@@ -272,18 +279,27 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				const answer = answerOf(response, node.url, t, controller, fleet, nodeSecrets(call));
 				// The first-byte timeout runs on until the first token: headers, a role chunk and
 				// keep-alives from a node that then says nothing are not an answer.
-				const spoke = call.firstToken ? await call.firstToken(answer) : true;
+				const first = call.firstToken ? await call.firstToken(answer) : "token";
 				clearTimeout(timer);
-				if (spoke) {
+				if (first === "token") {
 					fleet.succeeded(node.url, now() - started, now());
 					holdServerError();
 					call.observer?.answered(node.url);
 					return answer;
 				}
 				call.clientSignal?.removeEventListener("abort", onClientAbort);
-				const timedOut = controller.signal.aborted;
+				const timedOut = controller.signal.aborted && !call.clientSignal?.aborted;
 				answer.abort(new Error("no first token"));
-				if (call.clientSignal?.aborted) throw clientClosed();
+				if (!timedOut && (await clientLeft(call.clientSignal))) throw clientClosed();
+				if (first === "error") {
+					// Nothing reached the client: the next node may serve. An error in place of an answer
+					// may be the request's doing, so it is weighed as a 5xx is (a second one stops here).
+					const failure = { node: node.url, model: target.model, reason: "engine error before the first token", status: 502 };
+					failures.push(failure);
+					serverErrors.push(failure);
+					if (serverErrors.length >= MAX_SERVER_ERRORS) throw noNodeServed(failures, call.observer?.requestId);
+					continue;
+				}
 				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", now(), cooldownMs);
 				failures.push({
 					node: node.url,

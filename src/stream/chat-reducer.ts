@@ -53,7 +53,11 @@ function stringLength(v: unknown): number {
 
 /** Generated characters in a delta: the basis of the completion estimate. */
 function deltaChars(delta: Json): number {
-	let chars = stringLength(delta.content) + stringLength(delta.reasoning_content) + stringLength(delta.reasoning);
+	let chars =
+		stringLength(delta.content) +
+		stringLength(delta.reasoning_content) +
+		stringLength(delta.reasoning) +
+		stringLength(delta.refusal);
 	if (Array.isArray(delta.tool_calls)) {
 		for (const call of delta.tool_calls) {
 			if (isRecord(call) && isRecord(call.function)) {

@@ -64,7 +64,7 @@ export class CompletionAssembler {
 	}
 
 	push(chunks: readonly ForwardedChunk[]): void {
-		for (const f of chunks) this.#chunk(f.chunk);
+		for (const f of chunks) this.#chunk(f.chunk, f.data);
 	}
 
 	/** The engine's id, if it sent one. */
@@ -87,7 +87,8 @@ export class CompletionAssembler {
 		return body;
 	}
 
-	#chunk(chunk: Json): void {
+	/** `data`: the chunk's JSON text as the engine sent it (null when rewritten): logprobs are counted by their size. */
+	#chunk(chunk: Json, data: string | null): void {
 		if (this.overflowed) return;
 		if (typeof chunk.id === "string") this.#id ??= chunk.id;
 		if (typeof chunk.created === "number") this.#created ??= chunk.created;
@@ -100,7 +101,7 @@ export class CompletionAssembler {
 			if (raw.finish_reason !== undefined && raw.finish_reason !== null) parts.finishReason = raw.finish_reason;
 			if (raw.stop_reason !== undefined && raw.stop_reason !== null) parts.stopReason = raw.stop_reason;
 			if (typeof raw.text === "string") this.#add(parts.text, raw.text);
-			this.#logprobs(parts, raw.logprobs);
+			this.#logprobs(parts, raw.logprobs, data);
 			if (isRecord(raw.delta)) this.#delta(parts, raw.delta);
 		}
 	}
@@ -172,9 +173,17 @@ export class CompletionAssembler {
 		}
 	}
 
-	#logprobs(parts: ChoiceParts, logprobs: unknown): void {
+	#logprobs(parts: ChoiceParts, logprobs: unknown, data: string | null): void {
 		if (!isRecord(logprobs)) return;
 		parts.sawLogprobs = true;
+		// Kept as parsed JSON: counted at the size of the text it came in (top_logprobs make an entry
+		// a kilobyte), so the cap bounds what is held, not only the answer's text.
+		this.#chars += data?.length ?? JSON.stringify(logprobs).length;
+		if (this.#chars > this.#maxChars) {
+			this.overflowed = true;
+			this.#choices.clear();
+			return;
+		}
 		for (const field of [...CHAT_LOGPROB_FIELDS, ...LEGACY_LOGPROB_FIELDS]) {
 			const v = logprobs[field];
 			if (!Array.isArray(v)) continue;
@@ -182,13 +191,6 @@ export class CompletionAssembler {
 			if (!into) {
 				into = [];
 				parts.logprobs.set(field, into);
-			}
-			// Each entry is engine JSON of bounded size (its event was); count it against the cap roughly.
-			this.#chars += v.length * 16;
-			if (this.#chars > this.#maxChars) {
-				this.overflowed = true;
-				this.#choices.clear();
-				return;
 			}
 			for (const e of v) into.push(e);
 		}

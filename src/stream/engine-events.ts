@@ -28,7 +28,7 @@ export type EngineEvent =
 /** Events kept while waiting for the first token (a role chunk, empty deltas) before handing the stream on. */
 const MAX_PRIMED_EVENTS = 64;
 
-/** A chunk with something the model produced, or any ending: what first-token timing waits for. */
+/** A chunk with something the model produced, or `[DONE]`: what first-token timing waits for. */
 export function isFirstToken(e: EngineEvent): boolean {
 	if (e.type !== "chunk") return true;
 	const chunk = e.chunk;
@@ -127,17 +127,27 @@ export class EngineEventReader {
 	 * Before the first token an engine sends only headers, a role chunk and keep-alives: past
 	 * `MAX_PRIMED_EVENTS` of those the stream is handed on as it is.
 	 */
-	async firstToken(): Promise<boolean> {
+	/** The engine's error that ended the wait for the first token (for the log), if one did. */
+	firstError(): StreamError | undefined {
+		for (const e of this.#events) if (e.type === "error") return e.error;
+		return undefined;
+	}
+
+	async firstToken(): Promise<"token" | "silent" | "error"> {
 		for (;;) {
-			if (this.#events.some(isFirstToken) || this.#events.length >= MAX_PRIMED_EVENTS) return true;
+			for (const e of this.#events) {
+				if (e.type === "error" || e.type === "closed") return "error";
+				if (isFirstToken(e)) return "token";
+			}
+			// Empty chunks are no progress: keep the first (the role chunk) and wait on, in bounded memory.
+			if (this.#events.length >= MAX_PRIMED_EVENTS) this.#events.length = 1;
 			let result: ReadableStreamReadResult<Uint8Array>;
 			try {
 				result = await this.#reader.read();
 			} catch {
-				return false;
+				return "silent";
 			}
 			this.#feed(result);
-			if (result.done) return true;
 		}
 	}
 

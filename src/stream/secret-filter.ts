@@ -15,7 +15,7 @@ import type { StreamEncoder } from "./pipe-engine-stream";
 type Json = Record<string, unknown>;
 
 /** Delta fields whose text is relayed (and so scrubbed). */
-const DELTA_FIELDS = ["content", "reasoning_content", "reasoning"] as const;
+const DELTA_FIELDS = ["content", "reasoning_content", "reasoning", "refusal"] as const;
 
 /** One held-back tail: where it goes back (choice, field or tool call) and the text. */
 interface Held {
@@ -91,6 +91,20 @@ export class StreamSecretFilter {
 					});
 				}
 			}
+			// Logprobs spell the same text token by token: scrubbed as one more text field (a token
+			// may come out shortened while the tail of a possible key is held, and loses its bytes).
+			const lp = isRecord(choice.logprobs) ? choice.logprobs.content : undefined;
+			if (Array.isArray(lp)) {
+				for (const entry of lp) {
+					if (!isRecord(entry) || typeof entry.token !== "string") continue;
+					const text = this.#pass(index, "logprob", 0, entry.token);
+					if (text !== entry.token) {
+						entry.token = text;
+						entry.bytes = null;
+						changed = true;
+					}
+				}
+			}
 			// The choice is finished: what it held goes out with its last chunk.
 			if (choice.finish_reason !== undefined && choice.finish_reason !== null && this.#held.size) {
 				changed = this.#giveBack(choice, (h) => h.choice === index) || changed;
@@ -155,6 +169,15 @@ export class StreamSecretFilter {
 			any = true;
 			if (h.field === "text") {
 				choice.text = (typeof choice.text === "string" ? choice.text : "") + h.text;
+				continue;
+			}
+			if (h.field === "logprob") {
+				// The held end of the last token goes out as a token of its own.
+				const logprobs: Json = isRecord(choice.logprobs) ? choice.logprobs : {};
+				choice.logprobs = logprobs;
+				const content: unknown[] = Array.isArray(logprobs.content) ? logprobs.content : [];
+				logprobs.content = content;
+				content.push({ token: h.text, logprob: 0, bytes: null, top_logprobs: [] });
 				continue;
 			}
 			const delta: Json = isRecord(choice.delta) ? choice.delta : {};

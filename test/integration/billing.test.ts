@@ -475,19 +475,13 @@ describe("each outcome is billed as stated", () => {
 		it(`engine answers 200 with only an error (test/error200, ${stream ? "stream" : "non-stream"}): nothing charged`, async () => {
 			const k = await createKey({ balance_usd: 10 });
 			const res = await chat(k.key, { model: "test/error200", stream, messages: [{ role: "user", content: ping() }] });
-			if (stream) {
-				expect(res.status).toBe(200);
-				const frames = await readSse(res);
-				expect(frames).not.toContain("[DONE]");
-				expect((JSON.parse(frames.at(-1) as string) as ErrorBody).error.code).toBe("upstream_unavailable");
-			} else {
-				expect(res.status).toBe(502);
-				expect(((await res.json()) as ErrorBody).error.code).toBe("upstream_unavailable");
-			}
+			// An error before the first token is failed over like a 5xx; with no other node, a 502.
+			expect(res.status).toBe(502);
+			expect(((await res.json()) as ErrorBody).error.code).toBe("upstream_unavailable");
 			const end = await settledInfo(k.id, 1);
 			expect(end).toMatchObject({ balanceNanos: 10_000_000_000, spentNanos: 0, heldNanos: 0, openHolds: 0 });
 			const [row] = await usageOf(k.id, 1);
-			expect(row).toMatchObject({ status: "engine_error", cost_nanos: 0 });
+			expect(row).toMatchObject({ status: "failed", cost_nanos: 0 });
 		});
 	}
 

@@ -203,6 +203,7 @@ describe("dev engine", () => {
 			cached: true,
 			cachedllama: true,
 			overcached: true,
+			long90: true,
 			trickle: true,
 			slowheaders: true,
 			slowbody: true,
