@@ -94,7 +94,9 @@ export class MessagesStreamEncoder implements StreamEncoder {
 	finish(outcome: EngineOutcome, reducer: ChatStreamReducer): string {
 		if (outcome.status !== "completed") {
 			const { body } = toAnthropicErrorResponse(streamFailure(outcome), this.#opts.requestId);
-			return sseEvent("error", { error: body.error, request_id: body.request_id });
+			// In a stream Anthropic sends api_error or overloaded_error: an engine gone quiet is the first.
+			const error = body.error.type === "timeout_error" ? { ...body.error, type: "api_error" as const } : body.error;
+			return sseEvent("error", { error, request_id: body.request_id });
 		}
 		let out = this.#close();
 		const stop = stopReasonOf(this.#finish, this.#matched, this.#opts.stopSequences ?? [], this.#sawToolCall);
