@@ -12,12 +12,54 @@
  * wrangler's ProxyWorker (a second workerd), which reads a response as fast as the gateway sends it
  * whether or not its client reads, and keeps every chunk (about 8 KB each) for a client that is
  * gone: with this wave it grows by hundreds of MB and stops answering, whatever the gateway does.
- * Production has no such proxy. The proxy's growth is printed, not asserted.
+ * Production has no such proxy. The proxy's growth is printed, not asserted. Because the wave
+ * leaves that proxy unable to answer for a while, this file runs a `wrangler dev` of its own
+ * (same config as the e2e one) instead of the shared one the other e2e files use.
  */
 import { execFileSync } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
 import { connect, type Socket } from "node:net";
-import { describe, expect, inject, it } from "vitest";
-import { gatewayUrl, waitFor } from "./support";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startEngine } from "../../dev/engine.mjs";
+import { startGateway } from "../../dev/gateway-process.mjs";
+import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, testGatewayConfig } from "../support/test-config";
+import { freePort } from "./global-setup";
+import { waitFor } from "./support";
+
+let own: { url: string; pgid: number; close: () => Promise<void> } | undefined;
+let closeEngine: (() => Promise<void>) | undefined;
+let persistTo: string | undefined;
+
+beforeAll(async () => {
+	const engine = await startEngine({ port: 0 });
+	closeEngine = () => engine.close();
+	persistTo = await mkdtemp(join(tmpdir(), "venym-wave-"));
+	own = await startGateway({
+		port: await freePort(),
+		persistTo,
+		quiet: true,
+		timeoutMs: 90_000,
+		vars: {
+			GATEWAY_CONFIG: JSON.stringify({
+				...testGatewayConfig(engine.url),
+				client_idle_timeout_ms: 3000,
+				first_byte_timeout_ms: 15_000,
+			}),
+			ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+			NODE_KEY: TEST_NODE_KEY,
+		},
+	});
+}, 120_000);
+
+afterAll(async () => {
+	await own?.close();
+	await closeEngine?.();
+	if (persistTo) await rm(persistTo, { recursive: true, force: true });
+}, 60_000);
+
+const gatewayUrl = (): string => (own as { url: string }).url;
 
 const CLOSERS = 60;
 const SILENT = 10;
@@ -33,7 +75,7 @@ interface Workerd {
 
 /** The workerd processes of the e2e `wrangler dev` (its process group), with their resident memory. */
 function workerds(): Workerd[] {
-	const pgid = inject("gatewayPgid");
+	const pgid = (own as { pgid: number }).pgid;
 	const port = new URL(gatewayUrl()).port;
 	const out = execFileSync("ps", ["-eo", "pid=,pgid=,rss=,args="], { encoding: "utf8" });
 	const found: Workerd[] = [];
@@ -75,7 +117,7 @@ async function runtimeUrl(): Promise<string> {
 async function call<T>(base: string, path: string, init: RequestInit = {}): Promise<T> {
 	const res = await fetch(`${base}${path}`, {
 		...init,
-		headers: { authorization: `Bearer ${inject("adminToken")}`, "content-type": "application/json" },
+		headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json" },
 		signal: AbortSignal.timeout(10_000),
 	});
 	if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);

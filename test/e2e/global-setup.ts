@@ -20,7 +20,7 @@ declare module "vitest" {
 }
 
 /** A port nothing listens on right now (wrangler dev needs a fixed one). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
 	return new Promise((resolve, reject) => {
 		const server = createServer();
 		server.unref();
