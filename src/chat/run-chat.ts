@@ -190,8 +190,10 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 	const engineEvents = events as EngineEventReader;
 	// A fallback model may have served: its id, prices and usage bounds from here on.
 	const { requestedId, bounds } = servedBy(authorized, answer.target);
-	const repair =
-		req.model.tool_call_repair === true && prepared.toolCallRepair !== false ? new ToolCallRepairStream() : undefined;
+	// The Messages lane always repairs: Anthropic's tool_use `input` is an object, so its
+	// input_json_delta pieces must join to valid JSON (chat passes the engine's bytes unless asked).
+	const repairs = req.model.tool_call_repair === true || req.lane === "messages";
+	const repair = repairs && prepared.toolCallRepair !== false ? new ToolCallRepairStream() : undefined;
 	moved += 1;
 
 	if (prepared.stream) {

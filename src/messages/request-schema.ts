@@ -93,11 +93,18 @@ const Content = z.unknown().transform((v, ctx): string | ContentBlock[] => {
 	return z.NEVER;
 });
 
-const Message = z.looseObject({
-	// Claude Code puts `system` entries inside `messages` too.
-	role: z.enum(["user", "assistant", "system"]),
-	content: Content,
-});
+const Message = z
+	.looseObject({
+		// Claude Code puts `system` entries inside `messages` too.
+		role: z.enum(["user", "assistant", "system"]),
+		content: Content,
+	})
+	.superRefine((m, ctx) => {
+		// As Anthropic: a user turn says something (an empty one would be dropped, and billed, silently).
+		if (m.role === "user" && (m.content === "" || (Array.isArray(m.content) && m.content.length === 0))) {
+			ctx.addIssue({ code: "custom", path: ["content"], input: m.content, message: "a user message must not be empty." });
+		}
+	});
 
 export type AnthropicMessage = z.infer<typeof Message>;
 
@@ -129,7 +136,8 @@ export const MessagesRequestSchema = z.object({
 	messages: z.array(Message).min(1),
 	max_tokens: z.number().int().positive(),
 	system: z.union([z.string(), z.array(Text)]).optional(),
-	stop_sequences: z.array(z.string()).optional(),
+	// The engines take at most 4 stop strings (the chat lane's own limit): more is refused here, by this name.
+	stop_sequences: z.array(z.string()).max(4).optional(),
 	stream: z.boolean().optional(),
 	temperature: z.number().min(0).max(2).optional(),
 	top_p: z.number().min(0).max(1).optional(),

@@ -4,6 +4,7 @@
  * fallbacks, settlement and usage record), answered as an Anthropic `message` or its events.
  */
 import { assertModelAllowed } from "../auth/scopes";
+import { assertServes } from "../chat/authorize-chat";
 import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
 import { resolveModel } from "../config";
 import type { Source } from "../search/grounding";
@@ -62,6 +63,7 @@ export async function countMessageTokens(
 ): Promise<{ body: { input_tokens: number }; headers: Record<string, string> }> {
 	const { req, ignored } = validateCountTokensRequest(body);
 	const { model } = resolveModel(run.config, req.model);
+	assertServes(model, "chat");
 	if (run.principal) assertModelAllowed(run.principal, model.id);
 	const chatBody = messagesToChat({ ...req, max_tokens: 1 }, { reasoning: false });
 	const count: TokenCount = await countTokens(model, chatBody, {

@@ -197,9 +197,16 @@ export function messagesToChat(req: MessagesRequest, opts: TranslateOptions): Re
 		}
 	}
 	// Prompt-cache affinity: chat's `user` keeps a conversation on one node (and is passed on).
-	if (typeof req.metadata?.user_id === "string" && req.metadata.user_id) body.user = req.metadata.user_id.slice(0, 256);
+	if (typeof req.metadata?.user_id === "string" && req.metadata.user_id) body.user = wholeCharacters(req.metadata.user_id, 256);
 	if (req.models !== undefined) body.models = req.models;
 	if (req.fallbacks !== undefined) body.fallbacks = req.fallbacks;
 	if (req.venym !== undefined) body.venym = req.venym;
 	return body;
+}
+
+/** At most `max` UTF-16 units, never ending inside a surrogate pair (a lone half would reach the engine). */
+function wholeCharacters(text: string, max: number): string {
+	if (text.length <= max) return text;
+	const code = text.charCodeAt(max - 1);
+	return text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
 }

@@ -22,6 +22,7 @@ interface UsageRecord {
 	completion_tokens: number;
 	cost_nanos: number;
 	search_count: number;
+	cached_tokens: number;
 	created_at: number;
 }
 
@@ -36,6 +37,8 @@ interface SummaryRow {
 	cost_usd: number;
 	cost_nanos: number;
 	search_count: number;
+	cached_tokens: number;
+	cache_hit_rate: number;
 }
 
 interface Summary {
@@ -121,6 +124,8 @@ function expected(recs: UsageRecord[], unit: number, groupBy?: "model" | "key"):
 				cost_usd: 0,
 				cost_nanos: 0,
 				search_count: 0,
+				cached_tokens: 0,
+				cache_hit_rate: 0,
 			};
 			rows.set(k, row);
 		}
@@ -130,10 +135,15 @@ function expected(recs: UsageRecord[], unit: number, groupBy?: "model" | "key"):
 		row.total_tokens += r.prompt_tokens + r.completion_tokens;
 		row.cost_nanos += r.cost_nanos;
 		row.search_count += r.search_count;
+		row.cached_tokens += r.cached_tokens ?? 0;
 	}
 	return [...rows.values()]
 		.sort((a, b) => a.start - b.start || (a.group < b.group ? -1 : a.group > b.group ? 1 : 0))
-		.map(({ start: _s, group: _g, ...row }) => ({ ...row, cost_usd: usd(row.cost_nanos) }));
+		.map(({ start: _s, group: _g, ...row }) => ({
+			...row,
+			cost_usd: usd(row.cost_nanos),
+			cache_hit_rate: row.prompt_tokens > 0 ? Number((row.cached_tokens / row.prompt_tokens).toFixed(4)) : 0,
+		}));
 }
 
 function totals(rows: { requests: number; prompt_tokens: number; completion_tokens: number; cost_nanos: number }[]) {
