@@ -10,7 +10,7 @@ const REASONING_TEXT = "Thinking about it.";
 const FILLER = "and then some more words follow to pad the answer out".split(" ");
 const FRAGMENT_CHARS = 8;
 
-function textOf(content) {
+export function textOf(content) {
 	if (typeof content === "string") return content;
 	if (!Array.isArray(content)) return "";
 	return content
@@ -19,9 +19,9 @@ function textOf(content) {
 		.join(" ");
 }
 
-const words = (text) => text.split(/\s+/).filter(Boolean);
+export const words = (text) => text.split(/\s+/).filter(Boolean);
 
-function promptTokens(messages) {
+export function promptTokens(messages) {
 	const chars = messages.reduce((sum, message) => sum + textOf(message?.content).length, 0);
 	return Math.ceil(chars / 4);
 }
@@ -59,7 +59,7 @@ function shapeWords(list, behaviour) {
 }
 
 // Split on code points, never inside a surrogate pair.
-function fragments(text) {
+export function fragments(text) {
 	const chars = Array.from(text);
 	const out = [];
 	for (let i = 0; i < chars.length; i += FRAGMENT_CHARS) out.push(chars.slice(i, i + FRAGMENT_CHARS).join(""));

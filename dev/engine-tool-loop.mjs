@@ -4,35 +4,11 @@
 // `POST /tokenize` counts a chat request's prompt the way vLLM's does (`{count, max_model_len, tokens}`).
 // Plans have the shape of engine-reply.mjs's planReply, so the same writers send them.
 
-import { planReply } from "./engine-reply.mjs";
+import { fragments, planReply, promptTokens, textOf, words } from "./engine-reply.mjs";
 import { sendJson } from "./engine-wire.mjs";
 
 const DEFAULT_TOOL = "Bash";
 const DEFAULT_INPUT = { command: "echo hi", description: "Print hi" };
-const FRAGMENT_CHARS = 8;
-
-function textOf(content) {
-	if (typeof content === "string") return content;
-	if (!Array.isArray(content)) return "";
-	return content
-		.filter((part) => part?.type === "text" && typeof part.text === "string")
-		.map((part) => part.text)
-		.join(" ");
-}
-
-const words = (text) => text.split(/\s+/).filter(Boolean);
-
-function promptTokens(messages) {
-	return Math.ceil(messages.reduce((sum, m) => sum + textOf(m?.content).length, 0) / 4);
-}
-
-function fragments(text) {
-	const chars = Array.from(text);
-	const out = [];
-	for (let i = 0; i < chars.length; i += FRAGMENT_CHARS) out.push(chars.slice(i, i + FRAGMENT_CHARS).join(""));
-	return out;
-}
-
 function plan(body, toolCall, contentWords) {
 	const argFragments = toolCall ? fragments(toolCall.function.arguments) : [];
 	const prompt = promptTokens(body.messages);

@@ -17,46 +17,23 @@
  * (same config as the e2e one) instead of the shared one the other e2e files use.
  */
 import { execFileSync } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
 import { connect, type Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine } from "../../dev/engine.mjs";
-import { startGateway } from "../../dev/gateway-process.mjs";
-import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, testGatewayConfig } from "../support/test-config";
-import { freePort } from "./global-setup";
+import { TEST_ADMIN_TOKEN } from "../support/test-config";
+import { startE2eStack } from "./global-setup";
 import { waitFor } from "./support";
 
-let own: { url: string; pgid: number; close: () => Promise<void> } | undefined;
-let closeEngine: (() => Promise<void>) | undefined;
-let persistTo: string | undefined;
+let own: { url: string; pgid: number } | undefined;
+let closeOwn: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
-	const engine = await startEngine({ port: 0 });
-	closeEngine = () => engine.close();
-	persistTo = await mkdtemp(join(tmpdir(), "venym-wave-"));
-	own = await startGateway({
-		port: await freePort(),
-		persistTo,
-		quiet: true,
-		timeoutMs: 90_000,
-		vars: {
-			GATEWAY_CONFIG: JSON.stringify({
-				...testGatewayConfig(engine.url),
-				client_idle_timeout_ms: 3000,
-				first_byte_timeout_ms: 15_000,
-			}),
-			ADMIN_TOKEN: TEST_ADMIN_TOKEN,
-			NODE_KEY: TEST_NODE_KEY,
-		},
-	});
+	const stack = await startE2eStack();
+	own = stack.gateway;
+	closeOwn = stack.close;
 }, 120_000);
 
 afterAll(async () => {
-	await own?.close();
-	await closeEngine?.();
-	if (persistTo) await rm(persistTo, { recursive: true, force: true });
+	await closeOwn?.();
 }, 60_000);
 
 const gatewayUrl = (): string => (own as { url: string }).url;

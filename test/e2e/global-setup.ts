@@ -20,7 +20,7 @@ declare module "vitest" {
 }
 
 /** A port nothing listens on right now (wrangler dev needs a fixed one). */
-export function freePort(): Promise<number> {
+function freePort(): Promise<number> {
 	return new Promise((resolve, reject) => {
 		const server = createServer();
 		server.unref();
@@ -33,7 +33,12 @@ export function freePort(): Promise<number> {
 	});
 }
 
-export default async function setup(project: TestProject) {
+/**
+ * The development engine and a `wrangler dev` gateway in front of it, with the e2e config: a short
+ * stalled-client cut, so the client wave test sees every request settle within seconds; a patient
+ * first byte, so 60 concurrent streams on a busy machine are answered, not failed over.
+ */
+export async function startE2eStack() {
 	const engine = await startEngine({ port: 0 });
 	const persistTo = await mkdtemp(join(tmpdir(), "venym-e2e-"));
 	let gateway: Awaited<ReturnType<typeof startGateway>>;
@@ -44,8 +49,6 @@ export default async function setup(project: TestProject) {
 			quiet: true,
 			timeoutMs: 90_000,
 			vars: {
-				// A short stalled-client cut, so the client wave test sees every request settle within seconds;
-				// a patient first byte, so 60 concurrent streams on a busy machine are answered, not failed over.
 				GATEWAY_CONFIG: JSON.stringify({
 					...testGatewayConfig(engine.url),
 					client_idle_timeout_ms: 3000,
@@ -60,14 +63,22 @@ export default async function setup(project: TestProject) {
 		await rm(persistTo, { recursive: true, force: true });
 		throw err;
 	}
+	const close = async () => {
+		await gateway.close();
+		await engine.close();
+		await rm(persistTo, { recursive: true, force: true });
+	};
+	return { engine, gateway, close };
+}
+
+export default async function setup(project: TestProject) {
+	const { engine, gateway, close } = await startE2eStack();
 	project.provide("gatewayUrl", gateway.url);
 	project.provide("gatewayPgid", gateway.pgid ?? 0);
 	project.provide("engineUrl", engine.url);
 	project.provide("adminToken", TEST_ADMIN_TOKEN);
 	return async () => {
 		if (process.env.VENYM_E2E_LOG) console.log(gateway.log());
-		await gateway.close();
-		await engine.close();
-		await rm(persistTo, { recursive: true, force: true });
+		await close();
 	};
 }
