@@ -1,6 +1,7 @@
 // The bench's report: the comparison table (with the targets each row is held to) and the
 // hot-path pieces, from a results object as bench/run.mjs writes it to JSON. Also reprints a
 // saved run: node bench/run.mjs --report bench/results.json
+import { minimalRows } from "./report-minimal.mjs";
 
 const f = (v, d = 2) => (v === null || v === undefined || Number.isNaN(v) ? "–" : Number(v).toFixed(d));
 const signed = (v, d = 2) => (v === null || v === undefined ? "–" : `${v >= 0 ? "+" : ""}${Number(v).toFixed(d)}`);
@@ -413,6 +414,8 @@ export function printTable(r) {
 			"(portkey: @portkey-ai/gateway's Node server on the same engine, non-stream only; its CPU column is its Node process, not workerd)",
 		);
 	}
+	const against = minimalRows(r);
+	if (against) printRows(against.head, against.rows);
 	const gt = gatewayTargetRows(r);
 	printRows(gt.head, gt.rows);
 	console.log("\nhot-path pieces in isolation (probe worker inside the gateway's workerd, sequential):");

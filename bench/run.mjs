@@ -47,7 +47,8 @@ const SMOKE = argv.smoke;
 const FULL = {
 	warmup: 300,
 	sequential: 2000,
-	rate: 200,
+	// Issue 27 judges the p99 at a fixed 100 req/s.
+	rate: 100,
 	rateRounds: 3,
 	rateSliceMs: 2500,
 	loads: [16, 64],

@@ -17,6 +17,8 @@ export const ADMIN_TOKEN = "bench-admin-token";
 export const GW_MODEL = "venym/bench";
 export const GW_PACED_MODEL = "venym/bench-paced";
 export const ENGINE_MODEL = "bench-echo";
+/** The `minimal` target's one key (bench/workers/minimal.mjs looks up its SHA-256 digest). */
+const MINIMAL_KEY = "vk-bench-minimal-0123456789abcdef";
 
 const children = [];
 export function killChildren() {
@@ -223,16 +225,21 @@ export async function startRig({
 			adminToken: ADMIN_TOKEN,
 			gateways: specs,
 			inspectorPort,
+			minimalBindings: { KEY: MINIMAL_KEY, GW_MODEL, GW_PACED_MODEL, ENGINE_MODEL, PACE_MS: String(paceMs) },
 		});
 		const pkInfo = pk ? await pk.ready : null;
 		log(
 			`engine ${engineInfo.url} (pid ${engineInfo.pid}); floor ${info.floorUrl} (workerd pid ${info.floorPid}); ` +
-				info.gateways.map((g) => `${g.name} ${g.url} (workerd pid ${g.pid})`).join("; ") +
+				[
+					`minimal ${info.minimalUrl} (workerd pid ${info.minimalPid})`,
+					...info.gateways.map((g) => `${g.name} ${g.url} (workerd pid ${g.pid})`),
+				].join("; ") +
 				(pkInfo ? `; portkey ${pkInfo.version} ${pkInfo.url} (node pid ${pkInfo.pid})` : ""),
 		);
 		const targets = [
 			{ name: "direct", kind: "direct", url: engineInfo.url },
 			{ name: "floor", kind: "floor", url: info.floorUrl },
+			{ name: "minimal", kind: "minimal", url: info.minimalUrl, key: MINIMAL_KEY },
 		];
 		if (pkInfo)
 			targets.push({ name: "portkey", kind: "portkey", url: pkInfo.url, headers: portkeyHeaders(engineInfo.url), stream: false });
@@ -261,7 +268,7 @@ export async function startRig({
 			t.bodies = {};
 			t.stream ??= true;
 		}
-		const pids = { floor: info.floorPid, engine: engineInfo.pid };
+		const pids = { floor: info.floorPid, minimal: info.minimalPid, engine: engineInfo.pid };
 		for (const g of info.gateways) pids[g.name] = g.pid;
 		if (pkInfo) pids.portkey = pkInfo.pid;
 		return {

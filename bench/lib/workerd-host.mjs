@@ -89,6 +89,7 @@ function migrationStatements() {
 /** The gateway instances by name ("gateway", then one per --variant), each its own workerd. */
 const gateways = new Map();
 let floor;
+let minimal;
 
 /** The entry module: bench/workers/ledger-distance.mjs, loaded as if it sat beside the bundle's index.js. */
 const wrapperSource = readFileSync(path.join(BENCH, "workers", "ledger-distance.mjs"), "utf8");
@@ -131,7 +132,7 @@ async function startGateway({ name, bundleDir, workerOptions, bindings, stateDir
  * `gateways`: [{name, gatewayConfig}], the first is the main "gateway". Each gets its own
  * Miniflare instance (workerd process, CPU account, D1 and Durable Object storage).
  */
-async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: specs, inspectorPort }) {
+async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: specs, inspectorPort, minimalBindings }) {
 	const configPath = path.join(ROOT, "wrangler.toml");
 	const { workerOptions } = wrangler.unstable_getMiniflareWorkerOptions(configPath);
 	const config = wrangler.unstable_readConfig({ config: configPath });
@@ -159,12 +160,23 @@ async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: spe
 		compatibilityFlags: workerOptions.compatibilityFlags,
 		bindings: { ENGINE_URL: engineUrl },
 	});
+	// issue 27's reference: key lookup, body rewrite, CORS, request id, a log line (bench/workers/minimal.mjs).
+	minimal = await startInstance({
+		name: "minimal",
+		modules: true,
+		scriptPath: path.join(BENCH, "workers", "minimal.mjs"),
+		compatibilityDate: workerOptions.compatibilityDate,
+		compatibilityFlags: workerOptions.compatibilityFlags,
+		bindings: { ENGINE_URL: engineUrl, ...minimalBindings },
+	});
 	return {
 		gateways: started,
 		gatewayUrl: started[0].url,
 		gatewayPid: started[0].pid,
 		floorUrl: floor.url,
 		floorPid: floor.pid,
+		minimalUrl: minimal.url,
+		minimalPid: minimal.pid,
 		compatibilityDate: workerOptions.compatibilityDate,
 		compatibilityFlags: workerOptions.compatibilityFlags,
 		bindings: Object.keys(workerOptions.durableObjects ?? {})
@@ -194,7 +206,7 @@ async function usageCount({ instance = "gateway", keyId }) {
 }
 
 async function stop() {
-	await Promise.allSettled([...[...gateways.values()].map((g) => g.mf.dispose()), floor?.mf.dispose()]);
+	await Promise.allSettled([...[...gateways.values()].map((g) => g.mf.dispose()), floor?.mf.dispose(), minimal?.mf.dispose()]);
 	return {};
 }
 

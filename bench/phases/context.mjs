@@ -17,16 +17,19 @@ export function promptFor(chunks) {
 	return Array.from({ length: chunks - 1 }, (_, i) => WORDS[i % WORDS.length]).join(" ");
 }
 
+/** The gateways and `minimal` take the gateway's model ids and name the engine's themselves. */
+const speaksGatewayModels = (t) => t.kind === "gateway" || t.kind === "minimal";
+
 const nonStreamBody = (t) =>
 	JSON.stringify({
-		model: t.kind === "gateway" ? GW_MODEL : ENGINE_MODEL,
+		model: speaksGatewayModels(t) ? GW_MODEL : ENGINE_MODEL,
 		messages: [{ role: "user", content: "hello from the bench" }],
 		max_tokens: 16,
 	});
 
 /** The body the engine receives is the same for every target: the gateway's rewrites are pre-applied for the others. */
 function streamBody(t, chunks, paced) {
-	const gw = t.kind === "gateway";
+	const gw = speaksGatewayModels(t);
 	return JSON.stringify({
 		model: gw ? (paced ? GW_PACED_MODEL : GW_MODEL) : ENGINE_MODEL,
 		messages: [{ role: "user", content: promptFor(chunks) }],
@@ -83,8 +86,8 @@ export function createContext({ rig, params, smoke, log }) {
 		gateways: targets.filter((t) => t.kind === "gateway"),
 		/** Everything that serves streams (Portkey does not: see bench/README.md). */
 		streamTargets: targets.filter((t) => t.stream),
-		/** The targets the stream phases run for the per-chunk figures: direct, floor, gateway. */
-		baseTargets: targets.filter((t) => ["direct", "floor", "gateway"].includes(t.name)),
+		/** The targets the stream phases run for the per-chunk figures: direct, floor, minimal, gateway. */
+		baseTargets: targets.filter((t) => ["direct", "floor", "minimal", "gateway"].includes(t.name)),
 		byName: Object.fromEntries(targets.map((t) => [t.name, t])),
 		key: rig.key,
 		keys: rig.keys,
@@ -183,7 +186,7 @@ export function createContext({ rig, params, smoke, log }) {
 			return (t) => {
 				const key = `${chunks}:${paced}`;
 				t.bodies[key] ??= streamBody(t, chunks, paced);
-				const pathPrefix = t.kind !== "gateway" && paced ? `/p/${params.paceMs}` : "";
+				const pathPrefix = !speaksGatewayModels(t) && paced ? `/p/${params.paceMs}` : "";
 				return { path: `${pathPrefix}/v1/chat/completions`, body: t.bodies[key] };
 			};
 		},

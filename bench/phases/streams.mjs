@@ -34,7 +34,7 @@ async function pacedStreams(ctx, results) {
 				};
 			}
 		});
-		out.cpuPerStream = { floor: measured.cpu.floor.sched / level.count };
+		out.cpuPerStream = { floor: measured.cpu.floor.sched / level.count, minimal: measured.cpu.minimal.sched / level.count };
 		for (const gw of ctx.gateways) out.cpuPerStream[gw.name] = measured.cpu[gw.name].sched / level.count;
 		perStreamCpu[level.concurrent] = out.cpuPerStream;
 		results.pacedStreams.levels[level.concurrent] = out;
@@ -48,7 +48,7 @@ async function pacedChunkCost(ctx, results, perStreamCpu) {
 	const widest = P.pacedLevels.at(-1);
 	ctx.log(`paced short streams: ${widest.count} × ${P.pacedShortChunks} chunks (for the per-chunk slope)`);
 	const short = await ctx.withCpu(async () => {
-		for (const t of [byName.floor, byName.gateway]) {
+		for (const t of [byName.floor, byName.minimal, byName.gateway]) {
 			await ctx.quiesce();
 			const rs = await streams(t, widest.concurrent, widest.count, ctx.streamRequest(P.pacedShortChunks, true));
 			ctx.count(t, rs.length);
@@ -56,7 +56,7 @@ async function pacedChunkCost(ctx, results, perStreamCpu) {
 		}
 	});
 	results.cpuPerChunk = { unit: "µs", paced: {}, burst: {} };
-	for (const name of ["floor", "gateway"]) {
+	for (const name of ["floor", "minimal", "gateway"]) {
 		const longPer = perStreamCpu[widest.concurrent][name];
 		const shortPer = short.cpu[name].sched / widest.count;
 		results.cpuPerChunk.paced[name] = {
@@ -71,7 +71,7 @@ async function pacedChunkCost(ctx, results, perStreamCpu) {
 /** 5b. Unpaced streams, long and short, per target: total time and the per-chunk slope. */
 async function burstStreams(ctx, results) {
 	const { P } = ctx;
-	// Direct, floor and the main gateway only: the variants' stream cost is in the paced rows.
+	// Direct, floor, minimal and the main gateway only: the variants' stream cost is in the paced rows.
 	const targets = ctx.baseTargets;
 	const { concurrent: bc, chunks: bLong, shortChunks: bShort } = P.burst;
 	ctx.log(`burst streams: ${bc} × ${bLong} chunks and ${bc} × ${bShort} chunks, unpaced, per target`);
@@ -91,7 +91,7 @@ async function burstStreams(ctx, results) {
 		burstLong[t.name] = long.cpu;
 		burstShort[t.name] = shortRun.cpu;
 	}
-	for (const name of ["floor", "gateway"]) {
+	for (const name of ["floor", "minimal", "gateway"]) {
 		const longPer = burstLong[name][name].sched / bc;
 		const shortPer = burstShort[name][name].sched / bc;
 		results.cpuPerChunk.burst[name] = {
