@@ -156,9 +156,11 @@ async function runHeld(run: ChatRun, authorized: AuthorizedChat): Promise<ChatRe
 			payerKeyId: req.payerKeyId,
 			observer: run.log,
 			firstToken: async (a) => {
-				const reader = new EngineEventReader(a.response.body ?? EMPTY_BODY(), {
+				const { body, done } = a.takeBody();
+				const reader = new EngineEventReader(body ?? EMPTY_BODY(), {
 					idleTimeoutMs: config.stream_idle_timeout_ms,
 					abortEngine: (reason) => a.abort(reason),
+					onEnd: done,
 				});
 				const first = await reader.firstToken();
 				if (first === "token") events = reader;

@@ -74,10 +74,11 @@ export interface EngineObserver {
 
 export interface EngineAnswer {
 	/**
-	 * The answer for a stream: its body passed through, so the node's in-flight count drops when
-	 * it ends, errors or is cancelled, whoever reads it. Use either this or `readBody`, not both.
+	 * A stream's body, read as it came (no pass-through stream: one hop less a chunk). The reader
+	 * calls `done` once it has read the end, failed or cancelled, which drops the node's in-flight
+	 * count. Use either this or `readBody`, not both, and only once.
 	 */
-	readonly response: Response;
+	takeBody(): EngineBody;
 	/** A non-stream answer's body as text (read-body.ts: idle timeout, size cap), with no pass-through stream. */
 	readBody(opts: ReadBodyOptions): Promise<string>;
 	node: string;
@@ -90,6 +91,12 @@ export interface EngineAnswer {
 	 * src/stream/secret-filter.ts with them (`readBody` already returns the text without them).
 	 */
 	secrets: readonly string[];
+}
+
+/** An engine answer's body and the call that says its reading has ended (idempotent). */
+export interface EngineBody {
+	body: ReadableStream<Uint8Array> | null;
+	done: () => void;
 }
 
 interface NodeFailure {
@@ -128,27 +135,8 @@ function clientClosed(cause?: unknown): GatewayError {
 }
 
 /**
- * workerd's native pass-through: the body is pumped without a JavaScript call a chunk, so
- * counting a request in flight costs a stream nothing (Node's standard one stands in for tests).
- */
-const Passthrough: new () => TransformStream<Uint8Array, Uint8Array> =
-	typeof IdentityTransformStream === "function" ? IdentityTransformStream : TransformStream;
-
-/** The engine's answer with its body passed through, calling `done` when the body ends, errors or is cancelled. */
-function tracked(response: Response, done: () => void): Response {
-	if (!response.body) {
-		done();
-		return response;
-	}
-	const { readable, writable } = new Passthrough();
-	response.body.pipeTo(writable).then(done, done);
-	return new Response(readable, { status: response.status, statusText: response.statusText, headers: response.headers });
-}
-
-/**
- * A 2xx answer, its node counted in flight until the body is read: a stream gets the body passed
- * through on first use of `response`; a non-stream answer is read as it came (`readBody`), which
- * spares it the pass-through's stream, pipe and copied headers.
+ * A 2xx answer, its node counted in flight until its body has been read: by the stream layer
+ * (`takeBody`, which reports the end) or as text (`readBody`).
  */
 function answerOf(
 	response: Response,
@@ -164,11 +152,10 @@ function answerOf(
 		finished = true;
 		fleet.finished(url);
 	};
-	let passed: Response | undefined;
 	return {
-		get response() {
-			passed ??= tracked(response, finish);
-			return passed;
+		takeBody: () => {
+			if (!response.body) finish();
+			return { body: response.body, done: finish };
 		},
 		readBody: (opts) => {
 			const read = readEngineBody(response, opts).finally(finish);

@@ -83,6 +83,8 @@ export interface EngineEventOptions {
 	abortEngine?: (reason: unknown) => void;
 	/** Largest pending SSE event. */
 	maxEventSize?: number;
+	/** Called once when the body has been read to its end, failed or been cancelled (the node's in-flight count). */
+	onEnd?: () => void;
 }
 
 /**
@@ -105,6 +107,7 @@ export class EngineEventReader {
 	#waitingSince = 0;
 	/** Time spent waiting on the engine since its last data event, over finished reads. */
 	#quietMs = 0;
+	#released = false;
 
 	constructor(body: ReadableStream<Uint8Array>, opts: EngineEventOptions = {}) {
 		this.#reader = body.getReader();
@@ -145,6 +148,7 @@ export class EngineEventReader {
 			try {
 				result = await this.#reader.read();
 			} catch {
+				this.#release();
 				return "silent";
 			}
 			this.#feed(result);
@@ -178,6 +182,7 @@ export class EngineEventReader {
 	#feed(result: ReadableStreamReadResult<Uint8Array>): void {
 		try {
 			if (result.done) {
+				this.#release();
 				this.#parser.feed(this.#decoder.decode());
 				this.#parser.end();
 				this.#events.push({ type: "closed" });
@@ -205,14 +210,23 @@ export class EngineEventReader {
 	cancel(reason?: unknown): Promise<void> {
 		this.#ended = true;
 		clearTimeout(this.#timer);
-		return this.#reader.cancel(reason).catch(() => {});
+		return this.#reader
+			.cancel(reason)
+			.catch(() => {})
+			.finally(() => this.#release());
 	}
 
 	#end(...events: EngineEvent[]): EngineEvent[] {
 		this.#ended = true;
 		clearTimeout(this.#timer);
-		if ((events.at(-1) as EngineEvent).type !== "closed") void this.#reader.cancel().catch(() => {});
+		if ((events.at(-1) as EngineEvent).type !== "closed") void this.cancel();
 		return events;
+	}
+
+	#release(): void {
+		if (this.#released) return;
+		this.#released = true;
+		this.#opts.onEnd?.();
 	}
 
 	#checkIdle(idleMs: number): void {
@@ -230,6 +244,9 @@ export class EngineEventReader {
 		};
 		const reason = new Error("engine idle timeout");
 		this.#opts.abortEngine?.(reason);
-		void this.#reader.cancel(reason).catch(() => {});
+		void this.#reader
+			.cancel(reason)
+			.catch(() => {})
+			.finally(() => this.#release());
 	}
 }

@@ -3,6 +3,7 @@ import type { EngineNode } from "../../src/config";
 import { callEngine, type EngineCall, type EngineTarget } from "../../src/engine/call-engine";
 import { GatewayError, toErrorResponse } from "../../src/errors";
 import { Fleet } from "../../src/routing/fleet";
+import { EngineEventReader } from "../../src/stream/engine-events";
 
 type Behaviour = "ok" | "hang" | "drop" | number;
 
@@ -105,10 +106,10 @@ describe("callEngine", () => {
 		const target = { model: "m", nodes: nodes("http://a", "http://b"), body: "{}" };
 		const first = await t.run([target]);
 		expect(first.node).toBe("http://b");
-		await first.response.text();
+		await readToEnd(first);
 		expect(t.fleet.runtime("http://a").coolingUntil).toBe(0);
 		// The picker walks the nodes in order: the next request tries a first again.
-		for (let i = 0; i < 5; i++) await (await t.run([target])).response.text();
+		for (let i = 0; i < 5; i++) await readToEnd(await t.run([target]));
 		expect(t.calls.filter((c) => c.url === "http://a")).toHaveLength(2);
 		expect(t.fleet.runtime("http://a").coolingUntil).toBe(1_000 + 10_000);
 	});
@@ -137,14 +138,14 @@ describe("callEngine", () => {
 		for (let i = 0; i < 6; i++) {
 			const answer = await t.run([target]);
 			expect(answer.node).toBe("http://b");
-			await answer.response.text();
+			await readToEnd(answer);
 		}
 		expect(t.calls.filter((c) => c.url === "http://a")).toHaveLength(1);
 		expect(t.fleet.runtime("http://a").lastError).toBe("connection failed");
 		// After the cooldown it is tried again (and fails again: now cooled for twice as long).
 		t.advance(10_001);
 		t.calls.length = 0;
-		for (let i = 0; i < 3; i++) await (await t.run([target])).response.text();
+		for (let i = 0; i < 3; i++) await readToEnd(await t.run([target]));
 		expect(t.calls.filter((c) => c.url === "http://a")).toHaveLength(1);
 		expect(t.fleet.runtime("http://a").coolingUntil).toBe(1_000 + 10_001 + 20_000);
 	});
@@ -218,16 +219,22 @@ describe("callEngine", () => {
 		expect(t.calls.map((c) => c.url)).not.toContain("http://z");
 	});
 
-	it("counts a node's request in flight until the answer's body ends", async () => {
+	it("counts a node's request in flight until the stream reader has read the body's end or cancelled it", async () => {
 		const t = setup({});
 		const answer = await t.run([{ model: "m", nodes: nodes("http://a"), body: "{}" }]);
 		expect(t.fleet.runtime("http://a").inFlight).toBe(1);
-		await answer.response.text();
-		await new Promise((r) => setTimeout(r, 0));
+		const { body, done } = answer.takeBody();
+		const reader = new EngineEventReader(body as ReadableStream<Uint8Array>, { onEnd: done });
+		await untilEnding(reader);
 		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
 		const cancelled = await t.run([{ model: "m", nodes: nodes("http://a"), body: "{}" }]);
-		await cancelled.response.body?.cancel();
-		await new Promise((r) => setTimeout(r, 0));
+		const taken = cancelled.takeBody();
+		const second = new EngineEventReader(taken.body as ReadableStream<Uint8Array>, { onEnd: taken.done });
+		expect(t.fleet.runtime("http://a").inFlight).toBe(1);
+		await second.cancel();
+		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
+		// `done` is idempotent: a second report does not count the node out twice.
+		taken.done();
 		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
 	});
 
@@ -311,4 +318,15 @@ function vi_fn(value = "{}") {
 		},
 	};
 	return state;
+}
+
+/** Reads a stream answer to its end through the stream layer, as run-chat does. */
+async function readToEnd(answer: Awaited<ReturnType<typeof callEngine>>): Promise<void> {
+	const { body, done } = answer.takeBody();
+	await untilEnding(new EngineEventReader(body as ReadableStream<Uint8Array>, { onEnd: done }));
+}
+
+/** Reads events until the ending one (done, error, closed), which always comes last. */
+async function untilEnding(reader: EngineEventReader): Promise<void> {
+	while (!(await reader.next()).some((e) => e.type !== "chunk"));
 }

@@ -136,7 +136,7 @@ describe("a stream whose client stops reading", () => {
 
 	it("reads the engine no further ahead than a frame or two, whatever the engine has ready", async () => {
 		const engine = endlessEngine();
-		// Through the engine call's pass-through (the node counted in flight), as in production.
+		// Through the engine call, as in production (the body is read as it came).
 		const answer = await callEngine({
 			targets: [{ model: "m", nodes: [{ url: "http://node.test", weight: 1 } as never], body: "{}" }],
 			path: "/chat/completions",
@@ -144,7 +144,10 @@ describe("a stream whose client stops reading", () => {
 			firstByteTimeoutMs: 1000,
 			fetch: async () => new Response(engine.stream, { headers: { "content-type": "text/event-stream" } }),
 		});
-		const { stream } = rewriteChatStream(answer.response.body as ReadableStream<Uint8Array>, options({ clientIdleTimeoutMs: 0 }));
+		const { stream } = rewriteChatStream(
+			answer.takeBody().body as ReadableStream<Uint8Array>,
+			options({ clientIdleTimeoutMs: 0 }),
+		);
 		const reader = stream.getReader();
 		await reader.read();
 		await reader.read();
