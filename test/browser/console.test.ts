@@ -2,8 +2,8 @@
  * The operator console (`/admin/`) in a real browser: headless Chromium against the gateway
  * under `wrangler dev`. A wrong token is refused and shows no data; the right one finds a key
  * this test created (by name, with its balance), tops it up and sees the new balance, and opens
- * its usage: the SVG chart has bars with data, the breakdown names the model, the recent requests
- * are listed. At phone width the page does not overflow sideways. Nothing is blocked by the
+ * its usage: the SVG chart has bars with data, the breakdown names the model with its prompt-cache
+ * hit rate, the recent requests are listed; the nodes view shows each node's cache hit rate. At phone width the page does not overflow sideways. Nothing is blocked by the
  * page's Content-Security-Policy. Screenshots go to test/browser/screenshots/ (gitignored).
  */
 import { mkdirSync } from "node:fs";
@@ -78,11 +78,17 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 	beforeAll(async () => {
 		mkdirSync(SHOTS, { recursive: true });
 		key = await adminCall<Key>("/keys", { method: "POST", body: JSON.stringify({ name, balance_usd: 5 }) });
-		for (const content of ["first request from the console test", "second one, a little longer than the first"]) {
+		// Two on test/ok (no cache hits) and one on test/cached (the engine reports half the prompt cached).
+		const requests = [
+			["test/ok", "first request from the console test"],
+			["test/ok", "second one, a little longer than the first"],
+			["test/cached", "a third, whose prefix the engine had cached, long enough to have some"],
+		];
+		for (const [model, content] of requests) {
 			const res = await fetch(`${gatewayUrl()}/v1/chat/completions`, {
 				method: "POST",
 				headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
-				body: JSON.stringify({ model: "test/ok", messages: [{ role: "user", content }] }),
+				body: JSON.stringify({ model, messages: [{ role: "user", content }] }),
 			});
 			expect(res.status).toBe(200);
 			await res.text();
@@ -90,7 +96,7 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 		// Settlement and the ledger's outbox flush to D1 run after the answers, on the ledger's alarm.
 		await until("the usage records in D1", async () => {
 			const usage = await adminCall<{ data: unknown[] }>(`/usage?key_id=${key.id}`);
-			return usage.data.length >= 2;
+			return usage.data.length >= 3;
 		});
 		browser = await launchChromium();
 		[context, page] = await newPage({ width: 1400, height: 900 });
@@ -158,7 +164,19 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 		expect(drawn).toBeGreaterThanOrEqual(1);
 		expect(await page.locator("#usage-chart svg polyline.tokens-line").count()).toBe(1);
 		await poll(() => page.locator("#usage-models tbody").textContent()).toContain("test/ok");
-		expect(await page.locator("#usage-recent tbody tr").count()).toBe(2);
+		// Each model's prompt-cache hit rate, as the summary API counts it.
+		const summary = await adminCall<{ data: { model: string; prompt_tokens: number; cached_tokens: number }[] }>(
+			`/usage/summary?key_id=${key.id}&group_by=model&granularity=day&since=${Math.floor(Date.now() / 1000) - 86_400}`,
+		);
+		const cached = summary.data.filter((r) => r.model === "test/cached");
+		const [prompt, hits] = cached.reduce(([p, c], r) => [p + r.prompt_tokens, c + r.cached_tokens], [0, 0]);
+		expect(hits).toBeGreaterThan(0);
+		const cell = (model: string, field: string) =>
+			page.locator(`#usage-models tr[data-model="${model}"] td[data-field="${field}"]`).textContent();
+		expect(await cell("test/cached", "cache-hit-rate")).toBe(`${((hits / prompt) * 100).toFixed(1)}%`);
+		expect(await cell("test/cached", "cached")).toBe(String(hits));
+		expect(await cell("test/ok", "cache-hit-rate")).toBe("0.0%");
+		expect(await page.locator("#usage-recent tbody tr").count()).toBe(3);
 		const cost = await page.locator("#usage-recent tbody tr td").nth(5).textContent();
 		expect(cost).toMatch(/^\$0\.0000?[1-9]/);
 		await page.screenshot({ path: `${SHOTS}usage-1400x900.png` });
@@ -167,6 +185,15 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 		await page.getByRole("radio", { name: "7 d", exact: true }).check();
 		await page.getByRole("radio", { name: "day", exact: true }).check();
 		await poll(() => bars.count()).toBe(8);
+	});
+
+	it("shows each node's prompt-cache hit rate in the nodes view", async () => {
+		const nodes = await adminCall<{ data: { model: string; cache_hit_rate: number | null }[] }>("/nodes");
+		const rate = nodes.data.find((n) => n.model === "test/cached")?.cache_hit_rate;
+		expect(rate).toBeGreaterThan(0);
+		await page.getByRole("button", { name: "Nodes", exact: true }).click();
+		const cell = page.locator("#nodes-table tbody tr", { hasText: "test/cached" }).locator('td[data-field="cache-hit-rate"]');
+		await poll(() => cell.first().textContent()).toBe(`${((rate as number) * 100).toFixed(1)}%`);
 	});
 
 	it("fits a phone's width: only tables scroll sideways, inside their frame", async () => {

@@ -41,6 +41,8 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/bigprompt", [node("bigprompt")]),
 			// An agent's tool loop (the Messages lane, Claude Code): calls Bash once, then answers with its result.
 			model("test/tool-loop", [node("tool-loop")]),
+			// A prefix-cache hit on half of every prompt, reported as vLLM does (the console's cache columns).
+			model("test/cached", [node("cached")]),
 			// An embeddings model: served on /v1/embeddings only, priced on input alone, no output cap.
 			model("test/embed", [{ url: node(), api_key_env: "NODE_KEY" }], {
 				capabilities: ["embeddings"],

@@ -29,6 +29,12 @@ export function count(value) {
 	return integer.format(value);
 }
 
+/** A share (0…1) as a percentage with one decimal, "—" when there is none. */
+export function percent(share) {
+	if (share === null || share === undefined || !Number.isFinite(share)) return "—";
+	return `${(share * 100).toFixed(1)}%`;
+}
+
 export function countShort(value) {
 	return value >= 10_000 ? compact.format(value) : count(value);
 }

@@ -1,6 +1,7 @@
-// The nodes view: the fleet as the router sees it (GET /admin/nodes): health, cooling, latency, queue.
+// The nodes view: the fleet as the router sees it (GET /admin/nodes): health, cooling, latency, queue,
+// and the share of prompt tokens each node served from its prefix cache (this isolate's count).
 import { api } from "./api.js";
-import { count, h, time } from "./format.js";
+import { count, h, percent, time } from "./format.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -26,6 +27,7 @@ function row(n) {
 		h("td", { class: "num" }, load.waiting ?? "—"),
 		h("td", { class: "num" }, load.running ?? "—"),
 		h("td", { class: "num" }, count(n.in_flight)),
+		h("td", { class: "num", dataset: { field: "cache-hit-rate" } }, percent(n.cache_hit_rate)),
 		h("td", {}, n.checked_at === null ? "—" : time(n.checked_at)),
 		h("td", { class: "wrap" }, n.last_error ?? ""),
 	);
@@ -36,11 +38,11 @@ export async function loadNodes() {
 	try {
 		const nodes = await api("/nodes");
 		tbody.replaceChildren(...nodes.data.map(row));
-		if (!nodes.data.length) tbody.replaceChildren(h("tr", {}, h("td", { colspan: 11, class: "hint" }, "No nodes configured.")));
+		if (!nodes.data.length) tbody.replaceChildren(h("tr", {}, h("td", { colspan: 12, class: "hint" }, "No nodes configured.")));
 	} catch (err) {
 		if (err.status !== 404) throw err;
 		tbody.replaceChildren(
-			h("tr", {}, h("td", { colspan: 11, class: "hint" }, "This gateway has no fleet view (GET /admin/nodes).")),
+			h("tr", {}, h("td", { colspan: 12, class: "hint" }, "This gateway has no fleet view (GET /admin/nodes).")),
 		);
 	}
 }

@@ -1,8 +1,9 @@
 // The usage view, for the whole deployment or one key: spend and tokens over time (an SVG chart
-// from GET /admin/usage/summary), a breakdown by model, and the most recent requests.
+// from GET /admin/usage/summary), a breakdown by model (with its prompt-cache hit rate), and the
+// most recent requests.
 import { api, query } from "./api.js";
 import { usageChart } from "./chart.js";
-import { count, h, time, usd } from "./format.js";
+import { count, h, percent, time, usd } from "./format.js";
 
 const $ = (id) => document.getElementById(id);
 const HOUR = 3_600_000;
@@ -32,14 +33,17 @@ function totalsList(items) {
 
 function modelRows(byModel) {
 	const rows = [...byModel.entries()].sort((a, b) => b[1].cost - a[1].cost);
-	if (!rows.length) return [h("tr", {}, h("td", { colspan: 5, class: "hint" }, "No requests in this range."))];
+	if (!rows.length) return [h("tr", {}, h("td", { colspan: 7, class: "hint" }, "No requests in this range."))];
 	return rows.map(([model, m]) =>
 		h(
 			"tr",
-			{},
+			{ dataset: { model } },
 			h("td", {}, model),
 			h("td", { class: "num" }, count(m.requests)),
 			h("td", { class: "num" }, count(m.prompt)),
+			// Prompt tokens the engine served from its prefix cache, billed at the cached price.
+			h("td", { class: "num", dataset: { field: "cached" } }, count(m.cached)),
+			h("td", { class: "num", dataset: { field: "cache-hit-rate" } }, m.prompt > 0 ? percent(m.cached / m.prompt) : "—"),
 			h("td", { class: "num" }, count(m.completion)),
 			h("td", { class: "num", dataset: { usd: m.cost } }, usd(m.cost)),
 		),
@@ -101,9 +105,10 @@ export async function loadUsage() {
 			b.tokens += tokens;
 			b.requests += row.requests;
 			const model = row.model ?? "all models";
-			const m = byModel.get(model) ?? { requests: 0, prompt: 0, completion: 0, cost: 0 };
+			const m = byModel.get(model) ?? { requests: 0, prompt: 0, cached: 0, completion: 0, cost: 0 };
 			m.requests += row.requests;
 			m.prompt += row.prompt_tokens;
+			m.cached += row.cached_tokens ?? 0;
 			m.completion += row.completion_tokens;
 			m.cost += row.cost_usd;
 			byModel.set(model, m);
