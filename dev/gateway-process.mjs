@@ -66,7 +66,7 @@ function lineSplitter(onLine) {
  * what SIGTERM left after 5 s, resolved once none is left. `signal` aborts a start still waiting
  * for /healthz (the group is stopped and the promise rejects).
  * @param {{ port?: number, persistTo?: string, vars?: Record<string, string>, quiet?: boolean, echoLogs?: boolean, timeoutMs?: number, signal?: AbortSignal }} [options]
- * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (README "Logs") as wrangler
+ * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (docs/operations.md "Logs") as wrangler
  * relays them (stdout's to stdout, the warnings and errors on stderr to stderr), and wrangler's
  * own warnings and errors (its stderr), but not the rest of its output.
  * @returns {Promise<{ url: string, pgid: number, log: () => string, close: () => Promise<void> }>}

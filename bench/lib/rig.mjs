@@ -163,7 +163,7 @@ const portkeyHeaders = (engineUrl) => ({ "x-portkey-provider": "openai", "x-port
 /**
  * Where the gateways' D1 and Durable Object storage live: a tmpfs (/dev/shm) when the host has
  * one. On a VM disk each ledger commit's SQLite write blocks workerd's one thread (about 1 ms p50
- * per request on the dev box, bench/README.md "Session 6"); on Cloudflare a Durable Object's
+ * per request on the dev box, bench/HISTORY.md "Session 6"); on Cloudflare a Durable Object's
  * storage write does not stall the Worker's thread on a local disk, so a disk here measures the
  * host, not the gateway. `--state-dir <dir>` puts it elsewhere (`--state-dir /tmp` for the disk).
  */

@@ -60,7 +60,7 @@ async function startInstance(options) {
 		// No internet here, and no `cf` blob is needed.
 		cf: {},
 		log: new Log(LogLevel.WARN),
-		// The gateway writes one JSON log line per request (README "Logs"): workerd still writes it
+		// The gateway writes one JSON log line per request (docs/operations.md "Logs"): workerd still writes it
 		// (that is the feature's cost, measured), the host drains it instead of printing thousands
 		// of lines; stderr (errors) is still shown.
 		handleRuntimeStdio(stdout, stderr) {

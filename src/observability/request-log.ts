@@ -20,7 +20,7 @@ export type Lane = "chat" | "responses" | "embeddings" | "completions" | "messag
  */
 export type LogOutcome = SettleStatus | "refused" | "queued";
 
-/** The line, field by field (README "Logs"). */
+/** The line, field by field (docs/operations.md "Logs"). */
 export interface RequestLogLine {
 	message: "request";
 	request_id: string;

@@ -3,7 +3,7 @@
  * use), behind the small callback interface the engine-events layer needs. It takes
  * already-decoded text: callers own byte decoding, with one `TextDecoder` in `{ stream: true }`
  * mode so characters split across reads survive. We measured it against our own hand parser
- * (bench/micro/sse-parsers.mjs, numbers in bench/README.md): it is faster on what sockets
+ * (bench/micro/sse-parsers.mjs, numbers in bench/HISTORY.md): it is faster on what sockets
  * deliver (frames split across reads, CRLF), and it bounds the pending event the same way.
  */
 import { createParser, type ParseError } from "eventsource-parser";

@@ -92,7 +92,7 @@ describe("failover", () => {
 	});
 
 	it("remembers the broken nodes: the next requests, streams, go straight to the healthy one and end cleanly", async () => {
-		// A 500 may be the request's: the 500 node cools on a second request's 500 (README "What cools
+		// A 500 may be the request's: the 500 node cools on a second request's 500 (docs/fleet-routing.md "What cools
 		// a node"), so it is tried on at most one of these; the others are out since the first request.
 		let tried500 = 0;
 		for (let i = 0; i < 4; i++) {
