@@ -117,7 +117,7 @@ async function send(ledger: () => SettleManyLedger, keyId: string, q: KeyQueue):
 	if (q.waiting.length === 0 && queues.get(keyId) === q) queues.delete(keyId);
 }
 
-/** Only for tests: forget every queue and counter of this isolate. */
+/** Only for tests (through test/support/reset-isolate.ts): forget every queue and counter of this isolate. */
 export function forgetSettleQueues(): void {
 	queues.clear();
 	for (const k of Object.keys(settleCounters)) settleCounters[k as keyof typeof settleCounters] = 0;
