@@ -70,11 +70,11 @@ export async function runBackground(
 	const log = new RequestLog(job.requestId, "responses");
 	log.asked({ model: p.request.model });
 	// The paying key, known before the key is looked up again (a job stored without its caller: after).
-	if (p.principal) log.keyId = payerKeyId(p.principal);
+	if (p.principal) log.payerKeyId = payerKeyId(p.principal);
 	let status = 200;
 	try {
 		const principal = await currentPrincipal(env, p.principal, job.callerKeyId);
-		log.keyId = payerKeyId(principal);
+		log.payerKeyId = payerKeyId(principal);
 		const chatRun: ChatRun = {
 			env,
 			config,
