@@ -1,5 +1,5 @@
 import { payerKeyId } from "../auth/scopes";
-import { type AuthorizedChat, authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
+import { authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
 import type { GatewayConfig } from "../config";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
@@ -16,7 +16,7 @@ import {
 import { type RequestedItem, referencedIds, referenceNotFound, resolveReferences } from "./item-references";
 import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
-import type { BackgroundJob, HeldRequest, HistoryResult, ResponseStore } from "./response-store";
+import type { BackgroundJob, HistoryResult, ResponseStore } from "./response-store";
 import { ResponsesStreamEncoder } from "./stream-encoder";
 import { ResponsesEventBuilder } from "./stream-events";
 import { inputItems, responsesToChat } from "./to-chat";
@@ -221,11 +221,6 @@ function beginInput(meta: ResponseMeta, req: ResponsesRequest, items: ResponseIn
 	};
 }
 
-function heldRequest(authorized: AuthorizedChat): HeldRequest {
-	const { payerKeyId, requestId, model, requestedModel } = authorized.req;
-	return { payerKeyId, requestId, model, requestedModel };
-}
-
 /**
  * A background response is checked like any other when it is queued: the hold is placed
  * (402/403/429 here, nothing stored), then a slot in the key's queue is taken with the input
@@ -283,7 +278,7 @@ async function enqueue(
 			giveBack();
 			conversationOf(begun, req, run.config);
 		}
-		committed = await stub.commit(meta.id, heldRequest(authorized));
+		committed = await stub.commit(meta.id, settlement.storedHold());
 	} catch (err) {
 		if (err instanceof GatewayError) throw err;
 		logEvent("error", "background response: queueing failed", {

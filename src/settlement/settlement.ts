@@ -98,6 +98,12 @@ export class Settlement {
 		return this.#req;
 	}
 
+	/** What a queued background response stores of its hold, to release it if the job never runs. */
+	storedHold(): StoredHold {
+		const { payerKeyId, requestId, model, requestedModel } = this.#req;
+		return { payerKeyId, requestId, model, requestedModel };
+	}
+
 	/** True once an outcome, a release or a hand-off has been decided. */
 	get settled(): boolean {
 		return this.#settled !== undefined;
