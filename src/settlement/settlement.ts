@@ -54,11 +54,10 @@ export async function placeHold(
 	holdNanos: number,
 	opts: Parameters<typeof authorizeRequest>[3] = {},
 ): Promise<{ settlement: Settlement; rateHeaders: Record<string, string> }> {
-	const settlement = new Settlement(scope, req);
+	const settlement = new Settlement(scope, req, { keepAlive: true });
 	try {
 		const { headers, balanceNanos } = await authorizeRequest(scope.env, req, holdNanos, opts);
 		req.balanceNanos = balanceNanos;
-		settlement.keepAlive();
 		return { settlement, rateHeaders: headers };
 	} catch (err) {
 		settlement.handOff();
@@ -68,7 +67,7 @@ export async function placeHold(
 
 /** Releases a queued background response's stored hold (cancelled, deleted, orphaned, or refused when it ran); never throws. */
 export function releaseStoredHold(env: Env, hold: StoredHold): Promise<Settled> {
-	return new Settlement({ env, waitUntil: () => {} }, { ...hold, searchCount: 0 }).release();
+	return new Settlement({ env, waitUntil: () => {} }, { ...hold, searchCount: 0 }, { keepAlive: false }).release();
 }
 
 export class Settlement {
@@ -78,11 +77,15 @@ export class Settlement {
 	#extraNanos = 0;
 	#moved = 0;
 	readonly #progress: Array<() => number> = [];
-	#keepAlive: HoldKeepAlive | undefined;
+	readonly #keepAlive: HoldKeepAlive | undefined;
 	#settled: Promise<Settled> | undefined;
 	#finish!: (settled: Promise<Settled>) => void;
 
-	constructor(scope: SettlementScope, req: RequestContext) {
+	/**
+	 * Registers the request's `waitUntil` at once. With `keepAlive`, the hold is renewed while the
+	 * request moves (its first renewal is a period away: the hold is placed long before).
+	 */
+	constructor(scope: SettlementScope, req: RequestContext, opts: { keepAlive: boolean }) {
 		this.#env = scope.env;
 		this.#req = req;
 		this.#log = scope.log;
@@ -91,6 +94,14 @@ export class Settlement {
 				this.#finish = resolve;
 			}),
 		);
+		if (!opts.keepAlive) return;
+		this.#keepAlive = keepHoldAlive({
+			everyMs: HOLD_KEEPALIVE_MS,
+			progress: () => this.#progressNow(),
+			// A request served from an edge allowance first moves its hold into the ledger (docs/allowances.md).
+			renew: () => keepReservationAlive(this.#env, this.#req),
+			requestId: req.requestId,
+		});
 	}
 
 	/** The request's context for the ledger (the serving model changes it when a fallback serves). */
@@ -162,18 +173,6 @@ export class Settlement {
 	/** The hold is someone else's to settle (a queued background job's), or was never placed: nothing settles here. */
 	handOff(): void {
 		if (!this.#settled) this.#conclude(Promise.resolve(null));
-	}
-
-	/** Starts the hold's keep-alive (placeHold does, once the hold is placed). */
-	keepAlive(): void {
-		if (this.#keepAlive || this.#settled) return;
-		this.#keepAlive = keepHoldAlive({
-			everyMs: HOLD_KEEPALIVE_MS,
-			progress: () => this.#progressNow(),
-			// A request served from an edge allowance first moves its hold into the ledger (docs/allowances.md).
-			renew: () => keepReservationAlive(this.#env, this.#req),
-			requestId: this.#req.requestId,
-		});
 	}
 
 	#progressNow(): number {
