@@ -104,11 +104,6 @@ export class Settlement {
 		});
 	}
 
-	/** The request's context for the ledger (the serving model changes it when a fallback serves). */
-	get request(): RequestContext {
-		return this.#req;
-	}
-
 	/** What a queued background response stores of its hold, to release it if the job never runs. */
 	storedHold(): StoredHold {
 		const { payerKeyId, requestId, model, requestedModel } = this.#req;
