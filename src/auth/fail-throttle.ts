@@ -81,7 +81,6 @@ export function memoryThrottle(
 	limit: number,
 	windowS: number,
 	maxIps = MEMORY_THROTTLE_MAX_IPS,
-	now: () => number = Date.now,
 ): FailThrottle {
 	const open = (ip: string, t: number): Window | undefined => {
 		const w = windows.get(ip);
@@ -94,13 +93,13 @@ export function memoryThrottle(
 	return {
 		async check(ip) {
 			if (!ip) return 0;
-			const t = now();
+			const t = Date.now();
 			const w = open(ip, t);
 			return w && w.count >= limit ? w.endsAt - t : 0;
 		},
 		async fail(ip) {
 			if (!ip) return 0;
-			const t = now();
+			const t = Date.now();
 			let w = open(ip, t);
 			if (!w) {
 				if (windows.size >= maxIps) {

@@ -80,7 +80,7 @@ function memoised(inner: KeyCache): KeyCache {
 	};
 }
 
-/** Only for tests that change D1 behind the cache's back. */
+/** Only for tests that change D1 behind the cache's back (through test/support/reset-isolate.ts). */
 export function forgetMemoisedKeys(): void {
 	memo.clear();
 }

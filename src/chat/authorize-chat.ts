@@ -5,10 +5,11 @@
 import { assertModelAllowed, ledgerScopes, outputCeiling, payerKeyId } from "../auth/scopes";
 import { EMBEDDINGS, type ModelConfig, type ResolvedModel, resolveModel } from "../config";
 import { GatewayError } from "../errors";
-import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
+import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos, usdToNanos } from "../ledger/pricing";
 import { takeRequestFallbacks } from "../routing/fallbacks";
 import { groundingTokenBound } from "../search/grounding";
+import { placeHold, type Settlement } from "../settlement/settlement";
 import { estimatePromptTokens } from "../stream/estimate";
 import type { ChatRun } from "./chat-run";
 import { type ChatFallback, chatFallbacks } from "./fallbacks";
@@ -19,6 +20,8 @@ import { type ChatRequest, validateChatRequest } from "./validate";
 /** A chat request that passed every check and holds its worst-case cost in the ledger. */
 export interface AuthorizedChat {
 	req: RequestContext;
+	/** The request's money from here on: every path ends it exactly once (settlement/settlement.ts). */
+	settlement: Settlement;
 	prepared: PreparedChat;
 	/** The prompt estimate the hold was computed from (grounding allowance included when web search is on). */
 	promptTokens: number;
@@ -54,8 +57,8 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	const choices = choiceCount(body.n, config.max_n);
 	const resolved = resolveModel(config, body.model);
 	assertServes(resolved.model, "chat");
-	if (principal) assertModelAllowed(principal, resolved.model.id);
-	const ceiling = principal ? outputCeiling(principal) : null;
+	assertModelAllowed(principal, resolved.model.id);
+	const ceiling = outputCeiling(principal);
 	const webSearch = isWebSearch(body, resolved);
 	const promptTokens = estimatePromptTokens(body);
 	assertFitsContext(resolved.model, promptTokens);
@@ -89,23 +92,31 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		choices > 1 ? costNanos(resolved.model.pricing, 0, prepared.maxOutputTokens * (choices - 1)) : 0,
 		...fallbacks.map((f) => f.reserveNanos),
 	);
-	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, {
+	const { settlement, rateHeaders } = await placeHold(run, req, hold, {
 		reserveNanos: reserve,
 		ttlMs: opts.holdTtlMs,
 		synchronous: opts.synchronousHold,
 	});
-	req.balanceNanos = balanceNanos;
 	const bounds: UsageBounds = {
 		maxPromptTokens: promptLimit,
 		maxCompletionTokens: outputTokens,
 	};
-	return { req, prepared, promptTokens, searchPrice, rateHeaders, bounds, ...(fallbacks.length ? { fallbacks } : {}) };
+	return {
+		req,
+		settlement,
+		prepared,
+		promptTokens,
+		searchPrice,
+		rateHeaders,
+		bounds,
+		...(fallbacks.length ? { fallbacks } : {}),
+	};
 }
 
 /** What the ledger is told about a request: the key that pays, the request, the model. */
 export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestContext {
 	return {
-		payerKeyId: run.principal ? payerKeyId(run.principal) : run.callerKeyId,
+		payerKeyId: payerKeyId(run.principal),
 		requestId: run.requestId,
 		model: resolved.model,
 		requestedModel: resolved.requestedId,
@@ -119,7 +130,6 @@ export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestCo
 
 /** The caller's limits, checked with the hold, and the tokens counted against its tpm until settlement. */
 export function withScopes(run: ChatRun, req: RequestContext, tokenEstimate: number): void {
-	if (!run.principal) return;
 	req.scopes = ledgerScopes(run.principal);
 	req.tokenEstimate = tokenEstimate;
 }
@@ -136,7 +146,7 @@ export function resolveFor(run: ChatRun, id: string, endpoint: "completions" | "
 		});
 	}
 	assertServes(resolved.model, endpoint);
-	if (run.principal) assertModelAllowed(run.principal, resolved.model.id);
+	assertModelAllowed(run.principal, resolved.model.id);
 	return resolved;
 }
 

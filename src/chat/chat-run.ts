@@ -14,9 +14,9 @@ export interface ChatRun {
 	callerKeyId: string;
 	/**
 	 * The authenticated caller. Its scopes apply (allowed models, output ceiling, rpm/tpm, spend
-	 * caps) and a `vk-tmp-` token bills the key that minted it. Without it the key is unscoped.
+	 * caps) and a `vk-tmp-` token bills the key that minted it.
 	 */
-	principal?: Principal;
+	principal: Principal;
 	requestId: string;
 	/** Fires when the client goes away. */
 	clientSignal: AbortSignal;
@@ -27,8 +27,6 @@ export interface ChatRun {
 	 * sources, which the encoder puts where its wire format wants them.
 	 */
 	streamEncoder?: (sources: Source[]) => StreamEncoder;
-	/** How often a running request extends its hold (default HOLD_KEEPALIVE_MS). */
-	holdKeepAliveMs?: number;
 	/** The request's log line (src/observability): the engine call and settlement fill it in. */
 	log?: RequestLog;
 }

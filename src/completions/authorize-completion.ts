@@ -24,9 +24,10 @@ import { refuseEngineFields } from "../http/engine-fields";
 import { COMPLETION_LOGPROBS, SAMPLING_FIELDS } from "../http/sampling-params";
 import { zodToGatewayError } from "../http/zod-error";
 import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
-import { authorizeRequest, holdNanos } from "../ledger/ledger-client";
+import { holdNanos } from "../ledger/ledger-client";
 import { costNanos } from "../ledger/pricing";
 import { takeRequestFallbacks } from "../routing/fallbacks";
+import { placeHold } from "../settlement/settlement";
 import { estimateTokens } from "../stream/estimate";
 
 /** OpenAI's default for legacy completions. */
@@ -99,7 +100,7 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 		estimates,
 		longest,
 		bestOf,
-		ceiling: principal ? outputCeiling(principal) : null,
+		ceiling: outputCeiling(principal),
 		stream: body.stream === true,
 	};
 	const primary = completionPlan(resolved.model, body, shape);
@@ -115,10 +116,10 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 	// The most the request can cost on whichever candidate serves.
 	const hold = Math.max(primary.holdNanos, ...fallbacks.map((f) => f.holdNanos));
 	const reserve = Math.max(primary.reserveNanos, ...fallbacks.map((f) => f.reserveNanos));
-	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(run.env, req, hold, { reserveNanos: reserve });
-	req.balanceNanos = balanceNanos;
+	const { settlement, rateHeaders } = await placeHold(run, req, hold, { reserveNanos: reserve });
 	return {
 		req,
+		settlement,
 		prepared: {
 			engineBody: primary.engineBody,
 			stream: shape.stream,

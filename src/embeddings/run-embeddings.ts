@@ -15,11 +15,12 @@ import { GatewayError } from "../errors";
 import { refuseEngineFields } from "../http/engine-fields";
 import { zodToGatewayError } from "../http/zod-error";
 import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
-import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
-import { costNanos, nanosToUsd } from "../ledger/pricing";
+import { holdNanos } from "../ledger/ledger-client";
+import { costNanos } from "../ledger/pricing";
 import { hostOf, logEvent } from "../observability/log-event";
 import { takeRequestFallbacks } from "../routing/fallbacks";
 import { engineRouting } from "../routing/shared-view";
+import { engineFailedOutcome, noAnswerOutcome, placeHold } from "../settlement/settlement";
 import { estimateTokens } from "../stream/estimate";
 import type { Outcome } from "../types";
 
@@ -43,8 +44,6 @@ export const EmbeddingsRequestSchema = z.looseObject({
 });
 
 type EmbeddingsRequest = z.infer<typeof EmbeddingsRequestSchema>;
-
-const NO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 
 /** Each input's token estimate: a token array is its length, text about four characters a token. */
 function inputEstimates(input: EmbeddingsRequest["input"]): number[] {
@@ -96,13 +95,9 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	// The most the request can cost on whichever candidate serves.
 	const hold = Math.max(primary.holdNanos, ...fallbacks.map((f) => f.holdNanos));
 	const reserve = Math.max(primary.reserveNanos, ...fallbacks.map((f) => f.reserveNanos));
-	const { headers: rateHeaders, balanceNanos } = await authorizeRequest(env, req, hold, { reserveNanos: reserve });
+	// From here on the request holds money: every path settles it exactly once.
+	const { settlement, rateHeaders } = await placeHold(run, req, hold, { reserveNanos: reserve });
 	const headers: Record<string, string> = { "x-request-id": run.requestId, ...rateHeaders };
-	// From here on the request holds money: every path settles exactly once.
-	const settle = (outcome: Outcome) => {
-		run.log?.settled(req, outcome, outcomeCostNanos(req, outcome));
-		run.waitUntil(settleSafely(env, req, outcome));
-	};
 
 	const authorized = { req, prepared: primary, bounds: primary.bounds, fallbacks };
 	let text: string;
@@ -121,6 +116,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 			observer: run.log,
 		});
 		node = answer.node;
+		settlement.progressed();
 		// A fallback model may have served: its id, price and input bound from here on.
 		bound = servedBy(authorized, answer.target).bounds.maxPromptTokens;
 		text = await answer.readBody({
@@ -128,17 +124,8 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 			abort: (reason) => answer.abort(reason),
 		});
 	} catch (err) {
-		const gone = err instanceof GatewayError && err.kind === "client_closed";
-		settle({
-			status: gone
-				? "client_disconnected"
-				: err instanceof GatewayError && err.kind === "engine_refused"
-					? "engine_error"
-					: "failed",
-			usage: NO_USAGE,
-			estimated: false,
-			node: null,
-		});
+		// No prompt estimate: a client that left before the answer pays nothing here.
+		void settlement.settle(noAnswerOutcome(err));
 		throw withHeaders(err, rateHeaders);
 	}
 	let json: Record<string, unknown> | null = null;
@@ -149,7 +136,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 		// Not JSON: an invalid answer, below.
 	}
 	if (!json) {
-		settle({ status: "engine_error", usage: NO_USAGE, estimated: false, node });
+		void settlement.settle(engineFailedOutcome(node));
 		logEvent("warn", "engine sent an invalid embeddings answer", { request_id: run.requestId, node: hostOf(node) });
 		throw withHeaders(
 			new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 }),
@@ -164,13 +151,10 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 		{ promptTokens, completionTokens: 0 },
 	);
 	const outcome: Outcome = { status: "completed", usage, estimated, node };
-	settle(outcome);
+	void settlement.settle(outcome);
 	json.model = req.requestedModel;
 	json.usage = { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens };
-	const cost = outcomeCostNanos(req, outcome);
-	headers["x-venym-cost-usd"] = String(nanosToUsd(cost));
-	headers["x-venym-balance-usd"] = String(nanosToUsd(balanceNanos - cost));
-	return { body: json, headers };
+	return { body: json, headers: { ...headers, ...settlement.costHeaders(outcome) } };
 }
 
 /**

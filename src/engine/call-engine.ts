@@ -25,7 +25,6 @@ export interface EngineRouting {
 	fleet?: Fleet;
 	/** Starts a refresh of the shared view when the isolate's copy is stale; never waited for. */
 	refresh?: () => void;
-	now?: () => number;
 	random?: () => number;
 }
 
@@ -185,7 +184,6 @@ function answerOf(
 export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	const routing = call.routing;
 	const fleet = routing?.fleet ?? isolateFleet;
-	const now = routing?.now ?? Date.now;
 	const random = routing?.random ?? Math.random;
 	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? DEFAULT_ROUTING;
 	routing?.refresh?.();
@@ -196,7 +194,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	/** The request's one 5xx, if it had only one, counts against its node: the request was not the cause. */
 	const holdServerError = () => {
 		const failure = serverErrors.length === 1 ? serverErrors[0] : undefined;
-		if (failure) fleet.serverError(failure.node, request, failure.reason, now(), cooldownMs);
+		if (failure) fleet.serverError(failure.node, request, failure.reason, Date.now(), cooldownMs);
 	};
 	for (let t = 0; t < call.targets.length; t++) {
 		const target = call.targets[t] as EngineTarget;
@@ -206,7 +204,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 		for (let attempt = 0; attempt < maxAttempts; attempt++) {
 			if (call.clientSignal?.aborted) throw clientClosed();
 			const picked = fleet.route(target.model, target.nodes, {
-				now: now(),
+				now: Date.now(),
 				random,
 				tried,
 				affinityKey: call.affinityKey,
@@ -239,7 +237,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				redirect: "manual",
 				signal: controller.signal,
 			};
-			const started = now();
+			const started = Date.now();
 			fleet.started(node.url);
 			let response: Response;
 			try {
@@ -253,7 +251,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				const gone = !timedOut && (await clientLeft(call.clientSignal));
 				call.clientSignal?.removeEventListener("abort", onClientAbort);
 				if (gone) throw clientClosed(err);
-				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", now(), cooldownMs);
+				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", Date.now(), cooldownMs);
 				failures.push({
 					node: node.url,
 					model: target.model,
@@ -269,7 +267,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				const first = call.firstToken ? await call.firstToken(answer) : "token";
 				clearTimeout(timer);
 				if (first === "token") {
-					fleet.succeeded(node.url, now() - started, now());
+					fleet.succeeded(node.url, Date.now() - started, Date.now());
 					holdServerError();
 					call.observer?.answered(node.url);
 					return answer;
@@ -287,7 +285,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 					if (serverErrors.length >= MAX_SERVER_ERRORS) throw noNodeServed(failures, call.observer?.requestId);
 					continue;
 				}
-				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", now(), cooldownMs);
+				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", Date.now(), cooldownMs);
 				failures.push({
 					node: node.url,
 					model: target.model,
@@ -303,7 +301,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				const failure = { node: node.url, model: target.model, reason: `status ${response.status}`, status: response.status };
 				failures.push(failure);
 				if (verdict === "next") {
-					fleet.failed(node.url, failure.reason, now(), cooldownMs);
+					fleet.failed(node.url, failure.reason, Date.now(), cooldownMs);
 					continue;
 				}
 				serverErrors.push(failure);

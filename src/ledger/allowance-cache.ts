@@ -69,7 +69,7 @@ function onAdopted(ticket: AllowanceTicket): void {
 /** Only for tests: whether idle allowances are given back (tests that look at an allowance between requests turn it off). */
 export const allowanceTuning = { idleRelease: true };
 
-/** Only for tests: forget every allowance of this isolate (the ledger's reservations expire on their own). */
+/** Only for tests (through test/support/reset-isolate.ts): forget every allowance of this isolate (the ledger's reservations expire on their own). */
 export function forgetAllowances(): void {
 	allowances.clear();
 	granting.clear();

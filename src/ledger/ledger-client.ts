@@ -20,8 +20,8 @@ import { costNanos, nanosToUsd, usageCostNanos } from "./pricing";
 import { settleInBatch } from "./settle-batch";
 
 /** The ledger of a key: for a request, the payer's (auth/scopes.ts `payerKeyId`), never a `vk-tmp-` token's own. */
-export function ledgerFor(env: Env, keyId: string): DurableObjectStub<KeyLedger> {
-	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(keyId));
+export function ledgerFor(env: Env, payerKeyId: string): DurableObjectStub<KeyLedger> {
+	return (env.LEDGER as DurableObjectNamespace<KeyLedger>).get(env.LEDGER.idFromName(payerKeyId));
 }
 
 export interface RequestContext {

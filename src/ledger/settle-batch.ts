@@ -54,14 +54,18 @@ const queues = new Map<string, KeyQueue>();
 export const settleCounters = { calls: 0, settlements: 0, largest: 0, alone: 0 };
 
 /**
- * Settles `input` on `keyId`'s ledger, in a batch with whatever else of this key is waiting;
+ * Settles `input` on `payerKeyId`'s ledger, in a batch with whatever else of this key is waiting;
  * resolves with this request's result, or rejects as a single settle call would.
  */
-export async function settleInBatch(ledger: () => SettleManyLedger, keyId: string, input: SettleInput): Promise<SettleResult> {
-	let q = queues.get(keyId);
+export async function settleInBatch(
+	ledger: () => SettleManyLedger,
+	payerKeyId: string,
+	input: SettleInput,
+): Promise<SettleResult> {
+	let q = queues.get(payerKeyId);
 	if (!q) {
 		q = { waiting: [], sendingSince: 0 };
-		queues.set(keyId, q);
+		queues.set(payerKeyId, q);
 	}
 	const entry: Entry = { input };
 	q.waiting.push(entry);
@@ -71,7 +75,7 @@ export async function settleInBatch(ledger: () => SettleManyLedger, keyId: strin
 		const now = Date.now();
 		// Nobody is sending (or the one who was is stuck) and this entry is still waiting: send.
 		if ((q.sendingSince === 0 || now - q.sendingSince > STUCK_AFTER_MS) && q.waiting.includes(entry)) {
-			await send(ledger, keyId, q);
+			await send(ledger, payerKeyId, q);
 			continue;
 		}
 		if (now - started > STUCK_AFTER_MS) {
@@ -96,7 +100,7 @@ export async function settleInBatch(ledger: () => SettleManyLedger, keyId: strin
  * entry is answered (its settlement is done; a request does not carry the others' for ever, and
  * its `waitUntil` has a limit): one of the requests still waiting sends the next.
  */
-async function send(ledger: () => SettleManyLedger, keyId: string, q: KeyQueue): Promise<void> {
+async function send(ledger: () => SettleManyLedger, payerKeyId: string, q: KeyQueue): Promise<void> {
 	const since = Date.now();
 	q.sendingSince = since;
 	const batch = q.waiting.splice(0, MAX_BATCH);
@@ -114,10 +118,10 @@ async function send(ledger: () => SettleManyLedger, keyId: string, q: KeyQueue):
 	// Unless another request took over meanwhile (thinking this call stuck), nobody is sending now.
 	if (q.sendingSince !== since) return;
 	q.sendingSince = 0;
-	if (q.waiting.length === 0 && queues.get(keyId) === q) queues.delete(keyId);
+	if (q.waiting.length === 0 && queues.get(payerKeyId) === q) queues.delete(payerKeyId);
 }
 
-/** Only for tests: forget every queue and counter of this isolate. */
+/** Only for tests (through test/support/reset-isolate.ts): forget every queue and counter of this isolate. */
 export function forgetSettleQueues(): void {
 	queues.clear();
 	for (const k of Object.keys(settleCounters)) settleCounters[k as keyof typeof settleCounters] = 0;

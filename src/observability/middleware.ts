@@ -10,11 +10,11 @@ import { laneOf, RequestLog } from "./request-log";
  * there is logged too; written under waitUntil just after the response has gone out, or for a
  * stream when it ends.
  *
- * It also keeps the request alive until its handler is done: every inference lane places a ledger
- * hold before it registers the settlement that releases it (runHeld's waitUntil). A client that
- * leaves while the hold is on its way lets the runtime end a request that has nothing under
- * waitUntil, and then the hold is placed but never settled (open until it expires, the request
- * never logged). Under this waitUntil the handler runs on, settles and is logged.
+ * It also keeps the request alive until its handler is done. A request's settlement registers its
+ * own waitUntil before its hold is asked for (settlement/settlement.ts); this one covers what
+ * comes before (reading the body, authentication) and the log line: a client that leaves while
+ * anything is pending lets the runtime end a request that has nothing under waitUntil, and the
+ * request would then never be logged. Under this waitUntil the handler runs on and is logged.
  */
 export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
 	const lane = laneOf(c.req.method, c.req.path);
@@ -31,16 +31,11 @@ async function logged(c: Context<AppEnv>, next: () => Promise<void>, log: Reques
 	c.set("log", log);
 	await next();
 	const principal = c.get("principal");
-	if (log.keyId === null && principal) log.keyId = payerKeyId(principal);
+	if (log.payerKeyId === null && principal) log.payerKeyId = payerKeyId(principal);
 	const status = c.res.status;
 	const ended = log.ended();
 	// Written after the answer has gone out (a stream's when it ends): the client does not wait for it.
-	const written = (ended ?? afterResponse()).then(() => log.write(status));
-	try {
-		c.executionCtx.waitUntil(written);
-	} catch {
-		// No ExecutionContext (app.request in a unit test): the line is written a moment later all the same.
-	}
+	c.executionCtx.waitUntil((ended ?? afterResponse()).then(() => log.write(status)));
 }
 
 /** Registers a waitUntil that lasts until the returned function is called; registered before anything awaits. */
@@ -49,10 +44,6 @@ function keepAliveUntilHandled(c: Context<AppEnv>): () => void {
 	const handled = new Promise<void>((resolve) => {
 		done = resolve;
 	});
-	try {
-		c.executionCtx.waitUntil(handled);
-	} catch {
-		// No ExecutionContext (app.request in a unit test): nothing ends the request early either.
-	}
+	c.executionCtx.waitUntil(handled);
 	return done;
 }

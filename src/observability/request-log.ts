@@ -88,12 +88,12 @@ export function laneOf(method: string, path: string): Lane | undefined {
 export class RequestLog {
 	readonly requestId: string;
 	readonly lane: Lane;
-	keyId: string | null = null;
+	/** The paying key (the line's `key_id`). */
+	payerKeyId: string | null = null;
 	model: string | null = null;
 	requestedModel: string | null = null;
 	stream = false;
 	webSearch: string | null = null;
-	private readonly now: () => number;
 	private readonly startedAt: number;
 	private node: string | null = null;
 	private attempts = 0;
@@ -110,11 +110,10 @@ export class RequestLog {
 		this.resolveSettled = resolve;
 	});
 
-	constructor(requestId: string, lane: Lane, now: () => number = Date.now) {
+	constructor(requestId: string, lane: Lane) {
 		this.requestId = requestId;
 		this.lane = lane;
-		this.now = now;
-		this.startedAt = now();
+		this.startedAt = Date.now();
 	}
 
 	/** What the client asked for, from its parsed body: the model id and the stream flag, nothing else. */
@@ -135,12 +134,12 @@ export class RequestLog {
 	/** `node` sent the headers of the answer the client gets. */
 	answered(node: string): void {
 		this.node = hostOf(node);
-		this.ttfbMs = this.now() - this.startedAt;
+		this.ttfbMs = Date.now() - this.startedAt;
 	}
 
 	/** Settlement's outcome and what it debits: called once, when the request's end is known. */
 	settled(req: Settled, outcome: Outcome, costNanos: number): void {
-		this.keyId = req.payerKeyId;
+		this.payerKeyId = req.payerKeyId;
 		this.model = req.model.id;
 		this.requestedModel = req.fallbackFrom ?? req.requestedModel;
 		if (outcome.node) this.node = hostOf(outcome.node);
@@ -174,7 +173,7 @@ export class RequestLog {
 		return {
 			message: "request",
 			request_id: this.requestId,
-			key_id: this.keyId,
+			key_id: this.payerKeyId,
 			model: this.model,
 			requested_model: this.requestedModel,
 			lane: this.lane,
@@ -186,7 +185,7 @@ export class RequestLog {
 			attempts: this.attempts,
 			route: this.route,
 			ttfb_ms: this.ttfbMs,
-			duration_ms: Math.max(0, this.now() - this.startedAt),
+			duration_ms: Math.max(0, Date.now() - this.startedAt),
 			prompt_tokens: usage?.prompt_tokens ?? 0,
 			completion_tokens: usage?.completion_tokens ?? 0,
 			estimated: this.outcome?.estimated ?? false,

@@ -3,10 +3,10 @@
  * Both are stored as JSON, so the readers here also accept the shapes written before the key ids
  * were named (`keyId` for what is now `callerKeyId` on a job and `payerKeyId` on a hold).
  */
-import type { RequestContext } from "../ledger/ledger-client";
+import type { StoredHold } from "../settlement/settlement";
 
 /** The hold a queued background response runs on: enough to release it if it never runs. */
-export type HeldRequest = Pick<RequestContext, "payerKeyId" | "requestId" | "model" | "requestedModel">;
+export type HeldRequest = StoredHold;
 
 /** A background run waiting for (or under) the alarm. */
 export interface BackgroundJob {

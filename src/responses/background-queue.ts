@@ -6,9 +6,9 @@
  */
 import { loadConfig } from "../config";
 import { errorText, logEvent } from "../observability/log-event";
+import { releaseStoredHold } from "../settlement/settlement";
 import { type BackgroundJob, type HeldRequest, readHold, readJob } from "./background-job";
 import { runBackground } from "./run-background";
-import { releaseHold } from "./run-response";
 import { JOB_SEQ } from "./stored-docs";
 import type { Item, Turns } from "./turns";
 
@@ -96,7 +96,7 @@ export class BackgroundQueue {
 	/** Gives back a hold that will never be used; never throws. */
 	async release(hold: HeldRequest): Promise<void> {
 		try {
-			await releaseHold(this.env, hold);
+			await releaseStoredHold(this.env, hold);
 		} catch (err) {
 			logEvent("error", "releasing the hold failed", { request_id: hold.requestId, error: errorText(err) });
 		}
@@ -155,9 +155,13 @@ export class BackgroundQueue {
 		const controller = new AbortController();
 		this.running.set(id, controller);
 		const run = job
-			? runBackground(this.env, { ...job, hold: hold ?? undefined }, controller.signal, this.api, {
-					config: loadConfig(this.env.GATEWAY_CONFIG),
-				})
+			? runBackground(
+					this.env,
+					{ ...job, hold: hold ?? undefined },
+					controller.signal,
+					this.api,
+					loadConfig(this.env.GATEWAY_CONFIG),
+				)
 			: Promise.reject(new Error("the job is missing"));
 		void run
 			.catch(async (err) => {

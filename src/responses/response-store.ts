@@ -206,13 +206,13 @@ export class ResponseStore extends DurableObject<Env> {
 		this.turns.markFailed(id, error);
 	}
 
-	get(id: string, now: number = Date.now()): Item | null {
-		return this.turns.get(id, now);
+	get(id: string): Item | null {
+		return this.turns.get(id, Date.now());
 	}
 
 	/** This response's input items (GET …/input_items), oldest first. */
-	inputItems(id: string, now: number = Date.now()): Item[] | null {
-		return this.turns.inputItems(id, now);
+	inputItems(id: string): Item[] | null {
+		return this.turns.inputItems(id, Date.now());
 	}
 
 	async delete(id: string): Promise<boolean> {

@@ -5,29 +5,34 @@
 import type { Principal } from "../app-env";
 import { assertUsable, payerKeyId } from "../auth/scopes";
 import { type AuthorizedChat, authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
+import type { GatewayConfig } from "../config";
 import { keyStore } from "../db/keys";
 import { GatewayError, toErrorResponse } from "../errors";
 import { errorText, logEvent } from "../observability/log-event";
 import { RequestLog } from "../observability/request-log";
+import { releaseStoredHold } from "../settlement/settlement";
 import { failureOf } from "./failure";
 import { failedResponse, type ResponseMeta, type ResponseObject, responseFromCompletion, servedMeta } from "./from-chat";
 import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
 import type { BackgroundJob, ResponseStoreApi } from "./response-store";
-import { itemIds, releaseHold } from "./run-response";
+import { itemIds } from "./run-response";
 import { responsesToChat } from "./to-chat";
 
 /**
  * The caller as it stands now, not as it stood when the job was queued: a key revoked, expired
- * or narrowed since (or a token whose parent was) runs nothing, or runs under its new scopes.
+ * or narrowed since (or a token whose parent was) runs nothing, or runs under its new scopes. A
+ * job stored without its caller (`principal: null`, written before every run had one) runs as
+ * the key that queued it, and its parent's when it is a token.
  */
-async function currentPrincipal(env: Env, queued: Principal): Promise<Principal> {
+async function currentPrincipal(env: Env, queued: Principal | null, callerKeyId: string): Promise<Principal> {
 	const store = keyStore(env.DB);
-	const key = await store.byId(queued.key.id);
+	const key = await store.byId(queued?.key.id ?? callerKeyId);
 	if (!key) throw new GatewayError("invalid_api_key", "This API key no longer exists.");
 	let principal: Principal = { ...queued, key };
-	if (queued.parent) {
-		const parent = await store.byId(queued.parent.id);
+	const parentId = queued ? queued.parent?.id : key.parentKeyId;
+	if (parentId) {
+		const parent = await store.byId(parentId);
 		if (!parent) throw new GatewayError("invalid_api_key", "This API key has been revoked.");
 		principal = { ...principal, parent };
 	}
@@ -45,13 +50,13 @@ export async function runBackground(
 	job: BackgroundJob,
 	signal: AbortSignal,
 	store: ResponseStoreApi,
-	run: Omit<ChatRun, "clientSignal" | "waitUntil" | "env" | "callerKeyId" | "requestId">,
+	config: GatewayConfig,
 ): Promise<void> {
 	const p = job.payload as {
 		/** The validated request, its input left out (stored as the response's input items). */
 		request: ResponsesRequest;
 		createdAt: number;
-		/** The caller's scopes, so a background run is held to them like any other. */
+		/** The caller's scopes, so a background run is held to them like any other (null in jobs stored before it was required). */
 		principal: Principal | null;
 	};
 	const conversation = store.conversation(job.id);
@@ -64,13 +69,15 @@ export async function runBackground(
 	// Its own log line (the request that queued it wrote one with outcome "queued"), same request id.
 	const log = new RequestLog(job.requestId, "responses");
 	log.asked({ model: p.request.model });
-	log.keyId = p.principal ? payerKeyId(p.principal) : job.callerKeyId;
+	// The paying key, known before the key is looked up again (a job stored without its caller: after).
+	if (p.principal) log.payerKeyId = payerKeyId(p.principal);
 	let status = 200;
 	try {
-		const principal = p.principal ? await currentPrincipal(env, p.principal) : undefined;
+		const principal = await currentPrincipal(env, p.principal, job.callerKeyId);
+		log.payerKeyId = payerKeyId(principal);
 		const chatRun: ChatRun = {
-			...run,
 			env,
+			config,
 			callerKeyId: job.callerKeyId,
 			principal,
 			requestId: job.requestId,
@@ -95,7 +102,7 @@ export async function runBackground(
 		status = failure.status;
 		log.failed(failure.body.error.code, status);
 		// Refused before the engine: nothing settles the hold placed at enqueue but this.
-		if (!authorized && job.hold) settlements.push(releaseHold(env, job.hold));
+		if (!authorized && job.hold) settlements.push(releaseStoredHold(env, job.hold));
 		response = failedResponse(meta, failureOf(err));
 	}
 	await Promise.all(settlements);

@@ -1,9 +1,8 @@
 import { payerKeyId } from "../auth/scopes";
-import { type AuthorizedChat, authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
+import { authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
 import type { GatewayConfig } from "../config";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
-import { settleSafely } from "../ledger/ledger-client";
 import { errorText, logEvent } from "../observability/log-event";
 import type { Source } from "../search/grounding";
 import {
@@ -17,7 +16,7 @@ import {
 import { type RequestedItem, referencedIds, referenceNotFound, resolveReferences } from "./item-references";
 import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
-import type { BackgroundJob, HeldRequest, HistoryResult, ResponseStore } from "./response-store";
+import type { BackgroundJob, HistoryResult, ResponseStore } from "./response-store";
 import { ResponsesStreamEncoder } from "./stream-encoder";
 import { ResponsesEventBuilder } from "./stream-events";
 import { inputItems, responsesToChat } from "./to-chat";
@@ -43,7 +42,6 @@ export const QUEUED_HOLD_TTL_MS = 60 * 60 * 1000;
 /** A full queue says when to try again. */
 const QUEUE_RETRY_AFTER_S = 5;
 
-const NO_USAGE = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 const STORAGE_FAILED = { code: "storage_failed", message: "The response was generated but could not be stored." };
 
 export function itemIds(): string {
@@ -93,19 +91,6 @@ function charsOf(items: RequestedItem[]): number {
 /** The chat body for this turn: the earlier turns, then this input with its references resolved. */
 function chatBody(req: ResponsesRequest, prior: ResponseInputItem[], items: ResponseInputItem[]): Record<string, unknown> {
 	return responsesToChat({ ...req, input: [] }, [...prior, ...items]);
-}
-
-/**
- * Gives back a hold that will never be used: settled once, at no cost, like a client that left
- * before anything ran. Given the request's own context (`authorized.req`), a share taken from an
- * edge allowance goes back to the allowance too.
- */
-export function releaseHold(env: Env, hold: HeldRequest): Promise<unknown> {
-	return settleSafely(
-		env,
-		{ ...hold, searchCount: 0 },
-		{ status: "client_disconnected", usage: NO_USAGE, estimated: false, node: null },
-	);
 }
 
 /** Stores the final response; a failure is logged and shows on the stored response, which is marked failed. */
@@ -170,11 +155,12 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		try {
 			begun = await stub.begin(beginInput(meta, req, items, inProgressResponse(meta)));
 		} catch (err) {
-			run.waitUntil(releaseHold(run.env, authorized.req));
+			void authorized.settlement.release();
 			throw err;
 		}
 		if (!begun.ok) {
-			run.waitUntil(releaseHold(run.env, authorized.req));
+			// Refused by the store: the hold (and a share of an edge allowance) goes back unused.
+			void authorized.settlement.release();
 			conversationOf(begun, req, run.config);
 		}
 	}
@@ -235,11 +221,6 @@ function beginInput(meta: ResponseMeta, req: ResponsesRequest, items: ResponseIn
 	};
 }
 
-function heldRequest(authorized: AuthorizedChat): HeldRequest {
-	const { payerKeyId, requestId, model, requestedModel } = authorized.req;
-	return { payerKeyId, requestId, model, requestedModel };
-}
-
 /**
  * A background response is checked like any other when it is queued: the hold is placed
  * (402/403/429 here, nothing stored), then a slot in the key's queue is taken with the input
@@ -256,7 +237,7 @@ async function enqueue(
 	headers: Record<string, string>,
 ): Promise<ResponseResult> {
 	const stub = responseStore(run.env, run.callerKeyId);
-	const payer = run.principal ? payerKeyId(run.principal) : run.callerKeyId;
+	const payer = payerKeyId(run.principal);
 	const payerStore = payer === run.callerKeyId ? null : responseStore(run.env, payer);
 	const cap = run.config.max_queued_responses;
 	// Cheap first: a full queue is refused before a hold is placed (begin checks again, atomically).
@@ -264,17 +245,17 @@ async function enqueue(
 	const authorized = await authorizeChat(run, chatBody({ ...req, stream: false }, prior, items), {
 		holdTtlMs: QUEUED_HOLD_TTL_MS,
 	});
-	const hold = heldRequest(authorized);
+	const { settlement } = authorized;
 	let claimed = false;
 	const giveBack = () => {
-		run.waitUntil(releaseHold(run.env, hold));
+		void settlement.release();
 		if (claimed && payerStore) run.waitUntil(payerStore.releaseSlot(meta.id));
 	};
 	if (payerStore) {
 		try {
 			claimed = await payerStore.claimSlot(meta.id, run.callerKeyId, cap);
 		} catch (err) {
-			run.waitUntil(releaseHold(run.env, hold));
+			void settlement.release();
 			throw err;
 		}
 		if (!claimed) {
@@ -288,7 +269,7 @@ async function enqueue(
 		requestId: run.requestId,
 		callerKeyId: run.callerKeyId,
 		// The input is stored once, as the response's input items.
-		payload: { request: { ...req, input: [] }, createdAt: meta.createdAt, principal: run.principal ?? null },
+		payload: { request: { ...req, input: [] }, createdAt: meta.createdAt, principal: run.principal },
 	};
 	let committed = false;
 	try {
@@ -297,7 +278,7 @@ async function enqueue(
 			giveBack();
 			conversationOf(begun, req, run.config);
 		}
-		committed = await stub.commit(meta.id, hold);
+		committed = await stub.commit(meta.id, settlement.storedHold());
 	} catch (err) {
 		if (err instanceof GatewayError) throw err;
 		logEvent("error", "background response: queueing failed", {
@@ -311,5 +292,7 @@ async function enqueue(
 		run.waitUntil(responseStore(run.env, run.callerKeyId).abandon(meta.id));
 		throw new GatewayError("internal", "The background response could not be queued. Please retry.");
 	}
+	// The queued job's run settles the hold (or the queue releases it when the job never runs).
+	settlement.handOff();
 	return { kind: "json", body: queued, headers: { ...authorized.rateHeaders, ...headers } };
 }

@@ -11,7 +11,7 @@ import { readJsonBody } from "../http/read-json";
 
 type Authorize = (run: ChatRun, body: unknown) => Promise<AuthorizedChat>;
 
-/** What a request on the chat pipeline runs with. */
+/** The one ChatRun of a request on an inference route (chat, legacy completions, embeddings, Responses, Messages). */
 export function runOf(c: Context<AppEnv>): ChatRun {
 	const principal = c.get("principal");
 	return {

@@ -1,25 +1,11 @@
 import { type Context, Hono } from "hono";
 import type { AppEnv } from "../app-env";
 import { callerKeyId } from "../auth/scopes";
-import type { ChatRun } from "../chat/run-chat";
-import { loadConfig } from "../config";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
 import { validateResponsesRequest } from "../responses/request-schema";
 import { createResponse, responseStore } from "../responses/run-response";
-
-function chatRun(c: Context<AppEnv>): ChatRun {
-	return {
-		env: c.env,
-		config: loadConfig(c.env.GATEWAY_CONFIG),
-		callerKeyId: callerKeyId(c.get("principal")),
-		principal: c.get("principal"),
-		requestId: c.get("requestId"),
-		clientSignal: c.req.raw.signal,
-		waitUntil: (p) => c.executionCtx.waitUntil(p),
-		log: c.get("log"),
-	};
-}
+import { runOf } from "./chat";
 
 function notFound(id: string): GatewayError {
 	return new GatewayError("not_found", `Response with id '${id}' not found.`, { param: "response_id" });
@@ -39,7 +25,7 @@ async function stored(c: Context<AppEnv>, id: string): Promise<Stored> {
 
 export const responsesRoutes = new Hono<AppEnv>()
 	.post("/", async (c) => {
-		const run = chatRun(c);
+		const run = runOf(c);
 		const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
 		run.log?.asked(body);
 		const req = validateResponsesRequest(body);

@@ -59,8 +59,8 @@ export function refreshSharedView(
 	config: GatewayConfig,
 	waitUntil: (p: Promise<unknown>) => void,
 	fleet: Fleet = isolateFleet,
-	now = Date.now(),
 ): void {
+	const now = Date.now();
 	if (!env.NODE_HEALTH) return;
 	const wait = fleet.refreshing ? REFRESH_STUCK_MS : viewTtlMs(config.routing.health_check_interval_ms);
 	if (now - fleet.viewRequestedAt < wait) return;

@@ -10,7 +10,6 @@
 export class ClientPace {
 	readonly #idleMs: number;
 	readonly #onIdle: () => void;
-	readonly #now: () => number;
 	/** When the oldest frame the client has not asked past was queued; 0 when nothing is owed. */
 	#owedSince = 0;
 	#timer: ReturnType<typeof setTimeout> | undefined;
@@ -19,10 +18,9 @@ export class ClientPace {
 	#frames = 0;
 
 	/** `idleMs` 0 or less: never cut (frames are still counted). */
-	constructor(idleMs: number, onIdle: () => void, now: () => number = Date.now) {
+	constructor(idleMs: number, onIdle: () => void) {
 		this.#idleMs = idleMs;
 		this.#onIdle = onIdle;
-		this.#now = now;
 	}
 
 	/** Frames handed to the client so far. */
@@ -34,7 +32,7 @@ export class ClientPace {
 	queued(): void {
 		this.#frames += 1;
 		if (this.#stopped || this.#idleMs <= 0 || this.#owedSince !== 0) return;
-		this.#owedSince = this.#now();
+		this.#owedSince = Date.now();
 		this.#timer ??= setTimeout(() => this.#check(), this.#idleMs);
 	}
 
@@ -53,7 +51,7 @@ export class ClientPace {
 	#check(): void {
 		this.#timer = undefined;
 		if (this.#stopped || this.#owedSince === 0) return;
-		const owed = this.#now() - this.#owedSince;
+		const owed = Date.now() - this.#owedSince;
 		if (owed < this.#idleMs) {
 			this.#timer = setTimeout(() => this.#check(), this.#idleMs - owed);
 			return;

@@ -3,8 +3,9 @@
  * hold left open until it expires), and the usage records add up to the ledger's debits.
  *
  * Two ways workerd ends a request whose client left, each of which used to strand the hold:
- * - before the response, while the hold was on its way: with nothing under waitUntil yet (runHeld
- *   registers settlement only once the hold is placed) the handler was dropped mid-await;
+ * - before the response, while the hold was on its way: with nothing under waitUntil yet (settlement
+ *   was registered only once the hold was placed; src/settlement/settlement.ts now registers it
+ *   first) the handler was dropped mid-await;
  * - during a stream, when the runtime was not reading the body at that moment: it drops the body
  *   without cancelling it, so `done` never came; only the request's signal fires.
  */

@@ -27,7 +27,7 @@ describe("attack: web search and tool-call repair on one non-stream answer", () 
 	});
 
 	it("keeps venym.tool_calls_repaired next to venym.sources", async () => {
-		// run-chat.ts sets body.venym = {tool_calls_repaired}, then attachSources() replaces body.venym
+		// The answer step (chat/chat-answer.ts) sets body.venym = {tool_calls_repaired}, then attachSources() replaced body.venym
 		// with {sources}: the repair count is lost whenever :online (or venym.web_search) ran.
 		const a = await gateway.chat(key, {
 			model: "broken:online",

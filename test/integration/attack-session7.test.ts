@@ -380,7 +380,8 @@ describe("bugs found this session (fixed)", () => {
 	 * no `allowance` ticket. settleSafely then never calls afterSettle: the allowance's `inFlight` keeps
 	 * the hold for ever (and its adopt timer stays armed), so the allowance is never idle, never given
 	 * back, and stays reserved in the ledger until it expires (here 60 s; 30 s by default), with
-	 * nothing in flight. Now releaseHold gets the request's own context (`authorized.req`).
+	 * nothing in flight. Now the request's own settlement releases it (`Settlement.release`,
+	 * src/settlement/settlement.ts), with the request's context and its ticket.
 	 */
 	it("a Responses request refused by begin after taking from an allowance gives the take back", async () => {
 		const call = directGateway({

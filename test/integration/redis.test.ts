@@ -6,9 +6,10 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { ADMIN_FAIL_LIMIT } from "../../src/auth/fail-throttle";
-import { AUTH_FAIL_LIMIT, forgetMemoisedKeys } from "../../src/auth/key-cache";
+import { AUTH_FAIL_LIMIT } from "../../src/auth/key-cache";
 import { generateSecret, hashSecret } from "../../src/auth/key-secret";
 import { admin, chat, createKey, expectAuthThrottled, gw, waitFor } from "../support/gateway";
+import { forgetMemoisedKeys } from "../support/reset-isolate";
 import { TEST_ADMIN_TOKEN } from "../support/test-config";
 
 const CHAT = { model: "test/ok", messages: [{ role: "user", content: "hi" }], max_tokens: 5 };

@@ -3,12 +3,12 @@
  * continued before its output exists, no queued job run for a key that is gone, and no hold
  * lapsing while a request still runs.
  */
-import { env, runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
-import { runChat } from "../../src/chat/run-chat";
-import { loadConfig } from "../../src/config";
+import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { describe, expect, it, vi } from "vitest";
+import { app } from "../../src/app";
 import type { ResponseStore } from "../../src/responses/response-store";
-import { admin, createKey, gw, waitFor } from "../support/gateway";
+import { HOLD_KEEPALIVE_MS } from "../../src/settlement/hold-keep-alive";
+import { admin, BASE, createKey, gw, waitFor } from "../support/gateway";
 import { ledger } from "../support/ledger";
 
 const APP = "https://app.example.com";
@@ -136,34 +136,43 @@ describe("a queued job whose key is gone", () => {
 describe("a hold outlives no running request", () => {
 	it("is extended while a long request runs", async () => {
 		const k = await createKey({ balance_usd: 1 });
-		const requestId = `req_keepalive_${crypto.randomUUID()}`;
-		const expiry = () =>
-			runInDurableObject(
-				ledger(k.id),
-				(_i, state) =>
-					state.storage.sql.exec<{ e: number }>("SELECT expires_at AS e FROM holds WHERE request_id = ?", requestId).one().e,
-			);
-		const waits: Promise<unknown>[] = [];
-		const result = await runChat(
-			{
+		// Only the keep-alive's interval is faked: the engine, the ledger and waitFor keep real time.
+		vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+		try {
+			const ctx = createExecutionContext();
+			const res = await app.fetch(
+				new Request(`${BASE}/v1/chat/completions`, {
+					method: "POST",
+					headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
+					body: JSON.stringify({
+						model: "test/slow",
+						stream: true,
+						max_tokens: 30,
+						messages: [{ role: "user", content: "keep me" }],
+					}),
+				}),
 				env,
-				config: loadConfig(env.GATEWAY_CONFIG),
-				callerKeyId: k.id,
-				requestId,
-				clientSignal: new AbortController().signal,
-				waitUntil: (p) => waits.push(p),
-				holdKeepAliveMs: 100,
-			},
-			{ model: "test/slow", stream: true, max_tokens: 30, messages: [{ role: "user", content: "keep me" }] },
-		);
-		expect(result.kind).toBe("stream");
-		const reader = (result as { stream: ReadableStream<Uint8Array> }).stream.getReader();
-		await reader.read();
-		const first = await expiry();
-		await new Promise((r) => setTimeout(r, 400));
-		expect(await expiry()).toBeGreaterThan(first);
-		while (!(await reader.read()).done) {}
-		await Promise.all(waits);
-		expect((await ledger(k.id).info()).openHolds).toBe(0);
+				ctx,
+			);
+			expect(res.status).toBe(200);
+			const requestId = res.headers.get("x-request-id") as string;
+			const expiry = () =>
+				runInDurableObject(
+					ledger(k.id),
+					(_i, state) =>
+						state.storage.sql.exec<{ e: number }>("SELECT expires_at AS e FROM holds WHERE request_id = ?", requestId).one().e,
+				);
+			const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+			await reader.read();
+			const first = await expiry();
+			// A keep-alive period passes while the stream moves: the hold is renewed from now.
+			vi.advanceTimersByTime(HOLD_KEEPALIVE_MS);
+			await waitFor(async () => (await expiry()) > first);
+			while (!(await reader.read()).done) {}
+			await waitOnExecutionContext(ctx);
+			expect((await ledger(k.id).info()).openHolds).toBe(0);
+		} finally {
+			vi.useRealTimers();
+		}
 	});
 });

@@ -8,8 +8,7 @@
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/app";
-import { runChat } from "../../src/chat/run-chat";
-import { loadConfig } from "../../src/config";
+import { HOLD_KEEPALIVE_MS } from "../../src/settlement/hold-keep-alive";
 import { BASE, createKey, engineRequests, waitFor } from "../support/gateway";
 import { expectBooks, ledger, usageRows } from "../support/ledger";
 
@@ -44,6 +43,7 @@ const LANES = [
 ] as const;
 
 afterEach(() => {
+	vi.useRealTimers();
 	vi.restoreAllMocks();
 });
 
@@ -89,7 +89,32 @@ describe("a streaming client that reads one frame and stops reading", () => {
 
 	it("does not have its hold renewed while it reads nothing", async () => {
 		const k = await createKey({ balance_usd: 1 });
-		const requestId = `req_stallka_${crypto.randomUUID()}`;
+		const warnings: string[] = [];
+		const warn = console.warn.bind(console);
+		vi.spyOn(console, "warn").mockImplementation((...args: unknown[]) => {
+			warnings.push(args.map(String).join(" "));
+			warn(...args);
+		});
+		// Only the keep-alive's interval is faked: the engine, the ledger and the client's idle timer keep real time.
+		vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+		const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(configWith({ client_idle_timeout_ms: 1_500 })) };
+		const ctx = createExecutionContext();
+		const res = await app.fetch(
+			new Request(`${BASE}/v1/chat/completions`, {
+				method: "POST",
+				headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
+				body: JSON.stringify({
+					model: "test/slow",
+					stream: true,
+					max_tokens: 40,
+					messages: [{ role: "user", content: "stall and keep" }],
+				}),
+			}),
+			bindings,
+			ctx,
+		);
+		expect(res.status).toBe(200);
+		const requestId = res.headers.get("x-request-id") as string;
 		const expiry = () =>
 			runInDurableObject(
 				ledger(k.id),
@@ -97,42 +122,26 @@ describe("a streaming client that reads one frame and stops reading", () => {
 					state.storage.sql.exec<{ e: number }>("SELECT expires_at AS e FROM holds WHERE request_id = ?", requestId).toArray()[0]
 						?.e ?? null,
 			);
-		const warnings: string[] = [];
-		const warn = console.warn.bind(console);
-		vi.spyOn(console, "warn").mockImplementation((...args: unknown[]) => {
-			warnings.push(args.map(String).join(" "));
-			warn(...args);
-		});
-		const waits: Promise<unknown>[] = [];
-		const result = await runChat(
-			{
-				env,
-				config: loadConfig(JSON.stringify(configWith({ client_idle_timeout_ms: 1_500 }))),
-				callerKeyId: k.id,
-				requestId,
-				clientSignal: new AbortController().signal,
-				waitUntil: (p) => waits.push(p),
-				holdKeepAliveMs: 100,
-			},
-			{ model: "test/slow", stream: true, max_tokens: 40, messages: [{ role: "user", content: "stall and keep" }] },
-		);
-		expect(result.kind).toBe("stream");
-		const reader = (result as { stream: ReadableStream<Uint8Array> }).stream.getReader();
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
 		await reader.read();
 		// The keep-alive notices the request stopped moving...
-		await waitFor(async () => warnings.some((w) => w.includes("hold not renewed") && w.includes(requestId)), 5_000);
+		await waitFor(async () => {
+			vi.advanceTimersByTime(HOLD_KEEPALIVE_MS);
+			return warnings.some((w) => w.includes("hold not renewed") && w.includes(requestId));
+		}, 5_000);
 		const stalledAt = await expiry();
 		expect(stalledAt).not.toBeNull();
 		// ...and from then on the hold is never extended, until the stall ends the request and settles it.
 		const seen = new Set<number>();
 		await waitFor(async () => {
+			vi.advanceTimersByTime(HOLD_KEEPALIVE_MS);
 			const e = await expiry();
 			if (e === null) return true;
 			seen.add(e);
 			return false;
 		}, 10_000);
 		expect([...seen].every((e) => e === stalledAt)).toBe(true);
-		await Promise.all(waits);
+		await waitOnExecutionContext(ctx);
 		const rows = await usageRows(k.id);
 		expect(rows.map((r) => r.status)).toEqual(["client_disconnected"]);
 	});

@@ -6,15 +6,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { LedgerConfig } from "../../src/config";
 import { ALLOWANCE_WARMUP_REQUESTS } from "../../src/ledger/allowance";
-import {
-	type AllowanceTicket,
-	afterSettle,
-	afterSyncHold,
-	forgetAllowances,
-	localAllowance,
-	takeLocal,
-} from "../../src/ledger/allowance-cache";
+import { type AllowanceTicket, afterSettle, afterSyncHold, localAllowance, takeLocal } from "../../src/ledger/allowance-cache";
 import type { KeyLedger, SettleResult } from "../../src/ledger/key-ledger";
+import { forgetAllowances } from "../support/reset-isolate";
 
 const HOLD = 1_000;
 const NOW = 1_000_000;

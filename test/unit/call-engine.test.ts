@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { EngineNode } from "../../src/config";
 import { callEngine, type EngineCall, type EngineTarget } from "../../src/engine/call-engine";
 import { GatewayError, toErrorResponse } from "../../src/errors";
@@ -36,10 +36,14 @@ function nodes(...urls: string[]): EngineNode[] {
 	return urls.map((url) => ({ url, weight: 1 }));
 }
 
+afterEach(() => {
+	vi.useRealTimers();
+});
+
 function setup(behaviours: Record<string, Behaviour>, settings = { cooldown_ms: 10_000, max_attempts: 3 }) {
 	const calls: Call[] = [];
 	const fleet = new Fleet();
-	let clock = 1_000;
+	vi.useFakeTimers({ toFake: ["Date"], now: 1_000 });
 	let seed = 0;
 	const run = (targets: EngineTarget[], extra: Partial<EngineCall> = {}) =>
 		callEngine({
@@ -51,7 +55,6 @@ function setup(behaviours: Record<string, Behaviour>, settings = { cooldown_ms: 
 			routing: {
 				settings,
 				fleet,
-				now: () => clock,
 				// Walks the nodes in order: 0, 0.34, 0.67, … so the first pick is predictable.
 				random: () => ((seed++ % 3) / 3 + 0.01) % 1,
 			},
@@ -61,9 +64,7 @@ function setup(behaviours: Record<string, Behaviour>, settings = { cooldown_ms: 
 		calls,
 		fleet,
 		run,
-		advance: (ms: number) => {
-			clock += ms;
-		},
+		advance: (ms: number) => vi.setSystemTime(Date.now() + ms),
 	};
 }
 

@@ -1,12 +1,16 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { memoryThrottle } from "../../src/auth/fail-throttle";
 
 describe("memoryThrottle", () => {
+	afterEach(() => {
+		vi.useRealTimers();
+	});
+
 	function setup(maxIps = 100) {
-		let t = 1_000_000;
+		vi.useFakeTimers({ toFake: ["Date"], now: 1_000_000 });
 		const windows = new Map<string, { count: number; endsAt: number }>();
-		const throttle = memoryThrottle(windows, 3, 60, maxIps, () => t);
-		return { throttle, windows, advance: (ms: number) => (t += ms) };
+		const throttle = memoryThrottle(windows, 3, 60, maxIps);
+		return { throttle, windows, advance: (ms: number) => vi.setSystemTime(Date.now() + ms) };
 	}
 
 	it("throttles an IP after `limit` failures until its window ends", async () => {

@@ -1,6 +1,6 @@
 /** The hold keep-alive renews a running request's hold only while the request moves. */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { keepHoldAlive } from "../../src/chat/hold-keep-alive";
+import { keepHoldAlive } from "../../src/settlement/hold-keep-alive";
 
 const EVERY = 300_000;
 

@@ -30,9 +30,10 @@ function typeOf(v: unknown): string {
 	return v === null ? "null" : typeof v;
 }
 
+/** The clock the line reads, faked (nothing else is). */
 function clock(start = 1_000) {
-	let t = start;
-	return { now: () => t, advance: (ms: number) => (t += ms) };
+	vi.useFakeTimers({ toFake: ["Date"], now: start });
+	return { advance: (ms: number) => vi.setSystemTime(Date.now() + ms) };
 }
 
 function captureLog() {
@@ -41,6 +42,7 @@ function captureLog() {
 }
 
 afterEach(() => {
+	vi.useRealTimers();
 	vi.restoreAllMocks();
 });
 
@@ -48,7 +50,7 @@ describe("RequestLog", () => {
 	it("writes one JSON line with exactly the documented fields and types", () => {
 		const t = clock();
 		const lines = captureLog();
-		const log = new RequestLog("req_1", "chat", t.now);
+		const log = new RequestLog("req_1", "chat");
 		log.asked({ model: "venym/a:online", stream: true, messages: [{ role: "user", content: "SECRET PROMPT" }] });
 		log.attempt("https://user:pass@node-a.example:8443/v1?token=abc");
 		t.advance(20);
@@ -115,7 +117,7 @@ describe("RequestLog", () => {
 		const lines = captureLog();
 		const log = new RequestLog("req_3", "responses");
 		log.asked({ model: "venym/a" });
-		log.keyId = "key_9";
+		log.payerKeyId = "key_9";
 		log.failed("insufficient_balance", 402);
 		log.write(402);
 		expect(lines()[0]).toMatchObject({

@@ -5,14 +5,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { SettleInput, SettleResult } from "../../src/ledger/ledger-types";
-import {
-	forgetSettleQueues,
-	MAX_BATCH,
-	type SettleManyAnswer,
-	STUCK_AFTER_MS,
-	settleCounters,
-	settleInBatch,
-} from "../../src/ledger/settle-batch";
+import { MAX_BATCH, type SettleManyAnswer, STUCK_AFTER_MS, settleCounters, settleInBatch } from "../../src/ledger/settle-batch";
+import { forgetSettleQueues } from "../support/reset-isolate";
 
 function input(requestId: string, costNanos = 100): SettleInput {
 	return {

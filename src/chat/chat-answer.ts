@@ -1,0 +1,153 @@
+/** An engine answer on the chat pipeline, as a stream or a body, and the settlement of how it ended. */
+import type { EngineAnswer } from "../engine/call-engine";
+import { GatewayError } from "../errors";
+import { clientLeft } from "../http/client-gone";
+import { errorText, hostOf, logEvent } from "../observability/log-event";
+import { isolateFleet } from "../routing/fleet";
+import type { Source } from "../search/grounding";
+import { answerOutcome, type Settled, type Settlement, streamOutcome } from "../settlement/settlement";
+import { assembleAnswer } from "../stream/assemble-answer";
+import { ChatSseEncoder } from "../stream/chat-sse-encoder";
+import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
+import type { EngineEventReader } from "../stream/engine-events";
+import { repairBodyToolCalls, type ToolCallRepairStream } from "../stream/tool-call-repair";
+import type { Outcome } from "../types";
+import type { AuthorizedChat } from "./authorize-chat";
+import type { ChatResult, ChatRun } from "./chat-run";
+import { attachSources } from "./chat-search";
+import type { UsageBounds } from "./usage-bounds";
+
+/** What the engine call gave the answer step. */
+export interface Served {
+	answer: EngineAnswer;
+	events: EngineEventReader;
+	/** The model id the answer names (a fallback's once one served). */
+	requestedId: string;
+	bounds: UsageBounds;
+	repair: ToolCallRepairStream | undefined;
+	sources: Source[];
+	headers: Record<string, string>;
+}
+
+/** Settles a chat-pipeline request; the node's prefix-cache hit rate (/admin/nodes) counts engine-counted prompts only. */
+export function settleChat(settlement: Settlement, outcome: Outcome): Promise<Settled> {
+	if (!settlement.settled && outcome.node !== null && !outcome.estimated) {
+		isolateFleet.usage(outcome.node, outcome.usage.prompt_tokens, outcome.usage.cached_tokens ?? 0);
+	}
+	return settlement.settle(outcome);
+}
+
+export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: Served): ChatResult {
+	const { config, clientSignal } = run;
+	const { req, settlement } = authorized;
+	const { answer, requestedId, repair, sources } = served;
+	const completions = authorized.lane === "completions";
+	const encoder =
+		run.streamEncoder?.(sources) ??
+		new ChatSseEncoder(
+			requestedId,
+			completions ? undefined : sources,
+			completions ? "text_completion" : undefined,
+			repair ? () => ({ tool_calls_repaired: repair.repaired }) : undefined,
+		);
+	const { stream, done, frames } = rewriteChatStream(
+		served.events,
+		{
+			model: requestedId,
+			promptTokensEstimate: authorized.promptTokens,
+			bounds: served.bounds,
+			encoder,
+			// workerd fires the request's signal when the client goes, without cancelling the body.
+			clientSignal,
+			transform: repair,
+			// A client that reads nothing (or left without the runtime saying so) ends the stream.
+			clientIdleTimeoutMs: config.client_idle_timeout_ms,
+			// Node keys never reach the client, even split over chunks (secret-filter.ts).
+			secrets: answer.secrets,
+		},
+		(reason) => answer.abort(reason),
+	);
+	// Frames taken by the client are progress: a stalled client does not keep the hold alive.
+	settlement.countProgress(frames);
+	// The settlement is already under waitUntil, so this runs even if the client goes away.
+	void done.then(async (end) => {
+		if (repair) req.toolCallsRepaired = repair.repaired;
+		// An engine read that broke as the client left is the client's doing, even when the
+		// runtime broke it before firing the client's signal.
+		const gone = clientSignal.aborted || (end.status === "engine_error" && !end.idleTimedOut && (await clientLeft(clientSignal)));
+		logStreamEnd(req.requestId, answer.node, end, gone);
+		return settleChat(settlement, streamOutcome(end, answer.node, gone));
+	});
+	return { kind: "stream", stream, headers: served.headers, done };
+}
+
+export async function completeAnswer(run: ChatRun, authorized: AuthorizedChat, served: Served): Promise<ChatResult> {
+	const { config, clientSignal } = run;
+	const { req, settlement } = authorized;
+	const { answer, requestedId, repair, sources, headers } = served;
+	const assembled = await assembleAnswer(
+		served.events,
+		{
+			object: authorized.lane === "completions" ? "text_completion" : "chat.completion",
+			promptTokensEstimate: authorized.promptTokens,
+			bounds: served.bounds,
+			idleTimeoutMs: config.stream_idle_timeout_ms,
+			clientSignal,
+			secrets: answer.secrets,
+			onData: () => settlement.progressed(),
+		},
+		(reason) => answer.abort(reason),
+	);
+	const { end, overflowed } = assembled;
+	// An engine read that broke as the client left is the client's doing, even when the runtime
+	// broke it before firing the client's signal.
+	const clientGone =
+		end.status === "client_disconnected" ||
+		clientSignal.aborted ||
+		(end.status === "engine_error" && !end.idleTimedOut && !overflowed && (await clientLeft(clientSignal)));
+	const outcome = answerOutcome(end, answer.node, { clientGone, overflowed });
+	void settleChat(settlement, outcome);
+	if (clientGone) throw new GatewayError("client_closed", "The client closed the request");
+	if (outcome.status === "engine_error") {
+		logStreamEnd(req.requestId, answer.node, end, false, overflowed);
+		if (end.idleTimedOut) {
+			throw new GatewayError("upstream_timeout", "The model engine stopped sending data before the response was complete.");
+		}
+		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 });
+	}
+	if (end.usageOutOfBounds)
+		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: req.requestId, node: hostOf(answer.node) });
+	const body = assembled.body(requestedId);
+	if (repair) {
+		req.toolCallsRepaired = repairBodyToolCalls(body);
+		body.venym = { tool_calls_repaired: req.toolCallsRepaired };
+	}
+	if (sources.length) attachSources(body, sources);
+	// Settled under waitUntil rather than before the answer: the cost is known here, and the
+	// balance shown is the one this request started from, less its cost.
+	Object.assign(headers, settlement.costHeaders(outcome));
+	return { kind: "completion", body, usage: end.usage, headers };
+}
+
+/** Why a stream did not complete, for the operator (the client only sees a generic frame). */
+function logStreamEnd(requestId: string, node: string, end: StreamEnd, clientGone: boolean, tooLarge = false): void {
+	if (end.usageOutOfBounds)
+		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(node) });
+	if (end.clientIdleTimedOut)
+		logEvent("warn", "client read nothing for client_idle_timeout_ms; stream ended", {
+			request_id: requestId,
+			node: hostOf(node),
+		});
+	// A client that left breaks the upstream read too: that is not the engine failing.
+	if (end.status !== "engine_error" || clientGone) return;
+	const cause = tooLarge
+		? "the answer is over the non-stream size limit"
+		: end.error
+			? `${end.error.message}${end.error.code ? ` (code ${end.error.code})` : ""}`
+			: "unknown";
+	logEvent("warn", `engine failed mid-stream${end.idleTimedOut ? " (idle timeout)" : ""}`, {
+		request_id: requestId,
+		node: hostOf(node),
+		error: errorText(cause),
+	});
+}
