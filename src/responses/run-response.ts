@@ -6,17 +6,11 @@ import { randomId } from "../ids";
 import { settleSafely } from "../ledger/ledger-client";
 import { errorText, logEvent } from "../observability/log-event";
 import type { Source } from "../search/grounding";
-import {
-	inProgressResponse,
-	queuedResponse,
-	type ResponseMeta,
-	type ResponseObject,
-	responseFromCompletion,
-	servedMeta,
-} from "./from-chat";
+import { responseFromCompletion } from "./from-chat";
 import { type RequestedItem, referencedIds, referenceNotFound, resolveReferences } from "./item-references";
 import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
+import { inProgressResponse, queuedResponse, type ResponseMeta, type ResponseObject, servedMeta } from "./response-object";
 import type { BackgroundJob, HeldRequest, HistoryResult, ResponseStore } from "./response-store";
 import { ResponsesStreamEncoder } from "./stream-encoder";
 import { ResponsesEventBuilder } from "./stream-events";

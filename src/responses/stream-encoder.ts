@@ -9,7 +9,7 @@ import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from
 import { streamFailure } from "../stream/chat-sse-encoder";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
 import { failureOf } from "./failure";
-import type { ResponseObject } from "./from-chat";
+import type { ResponseObject } from "./response-object";
 import { encodeEvent, type ResponseStreamEvent, type ResponsesEventBuilder } from "./stream-events";
 
 function encode(events: ResponseStreamEvent[]): string {
