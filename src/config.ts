@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { GatewayError } from "./errors";
-import { holdFits, MAX_BATCH_INPUTS, worstCaseHold } from "./ledger/hold-bound";
-import { MAX_REQUEST_NANOS } from "./ledger/nanos";
+import { holdFits, MAX_BATCH_INPUTS, worstCaseHold } from "./money/hold-bound";
+import { MAX_REQUEST_NANOS } from "./money/nanos";
 
 const url = z.url({ protocol: /^https?$/ });
 
@@ -230,6 +230,9 @@ function holdIssue(
 		message: `the largest hold one request can place on this model is ${usd} (${why}), over the ${limit} one request may hold; lower it`,
 	};
 }
+
+/** The routing settings of a config that sets none: the schema's defaults, stated once there. */
+export const ROUTING_DEFAULTS: RoutingConfig = RoutingSchema.parse({});
 
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 export type ModelConfig = GatewayConfig["models"][number];

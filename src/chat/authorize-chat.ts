@@ -5,15 +5,15 @@
 import { assertModelAllowed, ledgerScopes, outputCeiling, payerKeyId } from "../auth/scopes";
 import { EMBEDDINGS, type ModelConfig, type ResolvedModel, resolveModel } from "../config";
 import { GatewayError } from "../errors";
+import { estimatePromptTokens } from "../estimate";
 import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
-import { costNanos, usdToNanos } from "../ledger/pricing";
+import { costNanos, usdToNanos } from "../money/pricing";
 import { takeRequestFallbacks } from "../routing/fallbacks";
 import { groundingTokenBound } from "../search/grounding";
-import { estimatePromptTokens } from "../stream/estimate";
+import { promptBound, type UsageBounds } from "../stream/usage-bounds";
 import type { ChatRun } from "./chat-run";
 import { type ChatFallback, chatFallbacks } from "./fallbacks";
 import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
-import { promptBound, type UsageBounds } from "./usage-bounds";
 import { type ChatRequest, validateChatRequest } from "./validate";
 
 /** A chat request that passed every check and holds its worst-case cost in the ledger. */

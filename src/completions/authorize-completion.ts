@@ -17,17 +17,17 @@ import {
 import type { ChatRun } from "../chat/chat-run";
 import { type CandidatePlan, planFallbacks } from "../chat/fallbacks";
 import { outputCap } from "../chat/prepare";
-import { promptBound } from "../chat/usage-bounds";
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
+import { estimateTokens } from "../estimate";
 import { refuseEngineFields } from "../http/engine-fields";
 import { COMPLETION_LOGPROBS, SAMPLING_FIELDS } from "../http/sampling-params";
 import { zodToGatewayError } from "../http/zod-error";
-import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
 import { authorizeRequest, holdNanos } from "../ledger/ledger-client";
-import { costNanos } from "../ledger/pricing";
+import { MAX_BATCH_INPUTS } from "../money/hold-bound";
+import { costNanos } from "../money/pricing";
 import { takeRequestFallbacks } from "../routing/fallbacks";
-import { estimateTokens } from "../stream/estimate";
+import { promptBound } from "../stream/usage-bounds";
 
 /** OpenAI's default for legacy completions. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;

@@ -8,19 +8,19 @@ import { z } from "zod";
 import { assertFitsContext, requestContext, resolveFor, withScopes } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
 import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallbacks";
-import { boundedUsage } from "../chat/usage-bounds";
 import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { GatewayError } from "../errors";
+import { estimateTokens } from "../estimate";
 import { refuseEngineFields } from "../http/engine-fields";
 import { zodToGatewayError } from "../http/zod-error";
-import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
 import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
-import { costNanos, nanosToUsd } from "../ledger/pricing";
+import { MAX_BATCH_INPUTS } from "../money/hold-bound";
+import { costNanos, nanosToUsd } from "../money/pricing";
 import { hostOf, logEvent } from "../observability/log-event";
 import { takeRequestFallbacks } from "../routing/fallbacks";
 import { engineRouting } from "../routing/shared-view";
-import { estimateTokens } from "../stream/estimate";
+import { boundedUsage } from "../stream/usage-bounds";
 import type { Outcome } from "../types";
 
 /** OpenAI's limit on inputs in one request (the config's hold bound counts on it). */

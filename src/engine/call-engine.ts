@@ -1,8 +1,9 @@
-import type { EngineNode, RoutingConfig } from "../config";
+import { type EngineNode, ROUTING_DEFAULTS } from "../config";
 import { GatewayError } from "../errors";
 import { clientLeft } from "../http/client-gone";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { redactForms, rememberSentSecrets, secretForms } from "../redact";
+import type { EngineRouting } from "../routing/engine-routing";
 import { type Fleet, isolateFleet } from "../routing/fleet";
 import type { Route } from "../routing/picker";
 import { CACHE_SALT_SECRET, cacheSaltFor, withCacheSalt } from "./cache-salt";
@@ -17,16 +18,6 @@ export interface EngineTarget {
 	nodes: readonly EngineNode[];
 	/** The engine request body; a function is called once, when the model is first tried (fallbacks usually never are). */
 	body: string | (() => string);
-}
-
-export interface EngineRouting {
-	settings: Pick<RoutingConfig, "cooldown_ms" | "max_attempts"> & Partial<Pick<RoutingConfig, "affinity_load_factor">>;
-	/** Default: the isolate's fleet, shared by every request of the isolate. */
-	fleet?: Fleet;
-	/** Starts a refresh of the shared view when the isolate's copy is stale; never waited for. */
-	refresh?: () => void;
-	now?: () => number;
-	random?: () => number;
 }
 
 export interface EngineCall {
@@ -98,8 +89,6 @@ interface NodeFailure {
 	reason: string;
 	status?: number;
 }
-
-const DEFAULT_ROUTING: EngineRouting["settings"] = { cooldown_ms: 15_000, max_attempts: 3 };
 
 /** A request stops at this many 5xx answers (across nodes and fallback models): more would be the request's doing. */
 export const MAX_SERVER_ERRORS = 2;
@@ -200,7 +189,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	const fleet = routing?.fleet ?? isolateFleet;
 	const now = routing?.now ?? Date.now;
 	const random = routing?.random ?? Math.random;
-	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? DEFAULT_ROUTING;
+	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? ROUTING_DEFAULTS;
 	routing?.refresh?.();
 	const request = ++callSeq;
 	const failures: NodeFailure[] = [];

@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { assertSafeTotal, MAX_REQUEST_NANOS, nanosArg } from "../money/nanos";
 import { migrate } from "../storage/migrations";
 import { LedgerAlarm } from "./ledger-alarm";
 import { LedgerAllowances } from "./ledger-allowances";
@@ -23,7 +24,6 @@ import type {
 	SettleResult,
 } from "./ledger-types";
 import { LedgerLimits } from "./limits";
-import { assertSafeTotal, MAX_REQUEST_NANOS, nanosArg } from "./nanos";
 import type { SettleManyAnswer } from "./settle-batch";
 
 export { HOLD_TTL_MS } from "./ledger-holds";

@@ -1,6 +1,7 @@
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
 import { retryAfterHeaders } from "../http/retry-after";
+import { costNanos, nanosToUsd, usageCostNanos } from "../money/pricing";
 import { errorText, logEvent } from "../observability/log-event";
 import { nodeLabel } from "../routing/node-label";
 import type { Outcome } from "../types";
@@ -16,7 +17,6 @@ import {
 } from "./allowance-cache";
 import type { AuthorizeResult, KeyLedger, SettleResult } from "./key-ledger";
 import { isLimited, type LimitRefusal, type RateState, type RateWindow, type ScopeLimits } from "./limits";
-import { costNanos, nanosToUsd, usageCostNanos } from "./pricing";
 import { settleInBatch } from "./settle-batch";
 
 /** The ledger of a key: for a request, the payer's (auth/scopes.ts `payerKeyId`), never a `vk-tmp-` token's own. */

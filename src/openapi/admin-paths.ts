@@ -3,7 +3,7 @@
  * Bodies and the usage summary's query come from zod; the listings' query parameters are read
  * by routes/list-params.ts (functions, not zod) and are described by hand below.
  */
-import { usageSummaryQuery } from "../routes/usage-summary";
+import { usageSummaryQuery } from "../api/usage-query";
 import { type Operation, pathParam, query, queryFromZod } from "./operation";
 
 // ---- Hand-described query parameters (routes/list-params.ts, routes/usage.ts, routes/admin.ts read them, not zod) ----

@@ -6,15 +6,15 @@
  * the common engine parameters chat passes through unchecked, and descriptions.
  */
 import { z } from "zod";
+import { CreateKey, Credit, PatchKey } from "../api/key-input";
+import { PatchNode } from "../api/node-input";
+import { MintToken } from "../api/token-input";
 import { ChatRequestSchema } from "../chat/validate";
 import { COMPLETION_OWN_FIELDS, CompletionRequestSchema } from "../completions/authorize-completion";
 import { EmbeddingsRequestSchema } from "../embeddings/run-embeddings";
 import { REFUSED_ENGINE_FIELDS } from "../http/engine-fields";
 import { CountTokensSchema, MessagesRequestSchema } from "../messages/request-schema";
 import { ResponsesRequestSchema } from "../responses/request-schema";
-import { PatchNode } from "../routes/admin-nodes";
-import { CreateKey, Credit, PatchKey } from "../routes/key-input";
-import { MintToken } from "../routes/tokens";
 import { MAX_REQUEST_FALLBACKS } from "../routing/fallbacks";
 
 type Json = Record<string, unknown>;

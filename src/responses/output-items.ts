@@ -4,8 +4,9 @@
  * (from-chat.ts) and the stream event builder, so both end up with the same items.
  */
 import type { ResponseUsage } from "openai/resources/responses/responses";
-import { citationAnnotations, type Source } from "../search/grounding";
-import { estimateTokens } from "../stream/estimate";
+import { estimateTokens } from "../estimate";
+import { citationAnnotations } from "../search/grounding";
+import type { Source } from "../types";
 import type {
 	FunctionCallItemValue,
 	OutputItem,

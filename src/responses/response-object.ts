@@ -3,6 +3,7 @@
  * shells every status starts from (the request's settings echoed as OpenAI does).
  */
 import type { ResponseStatus, ResponseUsage, Response as SdkResponse } from "openai/resources/responses/responses";
+import { randomId } from "../ids";
 import type { OutputItem } from "./item-schema";
 import type { FunctionToolParam, ResponsesRequest } from "./request-schema";
 
@@ -26,6 +27,11 @@ export interface StatusMeta {
 export interface ResponseMeta extends StatusMeta {
 	/** A fresh random suffix per call; item ids are `rs_…`, `msg_…`, `fc_…`. */
 	ids: () => string;
+}
+
+/** The `ids` of a response's meta: a fresh random suffix for each of its items. */
+export function itemIds(): string {
+	return randomId("", 12);
 }
 
 /**

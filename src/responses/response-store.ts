@@ -1,46 +1,19 @@
 import { DurableObject } from "cloudflare:workers";
 import { errorText, logEvent } from "../observability/log-event";
 import { migrate } from "../storage/migrations";
-import type { BackgroundJob, HeldRequest } from "./background-job";
+import type { HeldRequest } from "./background-job";
 // Background runs execute here, in the queue's pool, with the same chat pipeline as every other request.
-import { BackgroundQueue, RESERVATION_TTL_MS, type ResponseStoreApi } from "./background-queue";
+import { BackgroundQueue, RESERVATION_TTL_MS } from "./background-queue";
 import { PayerSlots } from "./payer-slots";
 import { responseStoreMigrations } from "./response-store-schema";
-import { type ConversationRefusal, type Item, RESPONSE_TTL_MS, Turns } from "./turns";
-
-export type { BackgroundJob, HeldRequest } from "./background-job";
-export { BACKGROUND_CONCURRENCY, type ResponseStoreApi } from "./background-queue";
-export { RESPONSE_TTL_MS } from "./turns";
+import { type BeginInput, type BeginResult, type HistoryResult, type ResponseStoreApi, responseStore } from "./store-api";
+import { type Item, RESPONSE_TTL_MS, Turns } from "./turns";
 
 /**
  * 1: one `responses` row per response, holding its input twice and every earlier turn again
  * (large ones failed to store), jobs in `jobs`. 2: turns.ts and stored-docs.ts, jobs in `queue`.
  * 3: `item_index` (stored-docs.ts), item id → where the item is, for `item_reference` inputs.
  */
-
-export interface BeginInput {
-	id: string;
-	previousId: string | null;
-	/** Unix milliseconds. */
-	createdAt: number;
-	/** The response object so far (queued or in_progress, no output yet). */
-	response: Item;
-	/** This turn's input items. */
-	input: Item[];
-	/** The largest conversation (earlier turns and this input, as JSON characters) accepted. */
-	maxChars: number;
-	/** A background response: reserves a queue slot, when fewer than `cap` are reserved, queued or running. */
-	job?: { cap: number; job: BackgroundJob };
-}
-
-export type BeginResult = { ok: true; history: Item[] } | ConversationRefusal | { ok: false; reason: "queue_full" };
-
-/** The conversation a request continues and the items its input references, in the order referenced. */
-export type HistoryResult =
-	| { ok: true; history: Item[]; referenced: Item[] }
-	| ConversationRefusal
-	/** No input or output item the client can see has this id. */
-	| { ok: false; reason: "item_not_found"; id: string };
 
 /**
  * The stored responses of one API key (turns.ts): only that key's requests reach this object,
@@ -76,7 +49,7 @@ export class ResponseStore extends DurableObject<Env> {
 			(id, hold, caller) => {
 				// A token's job gives its slot back to the key that pays for it.
 				if (hold.payerKeyId === caller) return;
-				storeOf(this.env, hold.payerKeyId)
+				responseStore(this.env, hold.payerKeyId)
 					.releaseSlot(id)
 					.catch((err: unknown) =>
 						logEvent("warn", "background response: giving the payer's queue slot back failed", {
@@ -97,7 +70,7 @@ export class ResponseStore extends DurableObject<Env> {
 		for (const slot of this.slots.checkable(Date.now())) {
 			let alive = true;
 			try {
-				alive = await storeOf(this.env, slot.caller).holdsJob(slot.id);
+				alive = await responseStore(this.env, slot.caller).holdsJob(slot.id);
 			} catch (err) {
 				logEvent("warn", "background response: checking a token's queue failed", { response_id: slot.id, error: errorText(err) });
 			}
@@ -250,10 +223,4 @@ export class ResponseStore extends DurableObject<Env> {
 		this.planned = at;
 		void this.ctx.storage.setAlarm(at);
 	}
-}
-
-/** The ResponseStore of a key (a paying key's, or a token's that queued a job). */
-function storeOf(env: Env, keyId: string): DurableObjectStub<ResponseStore> {
-	const ns = env.RESPONSES as DurableObjectNamespace<ResponseStore>;
-	return ns.get(ns.idFromName(keyId));
 }

@@ -9,13 +9,14 @@ import { keyStore } from "../db/keys";
 import { GatewayError, toErrorResponse } from "../errors";
 import { errorText, logEvent } from "../observability/log-event";
 import { RequestLog } from "../observability/request-log";
+import type { BackgroundJob } from "./background-job";
 import { failureOf } from "./failure";
 import { responseFromCompletion } from "./from-chat";
 import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
-import { failedResponse, type ResponseMeta, type ResponseObject, servedMeta } from "./response-object";
-import type { BackgroundJob, ResponseStoreApi } from "./response-store";
-import { itemIds, releaseHold } from "./run-response";
+import { failedResponse, itemIds, type ResponseMeta, type ResponseObject, servedMeta } from "./response-object";
+import { releaseHold } from "./run-response";
+import type { ResponseStoreApi } from "./store-api";
 import { responsesToChat } from "./to-chat";
 
 /**

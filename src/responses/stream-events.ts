@@ -5,7 +5,7 @@
  * the next `sequence_number`. The final response equals what `responseFromCompletion`
  * builds from the same content, because both use the same item builders and id order.
  */
-import type { Source } from "../search/grounding";
+import type { Source } from "../types";
 import { itemAddedEvents, itemDoneEvents } from "./item-events";
 import type { ItemStatusValue, OutputItem, OutputMessageItem, ReasoningItemValue } from "./item-schema";
 import {

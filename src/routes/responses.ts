@@ -6,7 +6,8 @@ import { loadConfig } from "../config";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
 import { validateResponsesRequest } from "../responses/request-schema";
-import { createResponse, responseStore } from "../responses/run-response";
+import { createResponse } from "../responses/run-response";
+import { responseStore } from "../responses/store-api";
 
 function chatRun(c: Context<AppEnv>): ChatRun {
 	return {

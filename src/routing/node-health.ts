@@ -7,6 +7,7 @@
  * overrides (PATCH /admin/nodes) are stored, until cleared.
  */
 import { DurableObject } from "cloudflare:workers";
+import { ROUTING_DEFAULTS } from "../config";
 import { errorText, logEvent } from "../observability/log-event";
 import { type Migration, migrate } from "../storage/migrations";
 import { maskNodeUrl } from "./node-label";
@@ -60,7 +61,7 @@ export class NodeHealth extends DurableObject<Env> {
 	private readonly results = new Map<string, ProbeResult>();
 	private readonly memos = new Map<string, ProbeMemo>();
 	private overrides: NodeOverride[];
-	private intervalMs = 10_000;
+	private intervalMs = ROUTING_DEFAULTS.health_check_interval_ms;
 	private lastReadAt = 0;
 	/** When the next alarm is due, as far as this instance knows (undefined: not known yet). */
 	private alarmAt: number | null | undefined;

@@ -13,7 +13,7 @@ export interface UsageBounds {
 }
 
 // The billing bound of a prompt lives with the hold's other bounds (ledger/hold-bound.ts).
-export { promptBound } from "../ledger/hold-bound";
+export { promptBound } from "../money/hold-bound";
 
 /** A non-negative safe integer, or undefined for anything else (NaN, 1e300, -5, 1.5, "7"). */
 export function tokenCount(v: unknown): number | undefined {

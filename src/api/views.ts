@@ -5,7 +5,7 @@
 import type { ApiKeyRow, UsageRow } from "../db/schema";
 import type { LedgerInfo } from "../ledger/key-ledger";
 import type { CreditEntry } from "../ledger/ledger-credits";
-import { nanosToUsd } from "../ledger/pricing";
+import { nanosToUsd } from "../money/pricing";
 
 /** The public view of a key (never the secret or its hash). */
 export function keyView(k: ApiKeyRow) {
