@@ -73,6 +73,13 @@ module.exports = {
 			from: { path: "^src/" },
 			to: { path: "^src/", pathNot: anyOf(LAYERS.flat()) },
 		},
+		{
+			name: "durable-ledger-imports-worker",
+			comment: "the ledger Durable Object (src/ledger/durable/) knows nothing of the Worker side that calls it",
+			severity: "error",
+			from: { path: "^src/ledger/durable/" },
+			to: { path: "^src/ledger/[^/]+$" },
+		},
 		...upward,
 		...crossLane,
 	],

@@ -2,7 +2,7 @@ import { callEngine, type EngineAnswer } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import { afterResponse } from "../http/after-response";
 import { clientLeft } from "../http/client-gone";
-import type { SettleResult } from "../ledger/key-ledger";
+import type { SettleResult } from "../ledger/durable/key-ledger";
 import { keepReservationAlive, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { nanosToUsd } from "../money/pricing";
 import { errorText, hostOf, logEvent } from "../observability/log-event";

@@ -7,7 +7,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import * as A from "../../src/ledger/allowance";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
+import type { KeyLedger } from "../../src/ledger/durable/key-ledger";
 import { freshKeyId, ledger, record } from "../support/ledger";
 import { seededRandom } from "../support/seeded-random";
 

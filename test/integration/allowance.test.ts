@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config";
 import { estimatePromptTokens } from "../../src/estimate";
 import * as A from "../../src/ledger/allowance";
-import { allowanceCounters, allowanceTuning, localAllowance } from "../../src/ledger/allowance-cache";
+import { allowanceCounters, allowanceTuning, localAllowance } from "../../src/ledger/edge-allowance-state";
 import { holdNanos } from "../../src/ledger/ledger-client";
 import { promptBound } from "../../src/stream/usage-bounds";
 import { admin, engineRequestsSince as allSince, chat, createKey, gw, lastEngineId, waitFor } from "../support/gateway";

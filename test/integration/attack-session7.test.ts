@@ -18,7 +18,7 @@ import { loadConfig } from "../../src/config";
 import { estimatePromptTokens } from "../../src/estimate";
 import worker from "../../src/index";
 import { idleReleaseMs } from "../../src/ledger/allowance";
-import { localAllowance } from "../../src/ledger/allowance-cache";
+import { localAllowance } from "../../src/ledger/edge-allowance-state";
 import { holdNanos } from "../../src/ledger/ledger-client";
 import type { RequestLogLine } from "../../src/observability/request-log";
 import { isolateFleet } from "../../src/routing/fleet";

@@ -5,8 +5,8 @@
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { HOLD_TTL_MS, KeyLedger } from "../../src/ledger/key-ledger";
-import { LEDGER_MIGRATIONS } from "../../src/ledger/ledger-schema";
+import { HOLD_TTL_MS, KeyLedger } from "../../src/ledger/durable/key-ledger";
+import { LEDGER_MIGRATIONS } from "../../src/ledger/durable/schema";
 import { schemaVersion } from "../../src/storage/migrations";
 
 function ledger(label: string): DurableObjectStub<KeyLedger> {

@@ -7,7 +7,7 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
 import { IMAGE_TOKENS } from "../../src/estimate";
-import type { LedgerInfo } from "../../src/ledger/key-ledger";
+import type { LedgerInfo } from "../../src/ledger/durable/key-ledger";
 import { groundingTokenBound } from "../../src/search/grounding";
 import { admin, chat, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
 import { ledger } from "../support/ledger";

@@ -6,15 +6,9 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { LedgerConfig } from "../../src/config";
 import { ALLOWANCE_WARMUP_REQUESTS } from "../../src/ledger/allowance";
-import {
-	type AllowanceTicket,
-	afterSettle,
-	afterSyncHold,
-	forgetAllowances,
-	localAllowance,
-	takeLocal,
-} from "../../src/ledger/allowance-cache";
-import type { KeyLedger, SettleResult } from "../../src/ledger/key-ledger";
+import type { KeyLedger, SettleResult } from "../../src/ledger/durable/key-ledger";
+import { forgetAllowances, localAllowance } from "../../src/ledger/edge-allowance-state";
+import { type AllowanceTicket, afterSettle, afterSyncHold, takeLocal } from "../../src/ledger/edge-allowances";
 
 const HOLD = 1_000;
 const NOW = 1_000_000;

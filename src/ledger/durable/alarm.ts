@@ -6,8 +6,8 @@
  * is (outbox records, the earliest hold expiry), or not at all. Planning it is a storage write
  * covered by the output gate, not an outbound call.
  */
-import type { SqlExec } from "../storage/migrations";
-import type { LedgerOutbox } from "./ledger-outbox";
+import type { SqlExec } from "../../storage/migrations";
+import type { LedgerOutbox } from "./outbox";
 
 /** How often a run forgets old settlements. */
 const PRUNE_EVERY_MS = 60 * 60 * 1000;

@@ -2,7 +2,7 @@
  * The KeyLedger's SQLite tables, as migrations (storage/migrations.ts). Released migrations are
  * never edited: a change to a table is a new migration at the end of LEDGER_MIGRATIONS.
  */
-import { hasColumn, type Migration } from "../storage/migrations";
+import { hasColumn, type Migration } from "../../storage/migrations";
 
 /** Version 1: the tables as they were before the ledger had a schema version. */
 const TABLES_V1 = `
