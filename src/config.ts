@@ -36,7 +36,7 @@ const RoutingSchema = z.strictObject({
 /**
  * Each number that reaches money has a ceiling of its own (so the arithmetic below stays finite),
  * and together they must keep every model's largest hold within what one request may hold
- * (GatewayConfigSchema's check, ledger/hold-bound.ts).
+ * (GatewayConfigSchema's check, money/hold-bound.ts).
  */
 const MAX_USD_PER_MTOK = 1_000_000;
 const MAX_OUTPUT_TOKENS = 100_000_000;
@@ -204,7 +204,7 @@ export const GatewayConfigSchema = z
 	});
 
 /**
- * A model whose largest possible hold (ledger/hold-bound.ts) is over $1M: the issue names the
+ * A model whose largest possible hold (money/hold-bound.ts) is over $1M: the issue names the
  * term that dominates it (the input price, or the output cap) and says what bounds the rest.
  */
 function holdIssue(

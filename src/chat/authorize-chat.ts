@@ -8,11 +8,11 @@ import { GatewayError } from "../errors";
 import { estimatePromptTokens } from "../estimate";
 import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos, usdToNanos } from "../money/pricing";
-import { takeRequestFallbacks } from "../routing/fallbacks";
+import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { groundingTokenBound } from "../search/grounding";
 import { promptBound, type UsageBounds } from "../stream/usage-bounds";
 import type { ChatRun } from "./chat-run";
-import { type ChatFallback, chatFallbacks } from "./fallbacks";
+import { type ChatFallback, chatFallbacks } from "./fallback-plans";
 import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
 import { type ChatRequest, validateChatRequest } from "./validate";
 

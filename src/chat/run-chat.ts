@@ -18,7 +18,7 @@ import { repairBodyToolCalls, ToolCallRepairStream } from "../stream/tool-call-r
 import type { Outcome, Source, Usage } from "../types";
 import { type AuthorizedChat, authorizeChat } from "./authorize-chat";
 import type { ChatResult, ChatRun } from "./chat-run";
-import { affinityKey, engineTargets, servedBy } from "./fallbacks";
+import { affinityKey, engineTargets, servedBy } from "./fallback-plans";
 import { HOLD_KEEPALIVE_MS, keepHoldAlive } from "./hold-keep-alive";
 
 export type { AuthorizedChat } from "./authorize-chat";

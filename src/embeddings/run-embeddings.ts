@@ -4,21 +4,21 @@
  * for input tokens at the serving model's input price (engine usage within bounds, else the
  * estimate) and recorded, through the same ledger as chat.
  */
+
 import { z } from "zod";
 import { assertFitsContext, requestContext, resolveFor, withScopes } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
-import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallbacks";
+import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallback-plans";
 import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import { estimateTokens } from "../estimate";
-import { refuseEngineFields } from "../http/engine-fields";
-import { zodToGatewayError } from "../http/zod-error";
+import { parseBody } from "../http/parse-body";
 import { authorizeRequest, holdNanos, outcomeCostNanos, settleSafely } from "../ledger/ledger-client";
 import { MAX_BATCH_INPUTS } from "../money/hold-bound";
 import { costNanos, nanosToUsd } from "../money/pricing";
 import { hostOf, logEvent } from "../observability/log-event";
-import { takeRequestFallbacks } from "../routing/fallbacks";
+import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { engineRouting } from "../routing/shared-view";
 import { boundedUsage } from "../stream/usage-bounds";
 import type { Outcome } from "../types";
@@ -70,12 +70,7 @@ export interface EmbeddingsResult {
 
 export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<EmbeddingsResult> {
 	const { env, config } = run;
-	if (rawBody === null || typeof rawBody !== "object" || Array.isArray(rawBody)) {
-		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
-	}
-	const parsed = EmbeddingsRequestSchema.safeParse(rawBody, { reportInput: true });
-	if (!parsed.success) throw zodToGatewayError(parsed.error);
-	refuseEngineFields(rawBody);
+	parseBody(EmbeddingsRequestSchema, rawBody);
 	const body = rawBody as EmbeddingsRequest;
 	const requestedFallbacks = takeRequestFallbacks(body);
 	const resolved = resolveFor(run, body.model, "embeddings");

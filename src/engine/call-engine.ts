@@ -31,7 +31,7 @@ export interface EngineCall {
 	clientSignal?: AbortSignal;
 	firstByteTimeoutMs: number;
 	routing?: EngineRouting;
-	/** `prompt_cache_key`, else `user`, else its prefix (chat/fallbacks.ts `affinityKey`): keeps a conversation on the node that has its prefix cached. */
+	/** `prompt_cache_key`, else `user`, else its prefix (chat/fallback-plans.ts `affinityKey`): keeps a conversation on the node that has its prefix cached. */
 	affinityKey?: string;
 	/** The key that pays (auth/scopes.ts `payerKeyId`): a `cache_salt` node gets its salt (engine/cache-salt.ts). */
 	payerKeyId?: string;

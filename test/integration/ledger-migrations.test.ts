@@ -1,5 +1,5 @@
 /**
- * KeyLedger schema versions (src/ledger/ledger-schema.ts): a new ledger is at the last version,
+ * KeyLedger schema versions (src/ledger/durable/schema.ts): a new ledger is at the last version,
  * and a ledger from before versions (its tables there, no `schema_version`) upgrades on load
  * with its balance, holds and settlements intact, whether or not it had `holds.expires_at`.
  */

@@ -1,5 +1,5 @@
 /**
- * The isolate's allowances (src/ledger/allowance-cache.ts) against a fake ledger stub: which
+ * The isolate's allowances (src/ledger/edge-allowances.ts) against a fake ledger stub: which
  * reservations are given back, and when. The ledger's own arithmetic is tested in workerd
  * (test/integration/allowance-ledger.test.ts).
  */

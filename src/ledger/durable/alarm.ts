@@ -1,6 +1,6 @@
 /**
  * The KeyLedger's alarm: what it does and when it runs next. A run voids expired holds (and deletes
- * expired edge allowances, ledger-allowances.ts), drops
+ * expired edge allowances, allowance-grants.ts), drops
  * rate events that left their window, forgets old settlements (hourly) and flushes the usage
  * outbox to D1, backing off while D1 fails; then the alarm is planned for the next work there
  * is (outbox records, the earliest hold expiry), or not at all. Planning it is a storage write

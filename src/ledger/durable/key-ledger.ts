@@ -107,7 +107,7 @@ export class KeyLedger extends DurableObject<Env> {
 		});
 	}
 
-	/** Adds credit (or removes it, with a negative amount); idempotent by key (ledger-credits.ts). */
+	/** Adds credit (or removes it, with a negative amount); idempotent by key (credits.ts). */
 	credit(input: CreditInput): CreditResult {
 		nanosArg("credit", "amountNanos", input.amountNanos, Number.MAX_SAFE_INTEGER, true);
 		const st = this.#load();
@@ -199,7 +199,7 @@ export class KeyLedger extends DurableObject<Env> {
 		return this.#transaction(() => this.#allowances.revoke(this.#load(), input, now));
 	}
 
-	/** Voids expired holds and flushes the usage outbox to D1 (ledger-alarm.ts). */
+	/** Voids expired holds and flushes the usage outbox to D1 (alarm.ts). */
 	override async alarm(): Promise<void> {
 		this.#load();
 		await this.#alarms.run(Date.now(), {

@@ -42,7 +42,7 @@ export const LEDGER_MIGRATIONS: readonly Migration[] = [
 		},
 	},
 	{
-		// Edge allowances (ledger-allowances.ts, docs/allowances.md): an isolate's reservation, counted
+		// Edge allowances (allowance-grants.ts, docs/allowances.md): an isolate's reservation, counted
 		// as held until its expiry; and the keys (this ledger's own, or tokens it pays for) revoked
 		// since, which the ledger refuses to hold for.
 		name: "allowances and revoked scopes",

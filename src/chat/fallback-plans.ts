@@ -10,7 +10,7 @@ import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel } 
 import type { EngineTarget } from "../engine/call-engine";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos } from "../money/pricing";
-import { fallbackChain, type RequestedFallback } from "../routing/fallbacks";
+import { fallbackChain, type RequestedFallback } from "../routing/fallback-chain";
 import { prefixAffinityKey } from "../routing/prefix-affinity";
 import { promptBound, type UsageBounds } from "../stream/usage-bounds";
 import { prepareChat } from "./prepare";
