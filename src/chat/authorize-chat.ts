@@ -3,7 +3,8 @@
  * (402/403/429 here). Nothing reaches an engine; a refused request costs nothing.
  */
 import { assertModelAllowed, ledgerScopes, outputCeiling, payerKeyId } from "../auth/scopes";
-import { EMBEDDINGS, type ModelConfig, type ResolvedModel, resolveModel } from "../config";
+import { type ModelConfig, type ResolvedModel, resolveModel } from "../config";
+import { EMBEDDINGS } from "../config-schema";
 import { GatewayError } from "../errors";
 import { estimatePromptTokens } from "../estimate";
 import { authorizeRequest, holdNanos, type RequestContext } from "../ledger/ledger-client";

@@ -7,7 +7,7 @@
 import type { Principal } from "../app-env";
 import { modelAllowed } from "../auth/scopes";
 import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel } from "../config";
-import type { EngineTarget } from "../engine/call-engine";
+import type { EngineTarget } from "../engine/call-types";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos } from "../money/pricing";
 import { fallbackChain, type RequestedFallback } from "../routing/fallback-chain";

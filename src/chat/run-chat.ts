@@ -1,4 +1,5 @@
-import { callEngine, type EngineAnswer } from "../engine/call-engine";
+import { callEngine } from "../engine/call-engine";
+import type { EngineAnswer } from "../engine/call-types";
 import { GatewayError } from "../errors";
 import { afterResponse } from "../http/after-response";
 import { clientLeft } from "../http/client-gone";

@@ -7,7 +7,7 @@
  * overrides (PATCH /admin/nodes) are stored, until cleared.
  */
 import { DurableObject } from "cloudflare:workers";
-import { ROUTING_DEFAULTS } from "../config";
+import { ROUTING_DEFAULTS } from "../config-schema";
 import { errorText, logEvent } from "../observability/log-event";
 import { type Migration, migrate } from "../storage/migrations";
 import { maskNodeUrl } from "./node-label";

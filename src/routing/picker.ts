@@ -14,7 +14,7 @@
  * 4. No available node: the overloaded ones the same way. None either: the cooling node that
  *    failed least recently, so a request is never refused without trying.
  */
-import { ROUTING_DEFAULTS } from "../config";
+import { ROUTING_DEFAULTS } from "../config-schema";
 import { rendezvousOrder } from "./rendezvous";
 
 export interface NodeView {

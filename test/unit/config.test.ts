@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { GatewayConfigSchema, loadConfig, modelNodes, parseConfig, resolveModel } from "../../src/config";
+import { loadConfig, modelNodes, parseConfig, resolveModel } from "../../src/config";
+import { GatewayConfigSchema } from "../../src/config-schema";
 import { GatewayError, toErrorResponse } from "../../src/errors";
 import { worstCaseHold } from "../../src/money/hold-bound";
 import { MAX_REQUEST_NANOS } from "../../src/money/nanos";
