@@ -6,7 +6,6 @@ import { GatewayError } from "./errors";
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 export type ModelConfig = GatewayConfig["models"][number];
 export type RoutingConfig = GatewayConfig["routing"];
-export type UsageConfig = GatewayConfig["usage"];
 export type LedgerConfig = GatewayConfig["ledger"];
 export interface EngineNode {
 	/** The node's OpenAI base URL (ending in /v1), without a trailing slash; it names the node everywhere. */

@@ -49,7 +49,6 @@ export const ChatRequestSchema = z.looseObject({
 });
 
 export type ChatRequest = z.infer<typeof ChatRequestSchema>;
-export type VenymOptionsInput = z.infer<typeof VenymOptions>;
 
 /** Validates a chat completions body. The same object is returned so nothing is copied on the hot path. */
 export function validateChatRequest(body: unknown): ChatRequest {

@@ -86,4 +86,3 @@ export const usageHourly = sqliteTable(
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type UsageRow = typeof usageRecords.$inferSelect;
-export type UsageHourlyRow = typeof usageHourly.$inferSelect;

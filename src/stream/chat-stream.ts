@@ -6,7 +6,6 @@
  */
 
 import type { Source } from "../types";
-import type { StreamEnd } from "./chat-reducer";
 import { ChatStreamReducer } from "./chat-reducer";
 import { ChatSseEncoder } from "./chat-sse-encoder";
 import { EngineEventReader } from "./engine-events";
@@ -41,12 +40,6 @@ export interface ChatStreamOptions {
 	transform?: ChunkTransform;
 	/** Node secrets never relayed, even split over chunks (secret-filter.ts). */
 	secrets?: readonly string[];
-}
-
-export interface ChatStreamResult {
-	stream: ReadableStream<Uint8Array>;
-	/** Resolves exactly once, never rejects. */
-	done: Promise<StreamEnd>;
 }
 
 /**
