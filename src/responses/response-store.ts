@@ -4,6 +4,7 @@ import { migrate } from "../storage/migrations";
 import type { HeldRequest } from "./background-job";
 // Background runs execute here, in the queue's pool, with the same chat pipeline as every other request.
 import { BackgroundQueue, RESERVATION_TTL_MS } from "./background-queue";
+import type { ResponseInputItem } from "./item-schema";
 import { PayerSlots } from "./payer-slots";
 import { responseStoreMigrations } from "./response-store-schema";
 import { type BeginInput, type BeginResult, type HistoryResult, type ResponseStoreApi, responseStore } from "./store-api";
@@ -118,7 +119,7 @@ export class ResponseStore extends DurableObject<Env> {
 		for (const id of refs) chars += located.get(id)?.chars ?? 0;
 		const checked = this.#turns.check(previousId, chars, maxChars);
 		if (!checked.ok) return checked;
-		const referenced: Item[] = [];
+		const referenced: ResponseInputItem[] = [];
 		for (const id of refs) {
 			const at = located.get(id);
 			const item = at && this.#turns.item(at);

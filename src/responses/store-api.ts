@@ -3,8 +3,11 @@
  * methods, and what a background run sees of it from inside the object. Kept apart from the
  * class, so the lane code that calls the store does not import the Durable Object (which runs
  * that same lane code for background responses): the stub is typed by the generated `Env`.
+ * Items read back are typed as the items they were stored as (the store keeps only what the
+ * request schema and the output builders made), so callers need no cast to read them.
  */
 import type { BackgroundJob } from "./background-job";
+import type { ResponseInputItem } from "./item-schema";
 import type { ConversationRefusal, Item } from "./turns";
 
 /** The ResponseStore of a key: the caller's own, a paying key's, or a token's that queued a job. */
@@ -29,11 +32,11 @@ export interface BeginInput {
 	job?: { cap: number; job: BackgroundJob };
 }
 
-export type BeginResult = { ok: true; history: Item[] } | ConversationRefusal | { ok: false; reason: "queue_full" };
+export type BeginResult = { ok: true; history: ResponseInputItem[] } | ConversationRefusal | { ok: false; reason: "queue_full" };
 
 /** The conversation a request continues and the items its input references, in the order referenced. */
 export type HistoryResult =
-	| { ok: true; history: Item[]; referenced: Item[] }
+	| { ok: true; history: ResponseInputItem[]; referenced: ResponseInputItem[] }
 	| ConversationRefusal
 	/** No input or output item the client can see has this id. */
 	| { ok: false; reason: "item_not_found"; id: string };
@@ -41,7 +44,7 @@ export type HistoryResult =
 /** What a background run sees of the store: direct calls, it runs inside the object. */
 export interface ResponseStoreApi {
 	/** The earlier turns and this response's own input; null when it is gone. */
-	conversation(id: string): { history: Item[]; input: Item[] } | null;
+	conversation(id: string): { history: ResponseInputItem[]; input: ResponseInputItem[] } | null;
 	/** Marks a queued response in progress; false when it was cancelled or deleted meanwhile. */
 	start(id: string): boolean;
 	finish(id: string, response: Item): void;
