@@ -1,5 +1,4 @@
 import type { ApiKeyRow } from "./db/schema";
-import type { RequestLog } from "./observability/request-log";
 
 /**
  * The authenticated caller. Three ids, three names: the caller key id (`callerKeyId(p)`,
@@ -19,7 +18,6 @@ export interface AppEnv {
 	Variables: {
 		requestId: string;
 		principal: Principal;
-		/** The request's log line (src/observability): set on the inference routes only. */
-		log: RequestLog | undefined;
+		// `log`, the request's log line, is declared by its middleware (observability/middleware.ts).
 	};
 }

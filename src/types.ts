@@ -7,6 +7,12 @@ export interface Usage {
 	cached_tokens?: number;
 }
 
+/** A web-search result cited in an answer (search/grounding.ts): the `venym.sources` frame and the citations. */
+export interface Source {
+	title: string;
+	url: string;
+}
+
 /** How a request ended, for billing and the usage record. */
 export type SettleStatus = "completed" | "engine_error" | "client_disconnected" | "failed";
 

@@ -22,7 +22,7 @@ const CR = "\r";
 const LF = "\n";
 
 /** The largest pending event (its unfinished line and data lines so far), like eventsource-parser's maxBufferSize. */
-export const MAX_EVENT_BYTES = 1024 * 1024;
+export const MAX_EVENT_CHARS = 1024 * 1024;
 
 /** Thrown by `feed` when a pending event grows past the limit: an engine that never ends a line or an event. */
 export class SseOverflowError extends Error {
@@ -36,7 +36,7 @@ export function createSseParser(
 	onEvent: (e: SseEvent) => void,
 	onComment?: (text: string) => void,
 	/** Characters, counted as UTF-16 units (at most the bytes they came from, times two). */
-	maxEventSize: number = MAX_EVENT_BYTES,
+	maxEventSize: number = MAX_EVENT_CHARS,
 ): SseParser {
 	// Only the unfinished last line is kept, as pieces joined once when its end arrives:
 	// appending every chunk to one growing string and rescanning it is O(n²) on long lines.

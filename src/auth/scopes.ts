@@ -6,7 +6,7 @@
 import type { Principal } from "../app-env";
 import type { ApiKeyRow } from "../db/schema";
 import { GatewayError } from "../errors";
-import type { ScopeLimits, SpendPeriod } from "../ledger/limits";
+import type { ScopeLimits, SpendPeriod } from "../ledger/durable/limits";
 
 /** Exact origins (`https://app.example.com`, `http://localhost:5173`) or a leftmost wildcard label (`https://*.example.com`). */
 export const ORIGIN_PATTERN = /^https?:\/\/(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)*(:\d{1,5})?$/i;

@@ -3,18 +3,19 @@
  * (402/403/429 here). Nothing reaches an engine; a refused request costs nothing.
  */
 import { assertModelAllowed, ledgerScopes, outputCeiling, payerKeyId } from "../auth/scopes";
-import { EMBEDDINGS, type ModelConfig, type ResolvedModel, resolveModel } from "../config";
+import { type ModelConfig, type ResolvedModel, resolveModel } from "../config";
+import { EMBEDDINGS } from "../config-schema";
 import { GatewayError } from "../errors";
+import { estimatePromptTokens } from "../estimate";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
-import { costNanos, usdToNanos } from "../ledger/pricing";
-import { takeRequestFallbacks } from "../routing/fallbacks";
+import { costNanos, usdToNanos } from "../money/pricing";
+import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { groundingTokenBound } from "../search/grounding";
 import { placeHold, type Settlement } from "../settlement/settlement";
-import { estimatePromptTokens } from "../stream/estimate";
+import { promptBound, type UsageBounds } from "../stream/usage-bounds";
 import type { ChatRun } from "./chat-run";
-import { type ChatFallback, chatFallbacks } from "./fallbacks";
+import { type ChatFallback, chatFallbacks } from "./fallback-plans";
 import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
-import { promptBound, type UsageBounds } from "./usage-bounds";
 import { type ChatRequest, validateChatRequest } from "./validate";
 
 /** A chat request that passed every check and holds its worst-case cost in the ledger. */

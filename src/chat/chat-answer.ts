@@ -1,21 +1,20 @@
 /** An engine answer on the chat pipeline, as a stream or a body, and the settlement of how it ended. */
-import type { EngineAnswer } from "../engine/call-engine";
+import type { EngineAnswer } from "../engine/call-types";
 import { GatewayError } from "../errors";
 import { clientLeft } from "../http/client-gone";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { isolateFleet } from "../routing/fleet";
-import type { Source } from "../search/grounding";
 import { answerOutcome, type Settled, type Settlement, streamOutcome } from "../settlement/settlement";
 import { assembleAnswer } from "../stream/assemble-answer";
 import { ChatSseEncoder } from "../stream/chat-sse-encoder";
 import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
 import type { EngineEventReader } from "../stream/engine-events";
 import { repairBodyToolCalls, type ToolCallRepairStream } from "../stream/tool-call-repair";
-import type { Outcome } from "../types";
+import type { UsageBounds } from "../stream/usage-bounds";
+import type { Outcome, Source } from "../types";
 import type { AuthorizedChat } from "./authorize-chat";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { attachSources } from "./chat-search";
-import type { UsageBounds } from "./usage-bounds";
 
 /** What the engine call gave the answer step. */
 export interface Served {

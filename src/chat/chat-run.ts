@@ -2,10 +2,9 @@
 import type { Principal } from "../app-env";
 import type { GatewayConfig } from "../config";
 import type { RequestLog } from "../observability/request-log";
-import type { Source } from "../search/grounding";
 import type { StreamEnd } from "../stream/chat-reducer";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
-import type { Usage } from "../types";
+import type { Source, Usage } from "../types";
 
 export interface ChatRun {
 	env: Env;

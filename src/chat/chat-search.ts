@@ -1,6 +1,7 @@
 /** The chat pipeline's web search step: grounding before the engine call, sources on the answer. */
-import { citationAnnotations, groundingMessage, type Source, searchQuery, sourcesOf } from "../search/grounding";
+import { citationAnnotations, groundingMessage, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
+import type { Source } from "../types";
 import type { AuthorizedChat } from "./authorize-chat";
 import type { ChatRun } from "./chat-run";
 

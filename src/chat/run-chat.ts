@@ -3,7 +3,8 @@
  * failover, then the answer as a stream or a body. The hold was placed with the request's
  * settlement (settlement/settlement.ts); every path below ends it exactly once.
  */
-import { callEngine, type EngineAnswer } from "../engine/call-engine";
+import { callEngine } from "../engine/call-engine";
+import type { EngineAnswer } from "../engine/call-types";
 import { GatewayError } from "../errors";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { engineRouting } from "../routing/shared-view";
@@ -14,7 +15,7 @@ import type { AuthorizedChat } from "./authorize-chat";
 import { completeAnswer, settleChat, streamAnswer } from "./chat-answer";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { groundWithSearch } from "./chat-search";
-import { affinityKey, engineTargets, servedBy } from "./fallbacks";
+import { affinityKey, engineTargets, servedBy } from "./fallback-plans";
 
 export type { AuthorizedChat } from "./authorize-chat";
 export { authorizeChat } from "./authorize-chat";

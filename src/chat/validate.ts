@@ -1,8 +1,6 @@
 import { z } from "zod";
-import { GatewayError } from "../errors";
-import { refuseEngineFields } from "../http/engine-fields";
+import { parseBody } from "../http/parse-body";
 import { SAMPLING_FIELDS, TOP_LOGPROBS } from "../http/sampling-params";
-import { zodToGatewayError } from "../http/zod-error";
 
 const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
 
@@ -51,15 +49,9 @@ export const ChatRequestSchema = z.looseObject({
 });
 
 export type ChatRequest = z.infer<typeof ChatRequestSchema>;
-export type VenymOptionsInput = z.infer<typeof VenymOptions>;
 
 /** Validates a chat completions body. The same object is returned so nothing is copied on the hot path. */
 export function validateChatRequest(body: unknown): ChatRequest {
-	if (body === null || typeof body !== "object" || Array.isArray(body)) {
-		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
-	}
-	const result = ChatRequestSchema.safeParse(body, { reportInput: true });
-	if (!result.success) throw zodToGatewayError(result.error);
-	refuseEngineFields(body);
+	parseBody(ChatRequestSchema, body);
 	return body as ChatRequest;
 }

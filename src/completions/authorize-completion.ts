@@ -4,6 +4,7 @@
  * encoder, usage bounds, settlement). Every prompt × `n` (or `best_of`, whichever is larger) is
  * covered by the hold, on the most expensive model that may serve.
  */
+
 import { z } from "zod";
 import { outputCeiling } from "../auth/scopes";
 import {
@@ -15,20 +16,19 @@ import {
 	withScopes,
 } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
-import { type CandidatePlan, planFallbacks } from "../chat/fallbacks";
+import { type CandidatePlan, planFallbacks } from "../chat/fallback-plans";
 import { outputCap } from "../chat/prepare";
-import { promptBound } from "../chat/usage-bounds";
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
-import { refuseEngineFields } from "../http/engine-fields";
+import { estimateTokens } from "../estimate";
+import { parseBody } from "../http/parse-body";
 import { COMPLETION_LOGPROBS, SAMPLING_FIELDS } from "../http/sampling-params";
-import { zodToGatewayError } from "../http/zod-error";
-import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
 import { holdNanos } from "../ledger/ledger-client";
-import { costNanos } from "../ledger/pricing";
-import { takeRequestFallbacks } from "../routing/fallbacks";
+import { MAX_BATCH_INPUTS } from "../money/hold-bound";
+import { costNanos } from "../money/pricing";
+import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { placeHold } from "../settlement/settlement";
-import { estimateTokens } from "../stream/estimate";
+import { promptBound } from "../stream/usage-bounds";
 
 /** OpenAI's default for legacy completions. */
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
@@ -69,12 +69,7 @@ function promptEstimates(prompt: CompletionRequest["prompt"]): number[] {
 }
 
 function validate(rawBody: unknown): CompletionRequest {
-	if (rawBody === null || typeof rawBody !== "object" || Array.isArray(rawBody)) {
-		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
-	}
-	const result = CompletionRequestSchema.safeParse(rawBody, { reportInput: true });
-	if (!result.success) throw zodToGatewayError(result.error);
-	refuseEngineFields(rawBody, COMPLETION_OWN_FIELDS);
+	parseBody(CompletionRequestSchema, rawBody, { ownFields: COMPLETION_OWN_FIELDS });
 	return rawBody as CompletionRequest;
 }
 

@@ -62,7 +62,7 @@ export const usageRecords = sqliteTable(
 
 /**
  * Usage per hour, paying key and served model: the sums of the usage records, written in the same
- * D1 batch as the records (ledger/outbox.ts), so they always add up. Deleting old raw records
+ * D1 batch as the records (ledger/durable/usage-flush.ts), so they always add up. Deleting old raw records
  * (maintenance/retention.ts) never touches them; the summary API reads only these.
  */
 export const usageHourly = sqliteTable(
@@ -86,4 +86,3 @@ export const usageHourly = sqliteTable(
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type UsageRow = typeof usageRecords.$inferSelect;
-export type UsageHourlyRow = typeof usageHourly.$inferSelect;

@@ -36,7 +36,7 @@ export interface SummaryRow {
 }
 
 /**
- * The hourly rollups (usage_hourly), written by the outbox flush (ledger/outbox.ts) and never by
+ * The hourly rollups (usage_hourly), written by the outbox flush (ledger/durable/usage-flush.ts) and never by
  * anything else; the summary API reads them here. Sums of integers, so they are exact.
  */
 export function usageRollups(d1: D1Database) {

@@ -17,7 +17,7 @@ export interface UsageQuery {
 	limit: number;
 }
 
-/** Usage records are written by the ledgers' outboxes (ledger/outbox.ts); the admin API only reads them. */
+/** Usage records are written by the ledgers' outboxes (ledger/durable/usage-flush.ts); the admin API only reads them. */
 export function usageStore(d1: D1Database) {
 	const db = drizzle(d1);
 	return {

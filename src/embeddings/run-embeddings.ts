@@ -4,24 +4,24 @@
  * for input tokens at the serving model's input price (engine usage within bounds, else the
  * estimate) and recorded, through the same ledger as chat.
  */
+
 import { z } from "zod";
 import { assertFitsContext, requestContext, resolveFor, withScopes } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
-import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallbacks";
-import { boundedUsage } from "../chat/usage-bounds";
+import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallback-plans";
 import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { GatewayError } from "../errors";
-import { refuseEngineFields } from "../http/engine-fields";
-import { zodToGatewayError } from "../http/zod-error";
-import { MAX_BATCH_INPUTS } from "../ledger/hold-bound";
+import { estimateTokens } from "../estimate";
+import { parseBody } from "../http/parse-body";
 import { holdNanos } from "../ledger/ledger-client";
-import { costNanos } from "../ledger/pricing";
+import { MAX_BATCH_INPUTS } from "../money/hold-bound";
+import { costNanos } from "../money/pricing";
 import { hostOf, logEvent } from "../observability/log-event";
-import { takeRequestFallbacks } from "../routing/fallbacks";
+import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { engineRouting } from "../routing/shared-view";
 import { engineFailedOutcome, noAnswerOutcome, placeHold } from "../settlement/settlement";
-import { estimateTokens } from "../stream/estimate";
+import { boundedUsage } from "../stream/usage-bounds";
 import type { Outcome } from "../types";
 
 /** OpenAI's limit on inputs in one request (the config's hold bound counts on it). */
@@ -69,12 +69,7 @@ export interface EmbeddingsResult {
 
 export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<EmbeddingsResult> {
 	const { env, config } = run;
-	if (rawBody === null || typeof rawBody !== "object" || Array.isArray(rawBody)) {
-		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
-	}
-	const parsed = EmbeddingsRequestSchema.safeParse(rawBody, { reportInput: true });
-	if (!parsed.success) throw zodToGatewayError(parsed.error);
-	refuseEngineFields(rawBody);
+	parseBody(EmbeddingsRequestSchema, rawBody);
 	const body = rawBody as EmbeddingsRequest;
 	const requestedFallbacks = takeRequestFallbacks(body);
 	const resolved = resolveFor(run, body.model, "embeddings");

@@ -1,102 +1,14 @@
-import type { EngineNode, RoutingConfig } from "../config";
+import { ROUTING_DEFAULTS } from "../config-schema";
 import { GatewayError } from "../errors";
 import { clientLeft } from "../http/client-gone";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { redactForms, rememberSentSecrets, secretForms } from "../redact";
 import { type Fleet, isolateFleet } from "../routing/fleet";
-import type { Route } from "../routing/picker";
 import { CACHE_SALT_SECRET, cacheSaltFor, withCacheSalt } from "./cache-salt";
+import type { EngineAnswer, EngineCall, EngineTarget } from "./call-types";
 import { classifyStatus, parseEngineError } from "./classify";
-import { type ReadBodyOptions, readEngineBody } from "./read-body";
+import { readEngineBody } from "./read-body";
 import { readCapped, relayText } from "./relay-text";
-
-/** One model the request may be served by: its nodes, and the body its engine gets. */
-export interface EngineTarget {
-	/** The model's id: operator overrides are per model, and logs name it. */
-	model: string;
-	nodes: readonly EngineNode[];
-	/** The engine request body; a function is called once, when the model is first tried (fallbacks usually never are). */
-	body: string | (() => string);
-}
-
-export interface EngineRouting {
-	settings: Pick<RoutingConfig, "cooldown_ms" | "max_attempts"> & Partial<Pick<RoutingConfig, "affinity_load_factor">>;
-	/** Default: the isolate's fleet, shared by every request of the isolate. */
-	fleet?: Fleet;
-	/** Starts a refresh of the shared view when the isolate's copy is stale; never waited for. */
-	refresh?: () => void;
-	random?: () => number;
-}
-
-export interface EngineCall {
-	/** The requested model first, then its fallbacks, in order. */
-	targets: readonly EngineTarget[];
-	/** Path under the node's /v1 base, e.g. "/chat/completions". */
-	path: string;
-	/** Secrets by name, for nodes that configure `api_key_env`. */
-	secrets: Record<string, unknown>;
-	/** Aborts the engine request when the client goes away. */
-	clientSignal?: AbortSignal;
-	firstByteTimeoutMs: number;
-	routing?: EngineRouting;
-	/** `prompt_cache_key`, else `user`, else its prefix (chat/fallbacks.ts `affinityKey`): keeps a conversation on the node that has its prefix cached. */
-	affinityKey?: string;
-	/** The key that pays (auth/scopes.ts `payerKeyId`): a `cache_salt` node gets its salt (engine/cache-salt.ts). */
-	payerKeyId?: string;
-	/** For tests: the fetch to call instead of the global one. */
-	fetch?: typeof fetch;
-	/** Told of each attempt and of the answer: the request's log line (src/observability/request-log.ts). */
-	observer?: EngineObserver;
-	/**
-	 * Waits, within `firstByteTimeoutMs` of the attempt's start, until a 2xx answer has produced its
-	 * first token (the stream layer reads it: src/stream/engine-events.ts `firstToken`). False when
-	 * the read failed (the timeout or the client aborted the call): the node counts as timed out and
-	 * the next one is tried, since nothing has reached the client yet.
-	 */
-	firstToken?: (answer: EngineAnswer) => Promise<FirstToken>;
-}
-
-/**
- * How a 2xx answer's wait for its first token ended: `token` (or an answer ending cleanly), `silent`
- * (the read failed: the first-byte timeout or the client aborted it), or `error` (the engine's own
- * error, or the stream closing, before any token: the node's trouble or the request's, weighed as a 5xx).
- */
-export type FirstToken = "token" | "silent" | "error";
-
-export interface EngineObserver {
-	readonly requestId: string;
-	/** A node is tried (its URL: keep only the host), chosen by affinity, spilled from its own node, or by load. */
-	attempt(node: string, route?: Route): void;
-	/** The headers of the answer the client gets arrived: a 2xx, or a refusal (4xx) relayed as is. */
-	answered(node: string): void;
-}
-
-export interface EngineAnswer {
-	/**
-	 * A stream's body, read as it came (no pass-through stream: one hop less a chunk). The reader
-	 * calls `done` once it has read the end, failed or cancelled, which drops the node's in-flight
-	 * count. Use either this or `readBody`, not both, and only once.
-	 */
-	takeBody(): EngineBody;
-	/** A non-stream answer's body as text (read-body.ts: idle timeout, size cap), with no pass-through stream. */
-	readBody(opts: ReadBodyOptions): Promise<string>;
-	node: string;
-	/** Index into `targets` of the model that answered (0 unless a fallback served). */
-	target: number;
-	/** Aborts the engine request (used when the client disconnects mid-stream). */
-	abort: (reason?: unknown) => void;
-	/**
-	 * The node secrets of this call's models: a stream relays the engine's text through
-	 * src/stream/secret-filter.ts with them (`readBody` already returns the text without them).
-	 */
-	secrets: readonly string[];
-}
-
-/** An engine answer's body and the call that says its reading has ended (idempotent). */
-export interface EngineBody {
-	body: ReadableStream<Uint8Array> | null;
-	done: () => void;
-}
 
 interface NodeFailure {
 	node: string;
@@ -104,8 +16,6 @@ interface NodeFailure {
 	reason: string;
 	status?: number;
 }
-
-const DEFAULT_ROUTING: EngineRouting["settings"] = { cooldown_ms: 15_000, max_attempts: 3 };
 
 /** A request stops at this many 5xx answers (across nodes and fallback models): more would be the request's doing. */
 export const MAX_SERVER_ERRORS = 2;
@@ -185,7 +95,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	const routing = call.routing;
 	const fleet = routing?.fleet ?? isolateFleet;
 	const random = routing?.random ?? Math.random;
-	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? DEFAULT_ROUTING;
+	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? ROUTING_DEFAULTS;
 	routing?.refresh?.();
 	const request = ++callSeq;
 	const failures: NodeFailure[] = [];

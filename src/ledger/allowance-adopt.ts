@@ -4,7 +4,7 @@
  * timer belongs to the request that took from the allowance, never to another one.
  */
 import { adoptAt, adoptLeadMs, type LocalAllowance } from "./allowance";
-import type { KeyLedger } from "./key-ledger";
+import type { KeyLedger } from "./durable/key-ledger";
 
 export type Stub = () => DurableObjectStub<KeyLedger>;
 

@@ -1,9 +1,13 @@
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
 import { retryAfterHeaders } from "../http/retry-after";
+import { costNanos, nanosToUsd, usageCostNanos } from "../money/pricing";
 import { errorText, logEvent } from "../observability/log-event";
 import { nodeLabel } from "../routing/node-label";
 import type { Outcome } from "../types";
+import type { AuthorizeResult, KeyLedger, SettleResult } from "./durable/key-ledger";
+import { isLimited, type LimitRefusal, type RateState, type RateWindow, type ScopeLimits } from "./durable/limits";
+import { noteBalance } from "./edge-allowance-state";
 import {
 	type AllowanceTicket,
 	adoptNow,
@@ -11,12 +15,8 @@ import {
 	afterSyncHold,
 	beforeSettle,
 	type EdgeContext,
-	noteBalance,
 	takeLocal,
-} from "./allowance-cache";
-import type { AuthorizeResult, KeyLedger, SettleResult } from "./key-ledger";
-import { isLimited, type LimitRefusal, type RateState, type RateWindow, type ScopeLimits } from "./limits";
-import { costNanos, nanosToUsd, usageCostNanos } from "./pricing";
+} from "./edge-allowances";
 import { settleInBatch } from "./settle-batch";
 
 /** The ledger of a key: for a request, the payer's (auth/scopes.ts `payerKeyId`), never a `vk-tmp-` token's own. */

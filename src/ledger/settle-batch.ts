@@ -12,16 +12,13 @@
  * entry whose batch failed, or whose sender vanished (a stuck batch is given up after
  * STUCK_AFTER_MS), is settled again with a call of its own.
  */
-import type { SettleInput, SettleResult } from "./ledger-types";
+import type { SettleInput, SettleManyAnswer, SettleResult } from "./durable/rpc-types";
 
 /** What the queue needs of a key's ledger (a fresh stub per call: after an exception a stub may be broken). */
 export interface SettleManyLedger {
 	settleMany(inputs: SettleInput[]): Promise<SettleManyAnswer[]>;
 	settle(input: SettleInput): Promise<SettleResult>;
 }
-
-/** One entry of a batch's answer: its settlement, or why this one failed (the others stand). */
-export type SettleManyAnswer = SettleResult | { failed: string };
 
 /** The most settlements in one call. */
 export const MAX_BATCH = 64;

@@ -5,9 +5,10 @@
  * The hourly rollups (usage_hourly) and the ledgers are never touched, so deleting raw records
  * changes no summary and no balance.
  */
+
+import { usageView } from "../api/views";
 import { loadConfig } from "../config";
 import type { UsageRow } from "../db/schema";
-import { usageView } from "../routes/views";
 import { archivePartKey, nextUtcDay, retentionCutoff } from "./retention-plan";
 
 /** What the cleanup reads; `USAGE_ARCHIVE` is an optional R2 binding (commented out in wrangler.toml). */

@@ -5,9 +5,9 @@
  * billed or recorded.
  */
 import { type EngineNode, type ModelConfig, modelNodes } from "../config";
+import { estimatePromptTokens } from "../estimate";
 import { readCappedText } from "../http/read-capped";
 import { serverRoot } from "../routing/probe";
-import { estimatePromptTokens } from "../stream/estimate";
 
 /** How long the node may take to count; then the estimate answers. */
 export const TOKENIZE_TIMEOUT_MS = 2_000;

@@ -5,11 +5,10 @@
  * client's beta fields never break a request. Content blocks are loose: `cache_control`,
  * `citations` and the like ride on them and are dropped by the translation.
  */
+
 import { z } from "zod";
 import { VenymOptions } from "../chat/validate";
-import { GatewayError } from "../errors";
-import { refuseEngineFields } from "../http/engine-fields";
-import { zodToGatewayError } from "../http/zod-error";
+import { parseBody } from "../http/parse-body";
 
 const Text = z.looseObject({ type: z.literal("text"), text: z.string() });
 
@@ -188,24 +187,12 @@ export const CountTokensSchema = MessagesRequestSchema.extend({ max_tokens: z.nu
 
 export type CountTokensRequest = z.infer<typeof CountTokensSchema>;
 
-function parsed<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
-	if (body === null || typeof body !== "object" || Array.isArray(body)) {
-		throw new GatewayError("invalid_request", "The request body must be a JSON object.");
-	}
-	// Engine internals are refused on every lane (one list), not merely ignored: a field like
-	// `n_predict` is a hole wherever it might reach an engine.
-	refuseEngineFields(body);
-	const result = schema.safeParse(body, { reportInput: true });
-	if (!result.success) throw zodToGatewayError(result.error);
-	return result.data;
-}
-
 export function validateMessagesRequest(body: unknown): ValidatedMessages {
-	return { req: parsed(MessagesRequestSchema, body), ignored: ignoredFields(body as Record<string, unknown>) };
+	return { req: parseBody(MessagesRequestSchema, body), ignored: ignoredFields(body as Record<string, unknown>) };
 }
 
 export function validateCountTokensRequest(body: unknown): { req: CountTokensRequest; ignored: string[] } {
-	return { req: parsed(CountTokensSchema, body), ignored: ignoredFields(body as Record<string, unknown>) };
+	return { req: parseBody(CountTokensSchema, body), ignored: ignoredFields(body as Record<string, unknown>) };
 }
 
 function ignoredFields(body: Record<string, unknown>): string[] {

@@ -7,7 +7,7 @@ import { assertModelAllowed } from "../auth/scopes";
 import { assertServes } from "../chat/authorize-chat";
 import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
 import { resolveModel } from "../config";
-import type { Source } from "../search/grounding";
+import type { Source } from "../types";
 import { countTokens, type TokenCount } from "./count-tokens";
 import { type AnthropicMessageOut, messageFromCompletion } from "./from-chat";
 import { validateCountTokensRequest, validateMessagesRequest } from "./request-schema";

@@ -6,10 +6,10 @@
  * mapping, never with a clean `message_stop`.
  */
 import { toAnthropicErrorResponse } from "../errors";
-import type { Source } from "../search/grounding";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "../stream/chat-reducer";
 import { streamFailure } from "../stream/chat-sse-encoder";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
+import type { Source } from "../types";
 import { anthropicUsage, messageId, reasoningOf, stopReasonOf, THINKING_SIGNATURE } from "./from-chat";
 
 type Json = Record<string, unknown>;

@@ -5,6 +5,13 @@ import { payerKeyId } from "../auth/scopes";
 import { afterResponse } from "../http/after-response";
 import { laneOf, RequestLog } from "./request-log";
 
+declare module "hono" {
+	interface ContextVariableMap {
+		/** The request's log line: set on the inference routes only (their middleware, below). */
+		log: RequestLog | undefined;
+	}
+}
+
 /**
  * The request log of the inference routes: made before CORS and authentication, so a refusal
  * there is logged too; written under waitUntil just after the response has gone out, or for a

@@ -6,7 +6,7 @@
  * (settlement), otherwise just after the response has gone out. Nothing of the body is kept but the model
  * id and the stream flag; nodes are kept as their host only.
  */
-import { nanosToUsd } from "../ledger/pricing";
+import { nanosToUsd } from "../money/pricing";
 import type { Route } from "../routing/picker";
 import type { Outcome, SettleStatus } from "../types";
 import { hostOf } from "./log-event";

@@ -1,12 +1,12 @@
 /**
  * The admin API (admin token) and the operator console's public files, as OpenAPI operations.
  * Bodies and the usage summary's query come from zod; the listings' query parameters are read
- * by routes/list-params.ts (functions, not zod) and are described by hand below.
+ * by api/list-params.ts (functions, not zod) and are described by hand below.
  */
-import { usageSummaryQuery } from "../routes/usage-summary";
+import { usageSummaryQuery } from "../api/usage-query";
 import { type Operation, pathParam, query, queryFromZod } from "./operation";
 
-// ---- Hand-described query parameters (routes/list-params.ts, routes/usage.ts, routes/admin.ts read them, not zod) ----
+// ---- Hand-described query parameters (api/list-params.ts, routes/usage.ts, routes/admin.ts read them, not zod) ----
 const LIMIT = query("limit", "Page size, 1–1000 (default 100; larger values are clamped).", { type: "integer", minimum: 1 });
 const CURSOR = query("cursor", "The previous page's `next_cursor`, unchanged.");
 const TIME = "unix seconds or an ISO 8601 date";

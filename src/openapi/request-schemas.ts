@@ -2,20 +2,20 @@
  * Request bodies for the OpenAPI document, generated from the zod schemas the handlers validate
  * with, so the document cannot drift from what is accepted. The only hand-written parts are
  * what no zod schema holds: the request-level fallback lists of chat, completions and
- * embeddings (read by routing/fallbacks.ts),
+ * embeddings (read by routing/fallback-chain.ts),
  * the common engine parameters chat passes through unchecked, and descriptions.
  */
 import { z } from "zod";
+import { CreateKey, Credit, PatchKey } from "../api/key-input";
+import { PatchNode } from "../api/node-input";
+import { MintToken } from "../api/token-input";
 import { ChatRequestSchema } from "../chat/validate";
 import { COMPLETION_OWN_FIELDS, CompletionRequestSchema } from "../completions/authorize-completion";
 import { EmbeddingsRequestSchema } from "../embeddings/run-embeddings";
 import { REFUSED_ENGINE_FIELDS } from "../http/engine-fields";
 import { CountTokensSchema, MessagesRequestSchema } from "../messages/request-schema";
 import { ResponsesRequestSchema } from "../responses/request-schema";
-import { PatchNode } from "../routes/admin-nodes";
-import { CreateKey, Credit, PatchKey } from "../routes/key-input";
-import { MintToken } from "../routes/tokens";
-import { MAX_REQUEST_FALLBACKS } from "../routing/fallbacks";
+import { MAX_REQUEST_FALLBACKS } from "../routing/fallback-chain";
 
 type Json = Record<string, unknown>;
 
@@ -72,7 +72,7 @@ const fallbackList = (items: Json, description: string): Json => ({
 });
 
 /**
- * Request-level fallbacks, checked by routing/fallbacks.ts (not zod) on every lane: chat,
+ * Request-level fallbacks, checked by routing/fallback-chain.ts (not zod) on every lane: chat,
  * legacy completions and embeddings leave them out of their zod schemas, Responses has them as
  * `z.unknown()`.
  */

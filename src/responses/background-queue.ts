@@ -9,22 +9,14 @@ import { errorText, logEvent } from "../observability/log-event";
 import { releaseStoredHold } from "../settlement/settlement";
 import { type BackgroundJob, type HeldRequest, readHold, readJob } from "./background-job";
 import { runBackground } from "./run-background";
+import type { ResponseStoreApi } from "./store-api";
 import { JOB_SEQ } from "./stored-docs";
-import type { Item, Turns } from "./turns";
+import type { Turns } from "./turns";
 
 /** How many background responses of one key run at once; the others wait in the queue. */
 export const BACKGROUND_CONCURRENCY = 4;
 /** A queue slot reserved and never filled (the request that reserved it died) is freed after this long. */
 export const RESERVATION_TTL_MS = 5 * 60 * 1000;
-
-/** What a background run sees of the store: direct calls, it runs inside the object. */
-export interface ResponseStoreApi {
-	/** The earlier turns and this response's own input; null when it is gone. */
-	conversation(id: string): { history: Item[]; input: Item[] } | null;
-	/** Marks a queued response in progress; false when it was cancelled or deleted meanwhile. */
-	start(id: string): boolean;
-	finish(id: string, response: Item): void;
-}
 
 type QueueRow = { id: string; state: "reserved" | "queued" | "running"; hold: string | null };
 

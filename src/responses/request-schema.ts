@@ -4,13 +4,13 @@
  * field it accepts, so an unknown one is a client mistake reported by name rather than a setting
  * silently dropped.
  */
+
 import { z } from "zod";
 import { VenymOptions } from "../chat/validate";
 import { GatewayError } from "../errors";
-import { refuseEngineFields } from "../http/engine-fields";
+import { parseBody } from "../http/parse-body";
 import { numberIn, TOP_LOGPROBS } from "../http/sampling-params";
-import { zodToGatewayError } from "../http/zod-error";
-import { takeRequestFallbacks } from "../routing/fallbacks";
+import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { checkImages, InputItem, isRecord } from "./item-schema";
 
 const FunctionTool = z.strictObject({
@@ -104,15 +104,7 @@ export type FunctionToolParam = z.output<typeof FunctionTool>;
 
 /** Validates a Responses create body; throws GatewayError "invalid_request" naming the bad param. */
 export function validateResponsesRequest(body: unknown): ResponsesRequest {
-	if (!isRecord(body)) {
-		throw new GatewayError("invalid_request", "The request body must be a JSON object.", { param: null });
-	}
-	// Before the strict schema, so a refused engine field gets its own 400 rather than "unrecognized".
-	refuseEngineFields(body);
-	// zod leaves `input` off its issues unless asked; without it a wrong type reads as a missing one.
-	const result = ResponsesRequestSchema.safeParse(body, { reportInput: true });
-	if (!result.success) throw zodToGatewayError(new z.ZodError(precise(result.error.issues)));
-	const req = result.data;
+	const req = parseBody(ResponsesRequestSchema, body, { issues: precise });
 	if (req.background && req.stream) {
 		throw new GatewayError("invalid_request", "Background responses cannot be streamed: set 'stream' to false or omit it.", {
 			param: "background",

@@ -11,12 +11,13 @@ import { GatewayError, toErrorResponse } from "../errors";
 import { errorText, logEvent } from "../observability/log-event";
 import { RequestLog } from "../observability/request-log";
 import { releaseStoredHold } from "../settlement/settlement";
+import type { BackgroundJob } from "./background-job";
 import { failureOf } from "./failure";
-import { failedResponse, type ResponseMeta, type ResponseObject, responseFromCompletion, servedMeta } from "./from-chat";
+import { responseFromCompletion } from "./from-chat";
 import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
-import type { BackgroundJob, ResponseStoreApi } from "./response-store";
-import { itemIds } from "./run-response";
+import { failedResponse, itemIds, type ResponseMeta, type ResponseObject, servedMeta } from "./response-object";
+import type { ResponseStoreApi } from "./store-api";
 import { responsesToChat } from "./to-chat";
 
 /**

@@ -4,27 +4,24 @@ import type { GatewayConfig } from "../config";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
 import { errorText, logEvent } from "../observability/log-event";
-import type { Source } from "../search/grounding";
-import {
-	inProgressResponse,
-	queuedResponse,
-	type ResponseMeta,
-	type ResponseObject,
-	responseFromCompletion,
-	servedMeta,
-} from "./from-chat";
+import type { Source } from "../types";
+import type { BackgroundJob } from "./background-job";
+import { responseFromCompletion } from "./from-chat";
 import { type RequestedItem, referencedIds, referenceNotFound, resolveReferences } from "./item-references";
 import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
-import type { BackgroundJob, HistoryResult, ResponseStore } from "./response-store";
+import {
+	inProgressResponse,
+	itemIds,
+	queuedResponse,
+	type ResponseMeta,
+	type ResponseObject,
+	servedMeta,
+} from "./response-object";
+import { type BeginResult, type HistoryResult, type ResponseStoreStub, responseStore } from "./store-api";
 import { ResponsesStreamEncoder } from "./stream-encoder";
 import { ResponsesEventBuilder } from "./stream-events";
 import { inputItems, responsesToChat } from "./to-chat";
-
-export function responseStore(env: Env, callerKeyId: string): DurableObjectStub<ResponseStore> {
-	const ns = env.RESPONSES as DurableObjectNamespace<ResponseStore>;
-	return ns.get(ns.idFromName(callerKeyId));
-}
 
 /**
  * The largest conversation a response may continue or store: earlier turns and this input, as
@@ -44,11 +41,7 @@ const QUEUE_RETRY_AFTER_S = 5;
 
 const STORAGE_FAILED = { code: "storage_failed", message: "The response was generated but could not be stored." };
 
-export function itemIds(): string {
-	return randomId("", 12);
-}
-
-type Conversation = Awaited<ReturnType<ResponseStore["begin"]>>;
+type Conversation = BeginResult;
 
 /** The refusals of the store, as the errors the client gets. */
 function conversationOf(result: Conversation | HistoryResult, req: ResponsesRequest, config: GatewayConfig): ResponseInputItem[] {
@@ -192,7 +185,7 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
  * storing nothing.
  */
 async function conversationBefore(
-	stub: DurableObjectStub<ResponseStore>,
+	stub: ResponseStoreStub,
 	req: ResponsesRequest,
 	requested: RequestedItem[],
 	config: GatewayConfig,

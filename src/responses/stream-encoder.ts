@@ -4,12 +4,13 @@
  * the code the HTTP path gives the same cause, or cancelled when the client left — is handed to
  * storage once, from the stream's one end.
  */
-import type { Source } from "../search/grounding";
+
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "../stream/chat-reducer";
 import { streamFailure } from "../stream/chat-sse-encoder";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
+import type { Source } from "../types";
 import { failureOf } from "./failure";
-import type { ResponseObject } from "./from-chat";
+import type { ResponseObject } from "./response-object";
 import { encodeEvent, type ResponseStreamEvent, type ResponsesEventBuilder } from "./stream-events";
 
 function encode(events: ResponseStreamEvent[]): string {

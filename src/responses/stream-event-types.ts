@@ -1,7 +1,7 @@
 /** The Responses stream's event types and wire encoding, and the builder's working state. */
 import type { Response as SdkResponse, ResponseStreamEvent as SdkStreamEvent } from "openai/resources/responses/responses";
-import type { Source } from "../search/grounding";
-import type { ResponseObject } from "./from-chat";
+import type { Source } from "../types";
+import type { ResponseObject } from "./response-object";
 
 type WithOurResponse<E> = E extends { response: SdkResponse } ? Omit<E, "response"> & { response: ResponseObject } : E;
 /** The openai SDK's event union, carrying our response object (no computed `output_text`). */

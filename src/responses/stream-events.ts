@@ -5,22 +5,20 @@
  * the next `sequence_number`. The final response equals what `responseFromCompletion`
  * builds from the same content, because both use the same item builders and id order.
  */
-import type { Source } from "../search/grounding";
+import type { Source } from "../types";
+import { itemAddedEvents, itemDoneEvents } from "./item-events";
+import type { ItemStatusValue, OutputItem, OutputMessageItem, ReasoningItemValue } from "./item-schema";
 import {
 	annotationsFromSources,
-	endingOf,
 	functionCallItem,
 	messageItem,
 	outputTextPart,
-	type ResponseMeta,
-	type ResponseObject,
 	reasoningItem,
 	reasoningText,
-	responseShell,
 	usageFromChat,
 	wantsSummary,
-} from "./from-chat";
-import type { ItemStatusValue, OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue } from "./item-schema";
+} from "./output-items";
+import { endingOf, type ResponseMeta, type ResponseObject, responseShell } from "./response-object";
 import {
 	isRecord,
 	isSource,
@@ -150,6 +148,10 @@ export class ResponsesEventBuilder {
 		out.push({ ...event, sequence_number: this.#seq++ } as ResponseStreamEvent);
 	}
 
+	#emitAll(out: ResponseStreamEvent[], events: Unnumbered[]): void {
+		for (const event of events) this.#emit(out, event);
+	}
+
 	/** Output items so far, with the open one as it stands. */
 	#snapshot(openStatus: ItemStatusValue): OutputItem[] {
 		const output = [...this.#output];
@@ -180,7 +182,7 @@ export class ResponsesEventBuilder {
 	#openMessage(out: ResponseStreamEvent[]): OpenItem {
 		const open = this.#begin("message", `msg_${this.#meta.ids()}`);
 		const item: OutputMessageItem = { id: open.id, type: "message", status: "in_progress", content: [], role: "assistant" };
-		this.#announce(out, open, item, outputTextPart("", []));
+		this.#emitAll(out, itemAddedEvents(open.outputIndex, item, outputTextPart("", [])));
 		return open;
 	}
 
@@ -188,7 +190,7 @@ export class ResponsesEventBuilder {
 		const open = this.#begin("reasoning", `rs_${this.#meta.ids()}`);
 		const item: ReasoningItemValue = { id: open.id, type: "reasoning", summary: [], content: [] };
 		// The SDK accumulates reasoning_text deltas into a content part, which has to exist first.
-		this.#announce(out, open, item, { type: "reasoning_text", text: "" });
+		this.#emitAll(out, itemAddedEvents(open.outputIndex, item, { type: "reasoning_text", text: "" }));
 		if (this.#summarize) {
 			this.#emit(out, {
 				type: "response.reasoning_summary_part.added",
@@ -199,23 +201,6 @@ export class ResponsesEventBuilder {
 			});
 		}
 		return open;
-	}
-
-	/** output_item.added, then content_part.added for the item's one content part. */
-	#announce(
-		out: ResponseStreamEvent[],
-		open: OpenItem,
-		item: OutputMessageItem | ReasoningItemValue,
-		part: OutputTextPart | { type: "reasoning_text"; text: string },
-	): void {
-		this.#emit(out, { type: "response.output_item.added", output_index: open.outputIndex, item });
-		this.#emit(out, {
-			type: "response.content_part.added",
-			item_id: open.id,
-			output_index: open.outputIndex,
-			content_index: 0,
-			part,
-		} as Unnumbered);
 	}
 
 	#openCall(out: ResponseStreamEvent[], state: ToolCallState): void {
@@ -301,40 +286,6 @@ export class ResponsesEventBuilder {
 		const text = open.pieces.join("");
 		const item = this.#itemOf(open, text, status);
 		this.#output[open.outputIndex] = item;
-		const at = { item_id: open.id, output_index: open.outputIndex };
-		switch (item.type) {
-			case "reasoning":
-				if (this.#summarize) {
-					this.#emit(out, { type: "response.reasoning_summary_text.done", ...at, summary_index: 0, text });
-					this.#emit(out, {
-						type: "response.reasoning_summary_part.done",
-						...at,
-						summary_index: 0,
-						part: { type: "summary_text", text },
-					});
-				}
-				this.#emit(out, { type: "response.reasoning_text.done", ...at, content_index: 0, text });
-				this.#emit(out, { type: "response.content_part.done", ...at, content_index: 0, part: { type: "reasoning_text", text } });
-				break;
-			case "message": {
-				const part = item.content[0] ?? outputTextPart(text, []);
-				for (const [i, annotation] of part.annotations.entries()) {
-					this.#emit(out, {
-						type: "response.output_text.annotation.added",
-						...at,
-						content_index: 0,
-						annotation_index: i,
-						annotation,
-					});
-				}
-				this.#emit(out, { type: "response.output_text.done", ...at, content_index: 0, text, logprobs: [] });
-				this.#emit(out, { type: "response.content_part.done", ...at, content_index: 0, part });
-				break;
-			}
-			case "function_call":
-				this.#emit(out, { type: "response.function_call_arguments.done", ...at, arguments: text });
-				break;
-		}
-		this.#emit(out, { type: "response.output_item.done", output_index: open.outputIndex, item });
+		this.#emitAll(out, itemDoneEvents(item, open.outputIndex, text, this.#summarize));
 	}
 }

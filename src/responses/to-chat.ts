@@ -3,7 +3,7 @@
  * The body keeps the client's model id: the chat pipeline resolves the catalog, caps
  * max_tokens and reads `venym` exactly as it does for /v1/chat/completions.
  */
-import { annotationsFromChat, outputTextPart } from "./from-chat";
+
 import type {
 	InputImagePart,
 	InputMessageItem,
@@ -13,6 +13,7 @@ import type {
 	RequestItem,
 	ResponseInputItem,
 } from "./item-schema";
+import { annotationsFromChat, outputTextPart } from "./output-items";
 import type { ResponsesRequest } from "./request-schema";
 
 type ChatContentPart =

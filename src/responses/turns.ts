@@ -5,6 +5,7 @@
  * a later one continues from stays, hidden, until nothing continues from it.
  */
 import type { ItemLocation } from "./item-index";
+import type { ResponseInputItem } from "./item-schema";
 import { assemble, DOCS_SCHEMA, type DocRow, Docs, RESPONSE_SEQ } from "./stored-docs";
 
 /** Stored responses live this long (OpenAI keeps them for 30 days). */
@@ -94,21 +95,21 @@ export class Turns {
 	}
 
 	/** The conversation up to and including `id`'s output, oldest first. */
-	chain(id: string): Item[] {
+	chain(id: string): ResponseInputItem[] {
 		const rows = this.sql.exec<DocRow>(
 			`${CHAIN} SELECT d.response_id, d.seq, d.text FROM chain c JOIN docs d ON d.response_id = c.id
 			WHERE ${CONVERSATION_KINDS} ORDER BY c.depth DESC, d.seq, d.part`,
 			id,
 		);
-		return assemble<Item>(rows);
+		return assemble<ResponseInputItem>(rows);
 	}
 
 	/** What a stored response continues (the earlier turns) and its own input; null when it is gone. */
-	conversation(id: string): { history: Item[]; input: Item[] } | null {
+	conversation(id: string): { history: ResponseInputItem[]; input: ResponseInputItem[] } | null {
 		const turn = this.turn(id);
 		if (!turn || turn.hidden) return null;
 		const history = turn.prev ? this.chain(turn.prev) : [];
-		return { history: [...history, ...this.docs.list<Item>(id, ["context"])], input: this.docs.list(id, ["input"]) };
+		return { history: [...history, ...this.docs.list<ResponseInputItem>(id, ["context"])], input: this.docs.list(id, ["input"]) };
 	}
 
 	/** Sets the status, when it is `from` (when given); false when the response is gone or was not `from`. */
@@ -158,8 +159,8 @@ export class Turns {
 	}
 
 	/** The stored item at `at` (from `locate`). */
-	item(at: ItemLocation): Item | null {
-		return this.docs.one<Item>(at.response_id, at.seq);
+	item(at: ItemLocation): ResponseInputItem | null {
+		return this.docs.one<ResponseInputItem>(at.response_id, at.seq);
 	}
 
 	/** Indexes the items stored before the index existed (schema 3). */

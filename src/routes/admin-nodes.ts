@@ -6,7 +6,7 @@
  * routes (admin token). Node secrets never appear: URLs are shown masked (routing/node-label.ts).
  */
 import { Hono } from "hono";
-import { z } from "zod";
+import { PatchNode } from "../api/node-input";
 import type { AppEnv } from "../app-env";
 import { type GatewayConfig, loadConfig, modelNodes } from "../config";
 import { GatewayError } from "../errors";
@@ -69,27 +69,6 @@ async function freshView(env: Env, config: GatewayConfig): Promise<SharedView | 
 		return null;
 	}
 }
-
-export const PatchNode = z
-	.strictObject({
-		url: z.string().min(1),
-		/** Only this model's use of the node; without it, every model the node serves. */
-		model: z.string().min(1).optional(),
-		/** A new weight (0 drains), or null to go back to the configured one. */
-		weight: z.number().nonnegative().max(1_000_000).nullable().optional(),
-		/** true: no new traffic; false: traffic again (at the weight in effect). */
-		drain: z.boolean().optional(),
-		/** Removes the override altogether. */
-		clear: z.literal(true).optional(),
-	})
-	.superRefine((v, ctx) => {
-		const changes = [v.weight !== undefined, v.drain !== undefined].filter(Boolean).length;
-		if (v.clear && changes > 0) {
-			ctx.addIssue({ code: "custom", path: ["clear"], message: "'clear' cannot be sent with 'weight' or 'drain'" });
-		} else if (!v.clear && changes === 0) {
-			ctx.addIssue({ code: "custom", path: ["weight"], message: "send 'weight', 'drain' or 'clear'" });
-		}
-	});
 
 /**
  * The configured URL a PATCH names (as configured, or as shown), checked against the model when

@@ -1,5 +1,8 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
+import { assertTokenPatch, CreateKey, Credit, PatchKey, scopeColumns } from "../api/key-input";
+import { cursorParam, intParam } from "../api/list-params";
+import { balanceView, creditView, keyView } from "../api/views";
 import type { AppEnv } from "../app-env";
 import { invalidateKey, tellLedger } from "../auth/invalidate-key";
 import { generateSecret, hashSecret } from "../auth/key-secret";
@@ -13,13 +16,10 @@ import { GatewayError } from "../errors";
 import { jsonBody } from "../http/json-body";
 import { randomId } from "../ids";
 import { ledgerFor } from "../ledger/ledger-client";
-import { nanosToUsd, usdToNanos } from "../ledger/pricing";
+import { nanosToUsd, usdToNanos } from "../money/pricing";
 import { adminMaintenance } from "./admin-maintenance";
 import { adminNodes } from "./admin-nodes";
-import { assertTokenPatch, CreateKey, Credit, PatchKey, scopeColumns } from "./key-input";
-import { cursorParam, intParam } from "./list-params";
 import { listUsage, usageSummary } from "./usage";
-import { balanceView, creditView, keyView } from "./views";
 
 /** Routes under `/keys/:id` see the key they name. */
 type KeyEnv = AppEnv & { Variables: { target: ApiKeyRow } };

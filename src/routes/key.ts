@@ -1,8 +1,8 @@
 import type { Context } from "hono";
+import { balanceView, keyView } from "../api/views";
 import type { AppEnv } from "../app-env";
 import { payerKeyId } from "../auth/scopes";
 import { ledgerFor } from "../ledger/ledger-client";
-import { balanceView, keyView } from "./views";
 
 /** GET /v1/key: the caller's own key, its balance and limits. Never the secret, nor the operator's metadata. */
 export async function ownKey(c: Context<AppEnv>): Promise<Response> {

@@ -4,7 +4,8 @@ import { callerKeyId } from "../auth/scopes";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
 import { validateResponsesRequest } from "../responses/request-schema";
-import { createResponse, responseStore } from "../responses/run-response";
+import { createResponse } from "../responses/run-response";
+import { responseStore } from "../responses/store-api";
 import { runOf } from "./chat";
 
 function notFound(id: string): GatewayError {

@@ -1,36 +1,16 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
-import { z } from "zod";
+import { DEFAULT_TOKEN_NAME, MintToken } from "../api/token-input";
 import type { AppEnv } from "../app-env";
 import { generateSecret, hashSecret } from "../auth/key-secret";
-import { AllowedModels, AllowedOrigins, assertCatalogModels, KeyName, TokenCap } from "../auth/scope-fields";
+import { assertCatalogModels } from "../auth/scope-fields";
 import { loadConfig } from "../config";
 import { keyStore } from "../db/keys";
 import type { ApiKeyRow } from "../db/schema";
 import { GatewayError } from "../errors";
 import { jsonBody } from "../http/json-body";
 import { randomId } from "../ids";
-import { SpendLimitUsd } from "../ledger/money";
-import { nanosToUsd, usdToNanos } from "../ledger/pricing";
-
-export const MAX_TOKEN_TTL_S = 3600;
-/**
- * The name of a token minted without one. Neutral: the token goes to a browser (which reads it on
- * `/v1/key`), so it must not carry the operator's name for the parent key, and it is well within
- * the 200-character name limit.
- */
-export const DEFAULT_TOKEN_NAME = "temporary token";
-
-export const MintToken = z.strictObject({
-	ttl_seconds: z.number().int().min(1).max(MAX_TOKEN_TTL_S).default(600),
-	allowed_origins: AllowedOrigins,
-	allowed_models: AllowedModels.optional(),
-	spend_limit_usd: SpendLimitUsd.optional(),
-	rpm: TokenCap.optional(),
-	tpm: TokenCap.optional(),
-	max_tokens: TokenCap.optional(),
-	name: KeyName.optional(),
-});
+import { nanosToUsd, usdToNanos } from "../money/pricing";
 
 function widening(param: string, message: string): GatewayError {
 	return new GatewayError("forbidden", `A token cannot widen its key's scopes: ${message}`, { param });

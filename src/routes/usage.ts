@@ -1,9 +1,9 @@
 import type { Context } from "hono";
+import { cursorParam, intParam, timeParam } from "../api/list-params";
+import { usageView } from "../api/views";
 import type { AppEnv } from "../app-env";
 import { encodePageCursor, pageOf } from "../db/page-cursor";
 import { usageStore } from "../db/usage";
-import { cursorParam, intParam, timeParam } from "./list-params";
-import { usageView } from "./views";
 
 export { usageSummary } from "./usage-summary";
 

@@ -7,6 +7,7 @@
  * overrides (PATCH /admin/nodes) are stored, until cleared.
  */
 import { DurableObject } from "cloudflare:workers";
+import { ROUTING_DEFAULTS } from "../config-schema";
 import { errorText, logEvent } from "../observability/log-event";
 import { type Migration, migrate } from "../storage/migrations";
 import { maskNodeUrl } from "./node-label";
@@ -55,21 +56,21 @@ interface Known {
 }
 
 export class NodeHealth extends DurableObject<Env> {
-	private readonly sql: SqlStorage;
-	private readonly targets = new Map<string, Known>();
-	private readonly results = new Map<string, ProbeResult>();
-	private readonly memos = new Map<string, ProbeMemo>();
-	private overrides: NodeOverride[];
-	private intervalMs = 10_000;
-	private lastReadAt = 0;
+	readonly #sql: SqlStorage;
+	readonly #targets = new Map<string, Known>();
+	readonly #results = new Map<string, ProbeResult>();
+	readonly #memos = new Map<string, ProbeMemo>();
+	#overrides: NodeOverride[];
+	#intervalMs = ROUTING_DEFAULTS.health_check_interval_ms;
+	#lastReadAt = 0;
 	/** When the next alarm is due, as far as this instance knows (undefined: not known yet). */
-	private alarmAt: number | null | undefined;
+	#alarmAt: number | null | undefined;
 
 	constructor(ctx: DurableObjectState, env: Env) {
 		super(ctx, env);
-		this.sql = ctx.storage.sql;
+		this.#sql = ctx.storage.sql;
 		migrate(ctx.storage, MIGRATIONS);
-		this.overrides = this.loadOverrides();
+		this.#overrides = this.#loadOverrides();
 	}
 
 	/**
@@ -78,24 +79,24 @@ export class NodeHealth extends DurableObject<Env> {
 	 */
 	async view(targets: ProbeTarget[], intervalMs: number): Promise<SharedView> {
 		const now = Date.now();
-		this.lastReadAt = now;
-		this.intervalMs = intervalMs;
-		for (const target of targets) this.targets.set(target.url, { target, seenAt: now });
-		await this.ensureAlarm(now);
-		return this.snapshot(now);
+		this.#lastReadAt = now;
+		this.#intervalMs = intervalMs;
+		for (const target of targets) this.#targets.set(target.url, { target, seenAt: now });
+		await this.#ensureAlarm(now);
+		return this.#snapshot(now);
 	}
 
 	/** Sets or clears an operator override and returns the view with it. */
 	async setOverride(input: OverrideInput): Promise<SharedView> {
 		const now = Date.now();
 		const model = input.model ?? "";
-		const current = this.overrides.find((o) => o.url === input.url && (o.model ?? "") === model);
+		const current = this.#overrides.find((o) => o.url === input.url && (o.model ?? "") === model);
 		const weight = input.clear ? null : input.weight !== undefined ? input.weight : (current?.weight ?? null);
 		const drained = input.clear ? false : (input.drained ?? current?.drained ?? false);
 		if (weight === null && !drained) {
-			this.sql.exec("DELETE FROM overrides WHERE url = ? AND model = ?", input.url, model);
+			this.#sql.exec("DELETE FROM overrides WHERE url = ? AND model = ?", input.url, model);
 		} else {
-			this.sql.exec(
+			this.#sql.exec(
 				"INSERT INTO overrides (url, model, weight, drained, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (url, model) DO UPDATE SET weight = excluded.weight, drained = excluded.drained, updated_at = excluded.updated_at",
 				input.url,
 				model,
@@ -104,43 +105,43 @@ export class NodeHealth extends DurableObject<Env> {
 				now,
 			);
 		}
-		this.overrides = this.loadOverrides();
-		return this.snapshot(now);
+		this.#overrides = this.#loadOverrides();
+		return this.#snapshot(now);
 	}
 
 	override async alarm(): Promise<void> {
-		this.alarmAt = null;
+		this.#alarmAt = null;
 		const started = Date.now();
 		// Nobody is routing: stop until the next read, so an idle deployment sends nodes nothing.
-		if (started - this.lastReadAt > idleAfterMs(this.intervalMs)) return;
-		for (const [url, known] of this.targets) {
+		if (started - this.#lastReadAt > idleAfterMs(this.#intervalMs)) return;
+		for (const [url, known] of this.#targets) {
 			if (started - known.seenAt <= TARGET_TTL_MS) continue;
-			this.targets.delete(url);
-			this.results.delete(url);
-			this.memos.delete(url);
+			this.#targets.delete(url);
+			this.#results.delete(url);
+			this.#memos.delete(url);
 		}
-		await this.probeAll();
+		await this.#probeAll();
 		// The next round one interval after this one began, never two at once.
-		await this.schedule(Math.max(Date.now(), started + this.intervalMs));
+		await this.#schedule(Math.max(Date.now(), started + this.#intervalMs));
 	}
 
-	private async probeAll(): Promise<void> {
-		const queue = [...this.targets.values()].map((k) => k.target);
+	async #probeAll(): Promise<void> {
+		const queue = [...this.#targets.values()].map((k) => k.target);
 		const deps = {
 			fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
 			secrets: this.env as unknown as Record<string, unknown>,
-			timeoutMs: probeTimeoutMs(this.intervalMs),
+			timeoutMs: probeTimeoutMs(this.#intervalMs),
 			now: Date.now,
 		};
 		const worker = async () => {
 			for (let target = queue.shift(); target; target = queue.shift()) {
-				let memo = this.memos.get(target.url);
+				let memo = this.#memos.get(target.url);
 				if (!memo) {
 					memo = newMemo();
-					this.memos.set(target.url, memo);
+					this.#memos.set(target.url, memo);
 				}
 				try {
-					this.results.set(target.url, await probeNode(target, memo, deps));
+					this.#results.set(target.url, await probeNode(target, memo, deps));
 				} catch (err) {
 					logEvent("warn", "probing a node failed", { node: maskNodeUrl(target.url), error: errorText(err) });
 				}
@@ -149,22 +150,22 @@ export class NodeHealth extends DurableObject<Env> {
 		await Promise.all(Array.from({ length: Math.min(PROBE_CONCURRENCY, queue.length) }, worker));
 	}
 
-	private async ensureAlarm(now: number): Promise<void> {
-		if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
-		if (this.alarmAt === null) await this.schedule(now);
+	async #ensureAlarm(now: number): Promise<void> {
+		if (this.#alarmAt === undefined) this.#alarmAt = await this.ctx.storage.getAlarm();
+		if (this.#alarmAt === null) await this.#schedule(now);
 	}
 
-	private async schedule(at: number): Promise<void> {
-		this.alarmAt = at;
+	async #schedule(at: number): Promise<void> {
+		this.#alarmAt = at;
 		await this.ctx.storage.setAlarm(at);
 	}
 
-	private snapshot(now: number): SharedView {
-		return { at: now, nodes: Object.fromEntries(this.results), overrides: this.overrides };
+	#snapshot(now: number): SharedView {
+		return { at: now, nodes: Object.fromEntries(this.#results), overrides: this.#overrides };
 	}
 
-	private loadOverrides(): NodeOverride[] {
-		return this.sql
+	#loadOverrides(): NodeOverride[] {
+		return this.#sql
 			.exec<{ url: string; model: string; weight: number | null; drained: number; updated_at: number }>(
 				"SELECT url, model, weight, drained, updated_at FROM overrides ORDER BY url, model",
 			)

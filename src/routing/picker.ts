@@ -14,6 +14,7 @@
  * 4. No available node: the overloaded ones the same way. None either: the cooling node that
  *    failed least recently, so a request is never refused without trying.
  */
+import { ROUTING_DEFAULTS } from "../config-schema";
 import { rendezvousOrder } from "./rendezvous";
 
 export interface NodeView {
@@ -48,7 +49,7 @@ export interface PickOptions {
 	affinityKey?: string;
 	/** Nodes this request has tried already. */
 	tried?: ReadonlySet<string>;
-	/** Bounded load: an affinity pick skips a node whose load reaches this × its fair share (default 1.25, ≥ 1). */
+	/** Bounded load: an affinity pick skips a node whose load reaches this × its fair share (the config's default when absent, ≥ 1). */
 	loadFactor?: number;
 }
 
@@ -62,7 +63,7 @@ export interface Picked<T> {
 	home?: T;
 }
 
-export const DEFAULT_AFFINITY_LOAD_FACTOR = 1.25;
+export const DEFAULT_AFFINITY_LOAD_FACTOR = ROUTING_DEFAULTS.affinity_load_factor;
 
 export type NodeClass = "drained" | "cooling" | "overloaded" | "available";
 

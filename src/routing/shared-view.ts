@@ -4,7 +4,7 @@
  * Until the first copy arrives the isolate routes as if every node were healthy.
  */
 import { type GatewayConfig, modelNodes } from "../config";
-import type { EngineRouting } from "../engine/call-engine";
+import type { EngineRouting } from "./engine-routing";
 import { type Fleet, isolateFleet } from "./fleet";
 import type { NodeHealth } from "./node-health";
 import type { ProbeTarget, SharedView } from "./view-types";

@@ -1,10 +1,6 @@
-import { estimateTokens, TOKENS_PER_MESSAGE } from "../stream/estimate";
+import { estimateTokens, TOKENS_PER_MESSAGE } from "../estimate";
+import type { Source } from "../types";
 import { RESULT_LIMITS, type SearchResult } from "./providers";
-
-export interface Source {
-	title: string;
-	url: string;
-}
 
 function textOf(content: unknown): string {
 	if (typeof content === "string") return content;

@@ -1,6 +1,6 @@
 /**
  * A running request's hold, kept alive while the request moves. A hold lives 15 minutes
- * (src/ledger/ledger-holds.ts); a long generation renews it every HOLD_KEEPALIVE_MS so the
+ * (src/ledger/durable/holds.ts); a long generation renews it every HOLD_KEEPALIVE_MS so the
  * balance it covers is never handed out twice. A request that moved nothing since the last
  * renewal (a stream whose client stopped reading, an engine that went quiet) is not renewed:
  * its own timeouts end it (client_idle_timeout_ms, stream_idle_timeout_ms), and if they are set

@@ -23,7 +23,7 @@ import {
 	type RequestContext,
 	settleSafely,
 } from "../ledger/ledger-client";
-import { nanosToUsd } from "../ledger/pricing";
+import { nanosToUsd } from "../money/pricing";
 import type { RequestLog } from "../observability/request-log";
 import type { StreamEnd } from "../stream/chat-reducer";
 import type { Outcome, Usage } from "../types";

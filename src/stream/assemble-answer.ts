@@ -4,12 +4,13 @@
  * timeout, the client leaving and the one end signal behave alike; the encoder here sends nothing
  * and puts the answer together instead (completion-assembler.ts).
  */
-import type { UsageBounds } from "../chat/usage-bounds";
+
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
 import { rewriteChatStream } from "./chat-stream";
 import { type AssembledObject, CompletionAssembler } from "./completion-assembler";
 import type { EngineEventReader } from "./engine-events";
 import type { StreamEncoder } from "./pipe-engine-stream";
+import type { UsageBounds } from "./usage-bounds";
 
 type Json = Record<string, unknown>;
 

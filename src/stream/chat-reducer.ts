@@ -3,10 +3,11 @@
  * go to the client, the usage that is held back for the one final usage chunk, and how the
  * stream ended (`StreamEnd`: status, usage, estimated flag, error). Unit-testable with arrays.
  */
-import { boundedUsage, type UsageBounds } from "../chat/usage-bounds";
+
+import { estimateTokens } from "../estimate";
 import type { SettleStatus, Usage } from "../types";
 import type { EngineEvent, StreamError } from "./engine-events";
-import { estimateTokens } from "./estimate";
+import { boundedUsage, type UsageBounds } from "./usage-bounds";
 
 type Json = Record<string, unknown>;
 

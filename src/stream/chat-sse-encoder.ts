@@ -5,7 +5,7 @@
  * engine fails.
  */
 import { GatewayError, toErrorFrame } from "../errors";
-import type { Source } from "../search/grounding";
+import type { Source } from "../types";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "./chat-reducer";
 import type { StreamEncoder } from "./pipe-engine-stream";
 

@@ -4,14 +4,14 @@
  * exactly one usage chunk precedes `[DONE]`, engine comments vanish, and an engine failure ends
  * with an in-band error frame instead of a clean-looking end.
  */
-import type { UsageBounds } from "../chat/usage-bounds";
-import type { Source } from "../search/grounding";
-import type { StreamEnd } from "./chat-reducer";
+
+import type { Source } from "../types";
 import { ChatStreamReducer } from "./chat-reducer";
 import { ChatSseEncoder } from "./chat-sse-encoder";
 import { EngineEventReader } from "./engine-events";
 import { type ChunkTransform, type EngineStream, pipeEngineStream, type StreamEncoder } from "./pipe-engine-stream";
 import { withSecretsRedacted } from "./secret-filter";
+import type { UsageBounds } from "./usage-bounds";
 
 export type { StreamEnd } from "./chat-reducer";
 export type { StreamError } from "./engine-events";
@@ -40,12 +40,6 @@ export interface ChatStreamOptions {
 	transform?: ChunkTransform;
 	/** Node secrets never relayed, even split over chunks (secret-filter.ts). */
 	secrets?: readonly string[];
-}
-
-export interface ChatStreamResult {
-	stream: ReadableStream<Uint8Array>;
-	/** Resolves exactly once, never rejects. */
-	done: Promise<StreamEnd>;
 }
 
 /**

@@ -4,7 +4,7 @@
  * and the idle watch; the layers above (the chat reducer, the encoders) never see bytes.
  */
 import { engineErrorIn } from "../engine/classify";
-import { createSseParser, MAX_EVENT_BYTES, type SseEvent, SseOverflowError } from "./sse-parser";
+import { createSseParser, MAX_EVENT_CHARS, type SseEvent, SseOverflowError } from "./sse-parser";
 
 type Json = Record<string, unknown>;
 
@@ -126,7 +126,7 @@ export class EngineEventReader {
 				if (ev) this.#events.push(ev);
 			},
 			undefined,
-			opts.maxEventSize ?? MAX_EVENT_BYTES,
+			opts.maxEventSize ?? MAX_EVENT_CHARS,
 		);
 	}
 
@@ -206,7 +206,7 @@ export class EngineEventReader {
 			}
 		} catch (err) {
 			if (!(err instanceof SseOverflowError)) throw err;
-			this.#events.push(failure(`upstream sent an event over ${this.#opts.maxEventSize ?? MAX_EVENT_BYTES} characters`));
+			this.#events.push(failure(`upstream sent an event over ${this.#opts.maxEventSize ?? MAX_EVENT_CHARS} characters`));
 		}
 	}
 

@@ -21,8 +21,11 @@ export interface SseParser {
 	end(): void;
 }
 
-/** The largest pending event (its unfinished line and data lines so far), eventsource-parser's maxBufferSize. */
-export const MAX_EVENT_BYTES = 1024 * 1024;
+/**
+ * The largest pending event (its unfinished line and data lines so far), eventsource-parser's
+ * maxBufferSize: counted in characters (UTF-16 units) of decoded text, not bytes.
+ */
+export const MAX_EVENT_CHARS = 1024 * 1024;
 
 /** Thrown by `feed` when a pending event grows past the limit: an engine that never ends a line or an event. */
 export class SseOverflowError extends Error {
@@ -36,7 +39,7 @@ export function createSseParser(
 	onEvent: (e: SseEvent) => void,
 	onComment?: (text: string) => void,
 	/** Characters (UTF-16 units) of one pending event. */
-	maxEventSize: number = MAX_EVENT_BYTES,
+	maxEventSize: number = MAX_EVENT_CHARS,
 ): SseParser {
 	let overflow = false;
 	const parser = createParser({

@@ -1,5 +1,5 @@
 /**
- * The ledger's side of edge allowances (src/ledger/ledger-allowances.ts), called over RPC with an
+ * The ledger's side of edge allowances (src/ledger/durable/allowance-grants.ts), called over RPC with an
  * injected clock: grants and the headroom rule, settlement against an allowance, adoption, expiry,
  * revocation, and a seeded interleaving of several simulated isolates (the isolate arithmetic of
  * src/ledger/allowance.ts) against one ledger, checking the money invariants after every step.
@@ -7,7 +7,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import * as A from "../../src/ledger/allowance";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
+import type { KeyLedger } from "../../src/ledger/durable/key-ledger";
 import { freshKeyId, ledger, record } from "../support/ledger";
 import { seededRandom } from "../support/seeded-random";
 

@@ -8,12 +8,12 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { promptBound } from "../../src/chat/usage-bounds";
 import { loadConfig } from "../../src/config";
+import { estimatePromptTokens } from "../../src/estimate";
 import * as A from "../../src/ledger/allowance";
-import { allowanceCounters, allowanceTuning, localAllowance } from "../../src/ledger/allowance-cache";
+import { allowanceCounters, allowanceTuning, localAllowance } from "../../src/ledger/edge-allowance-state";
 import { holdNanos } from "../../src/ledger/ledger-client";
-import { estimatePromptTokens } from "../../src/stream/estimate";
+import { promptBound } from "../../src/stream/usage-bounds";
 import { admin, engineRequestsSince as allSince, chat, createKey, gw, lastEngineId, waitFor } from "../support/gateway";
 import { flushUsage, ledger, record } from "../support/ledger";
 

@@ -14,15 +14,15 @@
  */
 import { createExecutionContext, env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { promptBound } from "../../src/chat/usage-bounds";
 import { loadConfig } from "../../src/config";
+import { estimatePromptTokens } from "../../src/estimate";
 import worker from "../../src/index";
 import { idleReleaseMs } from "../../src/ledger/allowance";
-import { localAllowance } from "../../src/ledger/allowance-cache";
+import { localAllowance } from "../../src/ledger/edge-allowance-state";
 import { holdNanos } from "../../src/ledger/ledger-client";
 import type { RequestLogLine } from "../../src/observability/request-log";
 import { isolateFleet } from "../../src/routing/fleet";
-import { estimatePromptTokens } from "../../src/stream/estimate";
+import { promptBound } from "../../src/stream/usage-bounds";
 import { BASE, chat, createKey, engineRequests, gw, waitFor } from "../support/gateway";
 import { expectBooks, ledger, usageRows } from "../support/ledger";
 import { testGatewayConfig } from "../support/test-config";

@@ -15,7 +15,7 @@
  */
 import { env, runDurableObjectAlarm, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { LedgerInfo } from "../../src/ledger/key-ledger";
+import type { LedgerInfo } from "../../src/ledger/durable/key-ledger";
 import {
 	admin,
 	BASE,

@@ -6,7 +6,7 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import type OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import type { LedgerInfo } from "../../src/ledger/key-ledger";
+import type { LedgerInfo } from "../../src/ledger/durable/key-ledger";
 import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, sdkClient, waitFor } from "../support/gateway";
 import { ledger } from "../support/ledger";
 

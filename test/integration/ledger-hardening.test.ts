@@ -1,7 +1,7 @@
 /** The ledger's own guards: the n-choice reserve, hold lifetimes, and credits that keep a balance in range. */
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { HOLD_TTL_MS } from "../../src/ledger/key-ledger";
+import { HOLD_TTL_MS } from "../../src/ledger/durable/key-ledger";
 import { ledger } from "../support/ledger";
 
 async function funded(balance: number) {

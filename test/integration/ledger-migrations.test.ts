@@ -1,12 +1,12 @@
 /**
- * KeyLedger schema versions (src/ledger/ledger-schema.ts): a new ledger is at the last version,
+ * KeyLedger schema versions (src/ledger/durable/schema.ts): a new ledger is at the last version,
  * and a ledger from before versions (its tables there, no `schema_version`) upgrades on load
  * with its balance, holds and settlements intact, whether or not it had `holds.expires_at`.
  */
 import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { HOLD_TTL_MS, KeyLedger } from "../../src/ledger/key-ledger";
-import { LEDGER_MIGRATIONS } from "../../src/ledger/ledger-schema";
+import { HOLD_TTL_MS, KeyLedger } from "../../src/ledger/durable/key-ledger";
+import { LEDGER_MIGRATIONS } from "../../src/ledger/durable/schema";
 import { schemaVersion } from "../../src/storage/migrations";
 
 function ledger(label: string): DurableObjectStub<KeyLedger> {

@@ -4,8 +4,8 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { HOLD_TTL_MS, type SettleInput } from "../../src/ledger/key-ledger";
-import type { UsageRecordInput } from "../../src/ledger/outbox";
+import { HOLD_TTL_MS, type SettleInput } from "../../src/ledger/durable/key-ledger";
+import type { UsageRecordInput } from "../../src/ledger/durable/usage-flush";
 import { flushUsage, freshKeyId, ledger } from "../support/ledger";
 
 function record(keyId: string, fields: Partial<UsageRecordInput> = {}): UsageRecordInput {

@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
+import { flushOutbox, type UsageRecordInput } from "../../src/ledger/durable/usage-flush";
 import { retentionCutoff, utcDay } from "../../src/maintenance/retention-plan";
 import { admin, chat, createKey, gw, waitFor } from "../support/gateway";
 import { freshKeyId, usageRows } from "../support/ledger";

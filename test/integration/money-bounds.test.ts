@@ -6,7 +6,7 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
+import type { KeyLedger } from "../../src/ledger/durable/key-ledger";
 import { createKey, gw } from "../support/gateway";
 import { expectBooks, freshKeyId, ledger, record } from "../support/ledger";
 

@@ -6,9 +6,9 @@
  */
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
-import type { LedgerInfo } from "../../src/ledger/key-ledger";
+import { IMAGE_TOKENS } from "../../src/estimate";
+import type { LedgerInfo } from "../../src/ledger/durable/key-ledger";
 import { groundingTokenBound } from "../../src/search/grounding";
-import { IMAGE_TOKENS } from "../../src/stream/estimate";
 import { admin, chat, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
 import { ledger } from "../support/ledger";
 import { TEST_NODE_KEY } from "../support/test-config";

@@ -6,10 +6,10 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { promptBound } from "../../src/chat/usage-bounds";
 import { parseConfig } from "../../src/config";
+import { estimatePromptTokens } from "../../src/estimate";
 import { ledgerFor } from "../../src/ledger/ledger-client";
-import { estimatePromptTokens } from "../../src/stream/estimate";
+import { promptBound } from "../../src/stream/usage-bounds";
 import {
 	callsWith,
 	errorOf,

@@ -6,14 +6,14 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { promptBound } from "../../src/chat/usage-bounds";
 import { loadConfig } from "../../src/config";
+import { estimatePromptTokens } from "../../src/estimate";
 import * as A from "../../src/ledger/allowance";
-import { allowanceCounters } from "../../src/ledger/allowance-cache";
+import type { SettleInput } from "../../src/ledger/durable/rpc-types";
+import { allowanceCounters } from "../../src/ledger/edge-allowance-state";
 import { holdNanos } from "../../src/ledger/ledger-client";
-import type { SettleInput } from "../../src/ledger/ledger-types";
 import { type SettleManyLedger, settleCounters, settleInBatch } from "../../src/ledger/settle-batch";
-import { estimatePromptTokens } from "../../src/stream/estimate";
+import { promptBound } from "../../src/stream/usage-bounds";
 import { admin, chat, createKey, gw, waitFor } from "../support/gateway";
 import { flushUsage, freshKeyId, ledger, record } from "../support/ledger";
 

@@ -5,8 +5,8 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
-import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
+import type { KeyLedger } from "../../src/ledger/durable/key-ledger";
+import { flushOutbox, type UsageRecordInput } from "../../src/ledger/durable/usage-flush";
 import { waitFor } from "../support/gateway";
 import { freshKeyId, ledger } from "../support/ledger";
 import { hideErrorsMentioning } from "../support/quiet-errors";

@@ -7,7 +7,7 @@
 import { createScheduledController, env } from "cloudflare:test";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import worker from "../../src/index";
-import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
+import { flushOutbox, type UsageRecordInput } from "../../src/ledger/durable/usage-flush";
 import { enforceRetention, type RetentionEnv } from "../../src/maintenance/retention";
 import { admin, createKey } from "../support/gateway";
 import { freshKeyId } from "../support/ledger";

@@ -5,7 +5,7 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
-import { flushOutbox, type UsageRecordInput } from "../../src/ledger/outbox";
+import { flushOutbox, type UsageRecordInput } from "../../src/ledger/durable/usage-flush";
 import { admin, type CreatedKey, chat, createKey, gw, waitFor } from "../support/gateway";
 import { freshKeyId, ledger } from "../support/ledger";
 import { hideErrorsMentioning } from "../support/quiet-errors";

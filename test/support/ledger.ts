@@ -1,7 +1,7 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { expect } from "vitest";
-import type { KeyLedger } from "../../src/ledger/key-ledger";
-import type { UsageRecordInput } from "../../src/ledger/outbox";
+import type { KeyLedger } from "../../src/ledger/durable/key-ledger";
+import type { UsageRecordInput } from "../../src/ledger/durable/usage-flush";
 import { waitFor } from "./gateway";
 
 /**

@@ -5,7 +5,7 @@
  * shared workerd, `npm run test:unit`, another file's settlements may still be on their way).
  */
 import { forgetMemoisedKeys } from "../../src/auth/key-cache";
-import { forgetAllowances } from "../../src/ledger/allowance-cache";
+import { forgetAllowances } from "../../src/ledger/edge-allowance-state";
 import { forgetSettleQueues } from "../../src/ledger/settle-batch";
 
 export { forgetAllowances, forgetMemoisedKeys, forgetSettleQueues };

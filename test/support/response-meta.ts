@@ -1,5 +1,5 @@
-import type { ResponseMeta } from "../../src/responses/from-chat";
 import { validateResponsesRequest } from "../../src/responses/request-schema";
+import type { ResponseMeta } from "../../src/responses/response-object";
 
 /** The metadata of a stored response for model `venym/qwen-27b`, its request validated from `body`, item ids "1", "2", … */
 export function responseMeta(body: Record<string, unknown> = {}): ResponseMeta {

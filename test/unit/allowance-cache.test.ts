@@ -1,13 +1,14 @@
 /**
- * The isolate's allowances (src/ledger/allowance-cache.ts) against a fake ledger stub: which
+ * The isolate's allowances (src/ledger/edge-allowances.ts) against a fake ledger stub: which
  * reservations are given back, and when. The ledger's own arithmetic is tested in workerd
  * (test/integration/allowance-ledger.test.ts).
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { LedgerConfig } from "../../src/config";
 import { ALLOWANCE_WARMUP_REQUESTS } from "../../src/ledger/allowance";
-import { type AllowanceTicket, afterSettle, afterSyncHold, localAllowance, takeLocal } from "../../src/ledger/allowance-cache";
-import type { KeyLedger, SettleResult } from "../../src/ledger/key-ledger";
+import type { KeyLedger, SettleResult } from "../../src/ledger/durable/key-ledger";
+import { localAllowance } from "../../src/ledger/edge-allowance-state";
+import { type AllowanceTicket, afterSettle, afterSyncHold, takeLocal } from "../../src/ledger/edge-allowances";
 import { forgetAllowances } from "../support/reset-isolate";
 
 const HOLD = 1_000;

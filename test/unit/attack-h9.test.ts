@@ -2,7 +2,7 @@
 // fails on the tree it was written against. See the report for the reproduction of each.
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config";
-import { HOLD_TTL_MS } from "../../src/ledger/ledger-holds";
+import { HOLD_TTL_MS } from "../../src/ledger/durable/holds";
 import { secretForms } from "../../src/redact";
 import { ChatStreamReducer, type ForwardedChunk } from "../../src/stream/chat-reducer";
 import { CompletionAssembler } from "../../src/stream/completion-assembler";

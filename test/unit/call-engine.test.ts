@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { EngineNode } from "../../src/config";
-import { callEngine, type EngineCall, type EngineTarget } from "../../src/engine/call-engine";
+import { callEngine } from "../../src/engine/call-engine";
+import type { EngineCall, EngineTarget } from "../../src/engine/call-types";
 import { GatewayError, toErrorResponse } from "../../src/errors";
 import { Fleet } from "../../src/routing/fleet";
 import { EngineEventReader } from "../../src/stream/engine-events";

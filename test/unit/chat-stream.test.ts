@@ -1,9 +1,9 @@
 import { APIError } from "openai/core/error";
 import { Stream } from "openai/core/streaming";
 import { describe, expect, it } from "vitest";
+import { estimatePromptTokens, estimateTokens, IMAGE_TOKENS } from "../../src/estimate";
 import type { ChatStreamOptions, StreamEnd } from "../../src/stream/chat-stream";
 import { rewriteChatStream } from "../../src/stream/chat-stream";
-import { estimatePromptTokens, estimateTokens, IMAGE_TOKENS } from "../../src/stream/estimate";
 import type { Usage } from "../../src/types";
 import * as t from "../fixtures/transcripts";
 import { byteChunks, splittings } from "../fixtures/transcripts/splits";

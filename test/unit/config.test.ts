@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { GatewayConfigSchema, loadConfig, modelNodes, parseConfig, resolveModel } from "../../src/config";
+import { loadConfig, modelNodes, parseConfig, resolveModel } from "../../src/config";
+import { GatewayConfigSchema } from "../../src/config-schema";
 import { GatewayError, toErrorResponse } from "../../src/errors";
-import { worstCaseHold } from "../../src/ledger/hold-bound";
-import { MAX_REQUEST_NANOS } from "../../src/ledger/nanos";
+import { worstCaseHold } from "../../src/money/hold-bound";
+import { MAX_REQUEST_NANOS } from "../../src/money/nanos";
 
 function model(extra: Record<string, unknown> = {}) {
 	return {

@@ -3,14 +3,14 @@
  * text, the SSE event ceiling, and the stream's idle watch.
  */
 import { describe, expect, it } from "vitest";
-import { boundedUsage, promptBound, tokenCount } from "../../src/chat/usage-bounds";
 import { readCapped, relayText } from "../../src/engine/relay-text";
+import { estimateTokens } from "../../src/estimate";
 import { depthParam, tooDeep } from "../../src/http/json-depth";
 import { groundingMessage, groundingTokenBound } from "../../src/search/grounding";
 import { RESULT_LIMITS } from "../../src/search/providers";
 import { rewriteChatStream } from "../../src/stream/chat-stream";
-import { estimateTokens } from "../../src/stream/estimate";
 import { createSseParser, SseOverflowError } from "../../src/stream/sse-parser";
+import { boundedUsage, promptBound, tokenCount } from "../../src/stream/usage-bounds";
 
 const bounds = { maxPromptTokens: 1000, maxCompletionTokens: 50 };
 const estimates = { promptTokens: 30, completionTokens: 12 };

@@ -2,14 +2,14 @@ import { Validator } from "@seriousme/openapi-schema-validator";
 import Ajv2020 from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { CreateKey, PatchKey } from "../../src/api/key-input";
+import { usageSummaryQuery } from "../../src/api/usage-query";
 import { app } from "../../src/app";
 import { ChatRequestSchema } from "../../src/chat/validate";
 import { REFUSED_ENGINE_FIELDS } from "../../src/http/engine-fields";
 import { buildDocument, openApiJson } from "../../src/openapi/document";
 import { errorKindStatuses } from "../../src/openapi/error-responses";
 import { ResponsesRequestSchema } from "../../src/responses/request-schema";
-import { CreateKey, PatchKey } from "../../src/routes/key-input";
-import { usageSummaryQuery } from "../../src/routes/usage-summary";
 
 type Json = Record<string, unknown>;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { affinityKey } from "../../src/chat/fallbacks";
+import { affinityKey } from "../../src/chat/fallback-plans";
 import { boundedText, PART_CHARS, prefixAffinityKey } from "../../src/routing/prefix-affinity";
 
 const tools = [{ type: "function", function: { name: "lookup", parameters: { type: "object" } } }];

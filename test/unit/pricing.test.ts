@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ModelConfig } from "../../src/config";
 import { holdNanos } from "../../src/ledger/ledger-client";
-import { costNanos, nanosToUsd, usageCostNanos, usdToNanos } from "../../src/ledger/pricing";
+import { costNanos, nanosToUsd, usageCostNanos, usdToNanos } from "../../src/money/pricing";
 
 type Pricing = ModelConfig["pricing"];
 

@@ -1,12 +1,7 @@
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import {
-	cancelledResponse,
-	failedResponse,
-	inProgressResponse,
-	queuedResponse,
-	responseFromCompletion,
-} from "../../src/responses/from-chat";
+import { responseFromCompletion } from "../../src/responses/from-chat";
+import { cancelledResponse, failedResponse, inProgressResponse, queuedResponse } from "../../src/responses/response-object";
 import { responseMeta } from "../support/response-meta";
 
 const meta = responseMeta;

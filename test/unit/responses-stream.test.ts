@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import { responseFromCompletion } from "../../src/responses/from-chat";
 import type { ResponseStreamEvent } from "../../src/responses/stream-events";
 import { encodeEvent, ResponsesEventBuilder } from "../../src/responses/stream-events";
-import { citationAnnotations, type Source } from "../../src/search/grounding";
+import { citationAnnotations } from "../../src/search/grounding";
+import type { Source } from "../../src/types";
 import { responseMeta } from "../support/response-meta";
 
 const meta = (body: Record<string, unknown> = {}) => responseMeta({ stream: true, ...body });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config";
 import { GatewayError, toErrorResponse } from "../../src/errors";
-import { fallbackChain, takeRequestFallbacks } from "../../src/routing/fallbacks";
+import { fallbackChain, takeRequestFallbacks } from "../../src/routing/fallback-chain";
 
 const model = (id: string, extra: Record<string, unknown> = {}) => ({
 	id,

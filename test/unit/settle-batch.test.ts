@@ -4,8 +4,8 @@
  * request (a replay on the real ledger debits nothing).
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { SettleInput, SettleResult } from "../../src/ledger/ledger-types";
-import { MAX_BATCH, type SettleManyAnswer, STUCK_AFTER_MS, settleCounters, settleInBatch } from "../../src/ledger/settle-batch";
+import type { SettleInput, SettleManyAnswer, SettleResult } from "../../src/ledger/durable/rpc-types";
+import { MAX_BATCH, STUCK_AFTER_MS, settleCounters, settleInBatch } from "../../src/ledger/settle-batch";
 import { forgetSettleQueues } from "../support/reset-isolate";
 
 function input(requestId: string, costNanos = 100): SettleInput {

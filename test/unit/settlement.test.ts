@@ -7,9 +7,10 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { LedgerConfig, ModelConfig } from "../../src/config";
 import { GatewayError } from "../../src/errors";
-import { afterSyncHold, localAllowance } from "../../src/ledger/allowance-cache";
+import type { SettleInput } from "../../src/ledger/durable/rpc-types";
+import { localAllowance } from "../../src/ledger/edge-allowance-state";
+import { afterSyncHold } from "../../src/ledger/edge-allowances";
 import type { RequestContext } from "../../src/ledger/ledger-client";
-import type { SettleInput } from "../../src/ledger/ledger-types";
 import { RequestLog } from "../../src/observability/request-log";
 import { HOLD_KEEPALIVE_MS } from "../../src/settlement/hold-keep-alive";
 import {

@@ -1,10 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { parseTime, timeParam } from "../../src/api/list-params";
+import { usageSummaryQuery } from "../../src/api/usage-query";
 import { DAY_MS, HOUR_MS } from "../../src/db/usage-rollups";
 import { GatewayError } from "../../src/errors";
-import { newFlushId } from "../../src/ledger/outbox";
-import { parseTime, timeParam } from "../../src/routes/list-params";
-import { isoPeriod, MAX_WINDOW_MS, summaryRowView, summaryWindow, usageSummaryQuery } from "../../src/routes/usage-summary";
+import { newFlushId } from "../../src/ledger/durable/usage-flush";
+import { isoPeriod, MAX_WINDOW_MS, summaryRowView, summaryWindow } from "../../src/routes/usage-summary";
 
 const T = Date.UTC(2026, 4, 10, 13, 25, 7); // 2026-05-10T13:25:07Z
 

@@ -3,7 +3,8 @@
  * `fallbacks`, a list of `{model}`), then the requested model's configured `fallbacks`. Pure:
  * the config and the key's allowlist come in as values.
  */
-import { EMBEDDINGS, type GatewayConfig, type ModelConfig } from "../config";
+import type { GatewayConfig, ModelConfig } from "../config";
+import { EMBEDDINGS } from "../config-schema";
 import { GatewayError } from "../errors";
 
 /** Most entries a request may list. */

@@ -3,7 +3,7 @@
  * idempotency key, kept as the key's credit history. Synchronous SQLite work inside the
  * KeyLedger's RPC methods, so each step is atomic.
  */
-import type { CreditInput, CreditResult, LedgerState } from "./ledger-types";
+import type { CreditInput, CreditResult, LedgerState } from "./rpc-types";
 
 /** One line of a key's credit history, newest first (GET /admin/keys/{id}/credits). */
 export interface CreditEntry {

@@ -1,6 +1,6 @@
 /** What the KeyLedger's RPC methods take and return (key-ledger.ts). */
 import type { LimitRefusal, RateState, ScopeLimits } from "./limits";
-import type { UsageRecordInput } from "./outbox";
+import type { UsageRecordInput } from "./usage-flush";
 
 export type AuthorizeResult =
 	| {
@@ -60,6 +60,9 @@ export interface SettleResult {
 	/** With `allowanceId`: that allowance as it stands after this settlement (see AllowanceState). */
 	allowance?: AllowanceState;
 }
+
+/** One entry of a batch's answer (`settleMany`): its settlement, or why this one failed (the others stand). */
+export type SettleManyAnswer = SettleResult | { failed: string };
 
 /**
  * An allowance as the ledger sees it after a call: `live` (usable), `revoked` (the key, its limits

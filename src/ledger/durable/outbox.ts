@@ -4,8 +4,8 @@
  * to D1) and backs off while D1 fails; a flushed row stays as the request's idempotency record
  * until it is old enough to forget.
  */
-import type { SqlExec } from "../storage/migrations";
-import { flushOutboxJson } from "./outbox";
+import type { SqlExec } from "../../storage/migrations";
+import { flushOutboxJson } from "./usage-flush";
 
 const FLUSH_BATCH = 200;
 /** Settled request ids are remembered this long so a replayed settle debits nothing. */

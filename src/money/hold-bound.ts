@@ -3,10 +3,17 @@
  * config loader refuses a model whose worst case is not a safe number of nano-dollars at most
  * MAX_REQUEST_NANOS ($1M), so no request can make the ledger store an unsafe balance. Pure.
  */
-import type { ModelConfig } from "../config";
-import { IMAGE_TOKENS } from "../stream/estimate";
+import { IMAGE_TOKENS } from "../estimate";
 import { MAX_REQUEST_NANOS } from "./nanos";
-import { costNanos } from "./pricing";
+import { costNanos, type Pricing } from "./pricing";
+
+/** What a hold bound reads of a catalog model (a `ModelConfig`). */
+export interface HeldModel {
+	pricing: Pricing;
+	max_output_tokens: number;
+	context_length?: number;
+	capabilities: readonly string[];
+}
 
 /** OpenAI's limit on prompts (legacy completions) and inputs (embeddings) in one request. */
 export const MAX_BATCH_INPUTS = 2048;
@@ -26,7 +33,7 @@ const ESTIMATE_TOKENS_PER_BODY_BYTE = Math.ceil(IMAGE_TOKENS / 16);
  * template; never more than the context. The hold is placed at this bound, so settlement cannot
  * charge more than was held however the engine counts.
  */
-export function promptBound(model: ModelConfig, promptEstimate: number): number {
+export function promptBound(model: HeldModel, promptEstimate: number): number {
 	const bound = promptEstimate * PROMPT_ESTIMATE_MULTIPLE + PROMPT_SLACK_TOKENS;
 	return model.context_length === undefined ? bound : Math.min(model.context_length, bound);
 }
@@ -46,7 +53,7 @@ export interface HoldLimits {
  * capped at the context when the model has one; the whole body bounds them all in any case (its
  * slack, MAX_BATCH_INPUTS × PROMPT_SLACK_TOKENS, also covers chat's grounding message).
  */
-export function worstCaseHold(model: ModelConfig, limits: HoldLimits): { nanos: number; dominant: "input" | "output" } {
+export function worstCaseHold(model: HeldModel, limits: HoldLimits): { nanos: number; dominant: "input" | "output" } {
 	const byBody =
 		limits.maxBodyBytes * ESTIMATE_TOKENS_PER_BODY_BYTE * PROMPT_ESTIMATE_MULTIPLE + MAX_BATCH_INPUTS * PROMPT_SLACK_TOKENS;
 	const prompt = model.context_length === undefined ? byBody : Math.min(byBody, model.context_length * MAX_BATCH_INPUTS);

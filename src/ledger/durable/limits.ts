@@ -54,7 +54,7 @@ export type LimitRefusal =
 export const RATE_WINDOW_MS = 60_000;
 type PeriodKey = "total" | SpendPeriod;
 
-/** The tables are created by the ledger's migrations (ledger-schema.ts). */
+/** The tables are created by the ledger's migrations (schema.ts). */
 const PERIOD_COLUMNS = {
 	total: ["total", null],
 	daily: ["day", "day_start"],

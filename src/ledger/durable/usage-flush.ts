@@ -1,5 +1,5 @@
-import { HOUR_MS } from "../db/usage-rollups";
-import type { SettleStatus } from "../types";
+import { HOUR_MS } from "../../db/usage-rollups";
+import type { SettleStatus } from "../../types";
 
 /** A usage record as the ledger keeps it in its outbox (snake_case, as the admin API shows it). */
 export interface UsageRecordInput {

@@ -12,8 +12,8 @@ export interface UsageBounds {
 	maxCompletionTokens: number;
 }
 
-// The billing bound of a prompt lives with the hold's other bounds (ledger/hold-bound.ts).
-export { promptBound } from "../ledger/hold-bound";
+// The billing bound of a prompt lives with the hold's other bounds (money/hold-bound.ts).
+export { promptBound } from "../money/hold-bound";
 
 /** A non-negative safe integer, or undefined for anything else (NaN, 1e300, -5, 1.5, "7"). */
 export function tokenCount(v: unknown): number | undefined {

@@ -7,13 +7,13 @@
 import type { Principal } from "../app-env";
 import { modelAllowed } from "../auth/scopes";
 import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel } from "../config";
-import type { EngineTarget } from "../engine/call-engine";
+import type { EngineTarget } from "../engine/call-types";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
-import { costNanos } from "../ledger/pricing";
-import { fallbackChain, type RequestedFallback } from "../routing/fallbacks";
+import { costNanos } from "../money/pricing";
+import { fallbackChain, type RequestedFallback } from "../routing/fallback-chain";
 import { prefixAffinityKey } from "../routing/prefix-affinity";
+import { promptBound, type UsageBounds } from "../stream/usage-bounds";
 import { prepareChat } from "./prepare";
-import { promptBound, type UsageBounds } from "./usage-bounds";
 import type { ChatRequest } from "./validate";
 
 /** A model the request may fall back to, ready to send. */

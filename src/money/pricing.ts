@@ -1,5 +1,12 @@
-import type { ModelConfig } from "../config";
 import type { Usage } from "../types";
+
+/** A model's prices in USD per million tokens (its `pricing` in the config). */
+export interface Pricing {
+	input_usd_per_mtok: number;
+	output_usd_per_mtok: number;
+	/** Prompt tokens served from the engine's prefix cache; default: the input price. */
+	cached_input_usd_per_mtok?: number;
+}
 
 /** Nano-dollars (1e-9 USD) per token for a price in USD per million tokens. */
 function nanosPerToken(usdPerMtok: number): number {
@@ -11,12 +18,7 @@ function nanosPerToken(usdPerMtok: number): number {
  * completion × output`. `cachedTokens` (a part of the prompt the engine served from its prefix
  * cache) costs the model's `cached_input_usd_per_mtok`, the input price when it has none.
  */
-export function costNanos(
-	pricing: ModelConfig["pricing"],
-	promptTokens: number,
-	completionTokens: number,
-	cachedTokens = 0,
-): number {
+export function costNanos(pricing: Pricing, promptTokens: number, completionTokens: number, cachedTokens = 0): number {
 	const cached = Math.min(Math.max(cachedTokens, 0), promptTokens);
 	const cachedPrice = pricing.cached_input_usd_per_mtok ?? pricing.input_usd_per_mtok;
 	return Math.round(
@@ -26,7 +28,7 @@ export function costNanos(
 	);
 }
 
-export function usageCostNanos(pricing: ModelConfig["pricing"], usage: Usage): number {
+export function usageCostNanos(pricing: Pricing, usage: Usage): number {
 	return costNanos(pricing, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens ?? 0);
 }
 

@@ -4,8 +4,9 @@
  * settlement or voided by the alarm once it expires. Synchronous SQLite work inside the
  * KeyLedger's RPC methods, so each step is atomic.
  */
-import type { AuthorizeInput, AuthorizeResult, LedgerState } from "./ledger-types";
+
 import { isLimited, type LedgerLimits, type RateState } from "./limits";
+import type { AuthorizeInput, AuthorizeResult, LedgerState } from "./rpc-types";
 
 /** How long a hold lives without settlement before the alarm voids it. */
 export const HOLD_TTL_MS = 15 * 60 * 1000;
@@ -142,7 +143,7 @@ export class LedgerHolds {
 		}
 		if (voided > 0) {
 			// Counted again rather than lowered: exact even for a row stored by other means (an old ledger's).
-			st.openHolds = this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM holds").one().n;
+			st.openHolds = this.count();
 			if (st.limitedHolds > 0) st.limitedHolds = this.limits.pruneHolds();
 		}
 		return voided;
@@ -151,6 +152,20 @@ export class LedgerHolds {
 	nextExpiry(): number | null {
 		const sql = "SELECT MIN(COALESCE(expires_at, created_at + ?)) AS t FROM holds";
 		return this.sql.exec<{ t: number | null }>(sql, HOLD_TTL_MS).one().t;
+	}
+
+	/** How many holds are open. */
+	count(): number {
+		return this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM holds").one().n;
+	}
+
+	/** Deletes a request's hold at its settlement; returns what it held, null when it held nothing. */
+	release(requestId: string): number | null {
+		let released: number | null = null;
+		for (const h of this.sql.exec<{ amount: number }>("DELETE FROM holds WHERE request_id = ? RETURNING amount", requestId)) {
+			released = (released ?? 0) + h.amount;
+		}
+		return released;
 	}
 }
 

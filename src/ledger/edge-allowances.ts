@@ -10,9 +10,7 @@ import { afterResponse } from "../http/after-response";
 import { randomId } from "../ids";
 import {
 	ALLOWANCE_HOLDS,
-	adopted,
 	armIdleCheck,
-	GRANT_BACKOFF_MS,
 	grownTarget,
 	idleCheckDue,
 	isStale,
@@ -23,10 +21,21 @@ import {
 	settled,
 	startAllowance,
 	take,
-	warmedUp,
 } from "./allowance";
 import { type AllowanceTicket, adoptNow as adoptWith, type Stub, scheduleAdopt } from "./allowance-adopt";
-import type { AllowanceState, GrantInput, SettleResult } from "./ledger-types";
+import type { AllowanceState, GrantInput, SettleResult } from "./durable/rpc-types";
+import {
+	allowanceCounters,
+	allowances,
+	allowanceTuning,
+	backoff,
+	busy,
+	granting,
+	onAdopted,
+	RETIRED_MAX,
+	refused,
+	retired,
+} from "./edge-allowance-state";
 
 /** What a request needs to use allowances: the config's `ledger` block and its own `waitUntil`. */
 export interface EdgeContext {
@@ -39,49 +48,6 @@ export { type AllowanceTicket, beforeSettle } from "./allowance-adopt";
 /** Adopts now (the request's keep-alive calls this when the timer could not); retried once. */
 export function adoptNow(ledger: Stub, ticket: AllowanceTicket): Promise<void> {
 	return adoptWith(ledger, ticket, onAdopted);
-}
-
-const allowances = new Map<string, LocalAllowance>();
-/** A fresh grant is being asked for this key (since when), so concurrent requests ask once. */
-const granting = new Map<string, number>();
-/** The ledger refused a grant for this key: not before this time. */
-const backoff = new Map<string, number>();
-/** Allowances no longer used that requests still run on, by id (retire); at most RETIRED_MAX. */
-const retired = new Map<string, LocalAllowance>();
-const RETIRED_MAX = 1_000;
-/** Recent eligible synchronous requests per key (times), for the warm-up before a first grant. */
-const recent = new Map<string, number[]>();
-/** Keys remembered in `recent` at most (an isolate sees many keys; the map must stay small). */
-const RECENT_KEYS = 10_000;
-
-/** What this isolate did, for tests and the benchmark rig. */
-export const allowanceCounters = { taken: 0, grants: 0, refills: 0, refused: 0, adopted: 0, dropped: 0, released: 0 };
-
-/** A running request moved its hold into the ledger: it no longer counts against its allowance. */
-function onAdopted(ticket: AllowanceTicket): void {
-	allowanceCounters.adopted++;
-	const a = allowances.get(ticket.keyId);
-	if (a?.id === ticket.allowanceId) adopted(a, ticket.hold);
-	const r = retired.get(ticket.allowanceId);
-	if (r) adopted(r, ticket.hold);
-}
-
-/** Only for tests: whether idle allowances are given back (tests that look at an allowance between requests turn it off). */
-export const allowanceTuning = { idleRelease: true };
-
-/** Only for tests (through test/support/reset-isolate.ts): forget every allowance of this isolate (the ledger's reservations expire on their own). */
-export function forgetAllowances(): void {
-	allowances.clear();
-	granting.clear();
-	backoff.clear();
-	recent.clear();
-	retired.clear();
-	for (const k of Object.keys(allowanceCounters)) allowanceCounters[k as keyof typeof allowanceCounters] = 0;
-}
-
-/** Only for tests: this isolate's allowance for a key, as plain data. */
-export function localAllowance(keyId: string): Readonly<LocalAllowance> | undefined {
-	return allowances.get(keyId);
 }
 
 /**
@@ -199,24 +165,6 @@ function refill(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContex
 	);
 }
 
-/** Notes this request of the key; true once the key is busy enough for an allowance (ALLOWANCE_WARMUP_REQUESTS). */
-function busy(keyId: string, now: number, windowMs: number): boolean {
-	let seen = recent.get(keyId);
-	if (!seen) {
-		if (recent.size >= RECENT_KEYS) recent.clear();
-		seen = [];
-		recent.set(keyId, seen);
-	}
-	if (!warmedUp(seen, now, windowMs)) return false;
-	recent.delete(keyId);
-	return true;
-}
-
-function refused(keyId: string, now: number): void {
-	allowanceCounters.refused++;
-	backoff.set(keyId, now + GRANT_BACKOFF_MS);
-}
-
 /**
  * Stops using an allowance; when the ledger still has it (revoked, or refused a refill for lack
  * of headroom), gives back what this isolate's running requests do not need.
@@ -315,10 +263,4 @@ function releaseWhenIdle(ledger: Stub, keyId: string, a: LocalAllowance, edge: E
 			.catch((err) => console.warn(`releasing idle allowance ${a.id} failed (it expires on its own)`, err));
 	};
 	edge.waitUntil(check());
-}
-
-/** The last balance this isolate knows for a key from a synchronous call (for allowance-served requests' header). */
-export function noteBalance(keyId: string, balanceNanos: number): void {
-	const a = allowances.get(keyId);
-	if (a) a.lastBalance = balanceNanos;
 }

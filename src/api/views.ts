@@ -3,9 +3,9 @@
  * shared by the admin API and `GET /v1/key`. Never the secret or its hash.
  */
 import type { ApiKeyRow, UsageRow } from "../db/schema";
-import type { LedgerInfo } from "../ledger/key-ledger";
-import type { CreditEntry } from "../ledger/ledger-credits";
-import { nanosToUsd } from "../ledger/pricing";
+import type { CreditEntry } from "../ledger/durable/credits";
+import type { LedgerInfo } from "../ledger/durable/key-ledger";
+import { nanosToUsd } from "../money/pricing";
 
 /** The public view of a key (never the secret or its hash). */
 export function keyView(k: ApiKeyRow) {

@@ -2,7 +2,7 @@
  * The KeyLedger's SQLite tables, as migrations (storage/migrations.ts). Released migrations are
  * never edited: a change to a table is a new migration at the end of LEDGER_MIGRATIONS.
  */
-import { hasColumn, type Migration } from "../storage/migrations";
+import { hasColumn, type Migration } from "../../storage/migrations";
 
 /** Version 1: the tables as they were before the ledger had a schema version. */
 const TABLES_V1 = `
@@ -42,7 +42,7 @@ export const LEDGER_MIGRATIONS: readonly Migration[] = [
 		},
 	},
 	{
-		// Edge allowances (ledger-allowances.ts, docs/allowances.md): an isolate's reservation, counted
+		// Edge allowances (allowance-grants.ts, docs/allowances.md): an isolate's reservation, counted
 		// as held until its expiry; and the keys (this ledger's own, or tokens it pays for) revoked
 		// since, which the ledger refuses to hold for.
 		name: "allowances and revoked scopes",

@@ -6,8 +6,8 @@ import { z } from "zod";
 import { AllowedModels, AllowedOrigins, KeyName, TokenCap } from "../auth/scope-fields";
 import type { ApiKeyRow } from "../db/schema";
 import { GatewayError } from "../errors";
-import { BalanceUsd, CreditUsd, SpendLimitUsd } from "../ledger/money";
-import { usdToNanos } from "../ledger/pricing";
+import { usdToNanos } from "../money/pricing";
+import { BalanceUsd, CreditUsd, SpendLimitUsd } from "../money/usd";
 
 /** ISO 8601 string or unix seconds → unix seconds. */
 const Timestamp = z.union([

@@ -9,8 +9,8 @@
  * served from an allowance is covered by it, and its settlement lowers the reservation by what it
  * debited. So allowances add nothing to the overspend bound of the synchronous path.
  */
-import type { SqlExec } from "../storage/migrations";
-import type { AdoptInput, AllowanceState, GrantInput, GrantResult, LedgerState, RevokeInput } from "./ledger-types";
+import type { SqlExec } from "../../storage/migrations";
+import type { AdoptInput, AllowanceState, GrantInput, GrantResult, LedgerState, RevokeInput } from "./rpc-types";
 
 /** After an admin change (PATCH, DELETE), no allowance is granted for this long: the longest a key lookup stays cached (60 s at the edge + 10 s in an isolate), and a margin. */
 export const ALLOWANCE_PAUSE_MS = 75_000;

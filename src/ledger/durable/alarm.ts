@@ -1,13 +1,13 @@
 /**
  * The KeyLedger's alarm: what it does and when it runs next. A run voids expired holds (and deletes
- * expired edge allowances, ledger-allowances.ts), drops
+ * expired edge allowances, allowance-grants.ts), drops
  * rate events that left their window, forgets old settlements (hourly) and flushes the usage
  * outbox to D1, backing off while D1 fails; then the alarm is planned for the next work there
  * is (outbox records, the earliest hold expiry), or not at all. Planning it is a storage write
  * covered by the output gate, not an outbound call.
  */
-import type { SqlExec } from "../storage/migrations";
-import type { LedgerOutbox } from "./ledger-outbox";
+import type { SqlExec } from "../../storage/migrations";
+import type { LedgerOutbox } from "./outbox";
 
 /** How often a run forgets old settlements. */
 const PRUNE_EVERY_MS = 60 * 60 * 1000;

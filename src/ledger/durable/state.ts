@@ -2,9 +2,9 @@
  * The KeyLedger's in-memory state (LedgerState), read from its storage once per object life:
  * the RPC methods then keep it equal to storage as they write, so the hot ones read nothing.
  */
-import type { LedgerAllowances } from "./ledger-allowances";
-import type { LedgerState } from "./ledger-types";
+import type { LedgerAllowances } from "./allowance-grants";
 import type { LedgerLimits } from "./limits";
+import type { LedgerState } from "./rpc-types";
 
 export function loadLedgerState(sql: SqlStorage, allowances: LedgerAllowances, limits: LedgerLimits): LedgerState {
 	const meta = new Map<string, unknown>();
@@ -23,4 +23,11 @@ export function loadLedgerState(sql: SqlStorage, allowances: LedgerAllowances, l
 		revoked,
 		grantsPausedUntil: Number(meta.get("grants_paused_until") ?? 0),
 	};
+}
+
+/** Stores the key this ledger belongs to, on its first call that names it. */
+export function rememberKey(sql: SqlStorage, st: LedgerState, keyId: string): void {
+	if (st.keyId !== null) return;
+	sql.exec("INSERT OR IGNORE INTO meta (k, v) VALUES ('key_id', ?)", keyId);
+	st.keyId = keyId;
 }
