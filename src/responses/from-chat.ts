@@ -6,15 +6,10 @@
 import type { ResponseStatus, ResponseUsage, Response as SdkResponse } from "openai/resources/responses/responses";
 import { citationAnnotations, type Source } from "../search/grounding";
 import { estimateTokens } from "../stream/estimate";
-import type {
-	FunctionCallItemValue,
-	OutputItem,
-	OutputMessageItem,
-	OutputTextPart,
-	ReasoningItemValue,
-	UrlCitationAnnotation,
-} from "./item-schema";
-import type { FunctionToolParam, ResponsesRequest } from "./request-schema";
+import { searchItem } from "./hosted-search";
+import type { OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue, UrlCitationAnnotation } from "./item-schema";
+import type { ResponsesRequest } from "./request-schema";
+import { callItem, echoTool, toolOrigins } from "./tools";
 
 /** The response object on the wire. `output_text` is left out: the SDKs compute it. */
 export type ResponseObject = Omit<SdkResponse, "output_text" | "access_programs" | "output" | "usage" | "error"> & {
@@ -51,6 +46,8 @@ export function servedMeta<T extends StatusMeta>(meta: T, authorized: { req: { r
 export interface ChatCompletionLike {
 	choices?: unknown;
 	usage?: unknown;
+	/** The gateway's own report: `sources` when a web search ran. */
+	venym?: unknown;
 }
 
 export interface PartialOutput {
@@ -105,16 +102,6 @@ export function messageItem(
 	status: OutputMessageItem["status"],
 ): OutputMessageItem {
 	return { id, type: "message", status, content: [outputTextPart(text, annotations)], role: "assistant" };
-}
-
-export function functionCallItem(
-	id: string,
-	callId: string,
-	name: string,
-	args: string,
-	status: FunctionCallItemValue["status"],
-): FunctionCallItemValue {
-	return { id, type: "function_call", status, arguments: args, call_id: callId, name };
 }
 
 // ---- conversions ----
@@ -187,16 +174,6 @@ export function markLastIncomplete(output: OutputItem[]): void {
 	if (last && last.type !== "reasoning") last.status = "incomplete";
 }
 
-function echoTool(t: FunctionToolParam) {
-	return {
-		type: t.type,
-		name: t.name,
-		description: t.description ?? null,
-		parameters: t.parameters ?? null,
-		strict: t.strict ?? null,
-	};
-}
-
 /** A response with no output yet: the request's settings echoed as OpenAI does. */
 export function responseShell(meta: StatusMeta, status: ResponseStatus): ResponseObject {
 	const r = meta.request;
@@ -222,7 +199,7 @@ export function responseShell(meta: StatusMeta, status: ResponseStatus): Respons
 		temperature: r.temperature ?? null,
 		text,
 		tool_choice: r.tool_choice ?? "auto",
-		tools: (r.tools ?? []).map(echoTool),
+		tools: (r.tools ?? []).map(echoTool) as unknown as ResponseObject["tools"],
 		top_p: r.top_p ?? null,
 		truncation: r.truncation ?? "disabled",
 		usage: null,
@@ -251,15 +228,19 @@ export function responseFromCompletion(completion: ChatCompletionLike, meta: Res
 	const content = textOf(message.content);
 	const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isRecord) : [];
 	// An answer with nothing in it still gets its (empty) message, as the stream does.
+	const sources = isRecord(completion.venym) && Array.isArray(completion.venym.sources) ? completion.venym.sources : [];
+	const search = searchItem(meta.request, `ws_${meta.ids()}`, sources);
+	if (search) output.unshift(search);
 	if (content || (calls.length === 0 && output.length === 0)) {
 		output.push(messageItem(`msg_${meta.ids()}`, content, annotationsFromChat(message.annotations), "completed"));
 	}
+	const origins = toolOrigins(meta.request.tools);
 	for (const call of calls) {
 		const fn = isRecord(call.function) ? call.function : {};
 		const id = `fc_${meta.ids()}`;
 		const callId = nonEmpty(call.id) ?? `call_${meta.ids()}`;
 		const args = typeof fn.arguments === "string" ? fn.arguments : "";
-		output.push(functionCallItem(id, callId, typeof fn.name === "string" ? fn.name : "", args, "completed"));
+		output.push(callItem(origins, id, callId, typeof fn.name === "string" ? fn.name : "", args, "completed"));
 	}
 
 	const ending = endingOf(choice.finish_reason);

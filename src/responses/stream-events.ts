@@ -9,7 +9,6 @@ import type { Source } from "../search/grounding";
 import {
 	annotationsFromSources,
 	endingOf,
-	functionCallItem,
 	messageItem,
 	outputTextPart,
 	type ResponseMeta,
@@ -20,6 +19,7 @@ import {
 	usageFromChat,
 	wantsSummary,
 } from "./from-chat";
+import { searchItem } from "./hosted-search";
 import type { ItemStatusValue, OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue } from "./item-schema";
 import {
 	isRecord,
@@ -31,6 +31,8 @@ import {
 	type ToolCallState,
 	type Unnumbered,
 } from "./stream-event-types";
+import { closingEvents, searchEvents } from "./stream-item-events";
+import { callItem, type ToolOrigin, toolOrigins } from "./tools";
 
 export { encodeEvent, type ResponseStreamEvent } from "./stream-event-types";
 
@@ -48,10 +50,13 @@ export class ResponsesEventBuilder {
 	#sources: Source[] = [];
 	/** The request asked for `reasoning.summary`: reasoning is streamed as its summary too (summary events). */
 	readonly #summarize: boolean;
+	/** Engine tool names that stand for a namespace's function or a custom tool (tools.ts). */
+	readonly #origins: Map<string, ToolOrigin>;
 
 	constructor(meta: ResponseMeta) {
 		this.#meta = meta;
 		this.#summarize = wantsSummary(meta.request);
+		this.#origins = toolOrigins(meta.request.tools);
 	}
 
 	/** Responses usage from the last chat usage seen (reasoning tokens estimated from `output` when summarizing). */
@@ -75,6 +80,11 @@ export class ResponsesEventBuilder {
 		const out = this.start();
 		if (chunk.object === "venym.sources") {
 			if (Array.isArray(chunk.sources)) this.#sources = chunk.sources.filter(isSource);
+			const search = searchItem(this.#meta.request, `ws_${this.#meta.ids()}`, this.#sources);
+			if (search && this.#output.length === 0) {
+				for (const event of searchEvents(search, this.#output.length)) this.#emit(out, event);
+				this.#output.push(search);
+			}
 			return out;
 		}
 		// Engines may repeat cumulative usage on every chunk: the last one wins.
@@ -165,7 +175,7 @@ export class ResponsesEventBuilder {
 			case "message":
 				return messageItem(open.id, text, annotationsFromSources(text, this.#sources), status);
 			case "function_call":
-				return functionCallItem(open.id, open.callId, open.name, text, status);
+				return callItem(this.#origins, open.id, open.callId, open.name, text, status);
 		}
 	}
 
@@ -227,7 +237,7 @@ export class ResponsesEventBuilder {
 		this.#emit(out, {
 			type: "response.output_item.added",
 			output_index: open.outputIndex,
-			item: functionCallItem(id, callId, open.name, "", "in_progress"),
+			item: callItem(this.#origins, id, callId, open.name, "", "in_progress"),
 		});
 		if (state.early.length) this.#delta(out, open, state.early.join(""));
 		state.early = [];
@@ -254,7 +264,9 @@ export class ResponsesEventBuilder {
 				this.#emit(out, { type: "response.output_text.delta", ...at, content_index: 0, delta, logprobs: [] });
 				break;
 			case "function_call":
-				this.#emit(out, { type: "response.function_call_arguments.delta", ...at, delta });
+				// A custom tool's input is read from the whole arguments: it goes out when the call closes.
+				if (this.#origins.get(open.name)?.kind !== "custom")
+					this.#emit(out, { type: "response.function_call_arguments.delta", ...at, delta });
 				break;
 		}
 	}
@@ -301,40 +313,8 @@ export class ResponsesEventBuilder {
 		const text = open.pieces.join("");
 		const item = this.#itemOf(open, text, status);
 		this.#output[open.outputIndex] = item;
-		const at = { item_id: open.id, output_index: open.outputIndex };
-		switch (item.type) {
-			case "reasoning":
-				if (this.#summarize) {
-					this.#emit(out, { type: "response.reasoning_summary_text.done", ...at, summary_index: 0, text });
-					this.#emit(out, {
-						type: "response.reasoning_summary_part.done",
-						...at,
-						summary_index: 0,
-						part: { type: "summary_text", text },
-					});
-				}
-				this.#emit(out, { type: "response.reasoning_text.done", ...at, content_index: 0, text });
-				this.#emit(out, { type: "response.content_part.done", ...at, content_index: 0, part: { type: "reasoning_text", text } });
-				break;
-			case "message": {
-				const part = item.content[0] ?? outputTextPart(text, []);
-				for (const [i, annotation] of part.annotations.entries()) {
-					this.#emit(out, {
-						type: "response.output_text.annotation.added",
-						...at,
-						content_index: 0,
-						annotation_index: i,
-						annotation,
-					});
-				}
-				this.#emit(out, { type: "response.output_text.done", ...at, content_index: 0, text, logprobs: [] });
-				this.#emit(out, { type: "response.content_part.done", ...at, content_index: 0, part });
-				break;
-			}
-			case "function_call":
-				this.#emit(out, { type: "response.function_call_arguments.done", ...at, arguments: text });
-				break;
-		}
+		for (const event of closingEvents(item, { item_id: open.id, output_index: open.outputIndex }, text, this.#summarize))
+			this.#emit(out, event);
 		this.#emit(out, { type: "response.output_item.done", output_index: open.outputIndex, item });
 	}
 }

@@ -5,8 +5,11 @@ import type { ChatRun } from "../chat/run-chat";
 import { loadConfig } from "../config";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
+import { withHostedSearch } from "../responses/hosted-search";
+import { openInputReasoning, sealResponse, sealStream, wantsSeal } from "../responses/reasoning-round-trip";
 import { validateResponsesRequest } from "../responses/request-schema";
 import { createResponse, responseStore } from "../responses/run-response";
+import { ignoredTools } from "../responses/tools";
 
 function chatRun(c: Context<AppEnv>): ChatRun {
 	return {
@@ -42,16 +45,22 @@ export const responsesRoutes = new Hono<AppEnv>()
 		const run = chatRun(c);
 		const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
 		run.log?.asked(body);
-		const req = validateResponsesRequest(body);
+		const req = withHostedSearch(validateResponsesRequest(body), run.config);
+		await openInputReasoning(req, c.env, run.callerKeyId, run.config);
 		const result = await createResponse(run, req);
 		if (req.background) run.log?.queued();
+		const ignored = ignoredTools(req.tools, run.config.web_search !== undefined);
+		const headers = ignored.length ? { ...result.headers, "x-venym-ignored-tools": ignored.join(",") } : result.headers;
+		const seal = wantsSeal(req, c.env);
 		if (result.kind === "stream") {
 			run.log?.streaming();
-			return new Response(result.stream, {
-				headers: { ...result.headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
+			const stream = seal ? sealStream(result.stream, c.env, run.callerKeyId) : result.stream;
+			return new Response(stream, {
+				headers: { ...headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
 			});
 		}
-		return c.json(result.body, 200, result.headers);
+		if (seal) await sealResponse(result.body, c.env, run.callerKeyId);
+		return c.json(result.body, 200, headers);
 	})
 	.get("/:id", async (c) => {
 		return c.json(await stored(c, c.req.param("id")));
