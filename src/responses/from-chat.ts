@@ -229,7 +229,7 @@ export function responseFromCompletion(completion: ChatCompletionLike, meta: Res
 	const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isRecord) : [];
 	// An answer with nothing in it still gets its (empty) message, as the stream does.
 	const sources = isRecord(completion.venym) && Array.isArray(completion.venym.sources) ? completion.venym.sources : [];
-	const search = searchItem(meta.request, `ws_${meta.ids()}`, sources);
+	const search = searchItem(meta.request, () => `ws_${meta.ids()}`, sources);
 	if (search) output.unshift(search);
 	if (content || (calls.length === 0 && output.length === 0)) {
 		output.push(messageItem(`msg_${meta.ids()}`, content, annotationsFromChat(message.annotations), "completed"));

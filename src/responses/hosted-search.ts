@@ -36,7 +36,7 @@ function queryOf(req: ResponsesRequest): string {
 /** The `web_search_call` item for a search that found sources, when the client offered the hosted tool. */
 export function searchItem(
 	req: ResponsesRequest,
-	id: string,
+	id: () => string,
 	sources: ReadonlyArray<unknown>,
 ): WebSearchCallItemValue | undefined {
 	if (!offersWebSearch(req.tools)) return undefined;
@@ -46,5 +46,10 @@ export function searchItem(
 		if (typeof url === "string") urls.push({ type: "url", url });
 	}
 	if (urls.length === 0) return undefined;
-	return { id, type: "web_search_call", status: "completed", action: { type: "search", query: queryOf(req), sources: urls } };
+	return {
+		id: id(),
+		type: "web_search_call",
+		status: "completed",
+		action: { type: "search", query: queryOf(req), sources: urls },
+	};
 }

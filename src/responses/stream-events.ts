@@ -80,7 +80,7 @@ export class ResponsesEventBuilder {
 		const out = this.start();
 		if (chunk.object === "venym.sources") {
 			if (Array.isArray(chunk.sources)) this.#sources = chunk.sources.filter(isSource);
-			const search = searchItem(this.#meta.request, `ws_${this.#meta.ids()}`, this.#sources);
+			const search = searchItem(this.#meta.request, () => `ws_${this.#meta.ids()}`, this.#sources);
 			if (search && this.#output.length === 0) {
 				for (const event of searchEvents(search, this.#output.length)) this.#emit(out, event);
 				this.#output.push(search);

@@ -75,10 +75,15 @@ function toolContent(output: ToolOutputValue): string | ChatContentPart[] {
 	return parts;
 }
 
-/** The reasoning text of a reasoning item, when the gateway may give it to the engine (reasoning-seal.ts). */
+/**
+ * The reasoning text the engine gets back for a reasoning item: only what the gateway opened from
+ * its own seal (reasoning-round-trip.ts leaves `content` on a sealed item only then). Other
+ * reasoning (stored, or the client's own) is not replayed: chat templates drop it, and some
+ * engines reject it.
+ */
 function reasoningOf(item: Extract<AnyItem, { type: "reasoning" }>): string {
-	const content = (item as { content?: unknown }).content;
-	if (!Array.isArray(content)) return "";
+	const { content, encrypted_content: sealed } = item as { content?: unknown; encrypted_content?: unknown };
+	if (typeof sealed !== "string" || !Array.isArray(content)) return "";
 	return content.map((c) => (c && c.type === "reasoning_text" && typeof c.text === "string" ? c.text : "")).join("");
 }
 
