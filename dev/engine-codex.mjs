@@ -1,5 +1,6 @@
-// The codex scenario of the development engine, for Codex CLI (scripts/check-codex.mjs): every
-// answer starts with reasoning (so the gateway has something to seal), and
+// The codex scenario of the development engine, for Codex CLI (scripts/check-codex.mjs): when
+// Codex's `exec_command` is offered, every answer starts with reasoning (so the gateway has
+// something to seal), and
 //   - a user message asking to "run" something, with `exec_command` offered, gets a call to it
 //     with a harmless `echo hi`;
 //   - a tool's output gets "Tool said: <output>";
@@ -7,7 +8,7 @@
 // each answer followed by "Reasoning received: <…>" when earlier assistant messages carried
 // `reasoning_content` (the gateway's reasoning round trip), so a check can see what came back.
 
-import { promptTokens, textOf, words } from "./engine-reply.mjs";
+import { planReply, promptTokens, textOf, words } from "./engine-reply.mjs";
 
 const TOOL = "exec_command";
 const REASONING = "I plan the next step.";
@@ -33,13 +34,15 @@ function plan(body, toolCall, text) {
 	};
 }
 
-export function planCodex(body, _behaviour, n) {
+/** Codex's turns, as above; a request without Codex's `exec_command` (or asking for JSON) gets the usual echo. */
+export function planCodex(body, behaviour, n) {
 	const messages = Array.isArray(body.messages) ? body.messages : [];
 	const last = messages.at(-1) ?? { role: "user", content: "" };
-	if (last.role === "tool") return plan(body, null, `Tool said: ${textOf(last.content).trim()}.${received(messages)}`);
 	const offered = (Array.isArray(body.tools) ? body.tools : []).some((t) => t?.function?.name === TOOL);
+	if (!offered || body.response_format) return planReply(body, behaviour, n);
+	if (last.role === "tool") return plan(body, null, `Tool said: ${textOf(last.content).trim()}.${received(messages)}`);
 	const userText = textOf(last.content);
-	if (offered && /\brun\b/i.test(userText) && body.tool_choice !== "none") {
+	if (/\brun\b/i.test(userText) && body.tool_choice !== "none") {
 		const args = JSON.stringify({ cmd: "echo hi", yield_time_ms: 1000 });
 		return plan(body, { id: `call_codex${n}`, type: "function", function: { name: TOOL, arguments: args } }, "");
 	}
