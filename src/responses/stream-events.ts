@@ -20,7 +20,7 @@ import {
 	wantsSummary,
 } from "./from-chat";
 import { searchItem } from "./hosted-search";
-import type { ItemStatusValue, OutputItem, OutputMessageItem, OutputTextPart, ReasoningItemValue } from "./item-schema";
+import type { ItemStatusValue, OutputItem, OutputMessageItem, ReasoningItemValue } from "./item-schema";
 import {
 	isRecord,
 	isSource,
@@ -31,7 +31,7 @@ import {
 	type ToolCallState,
 	type Unnumbered,
 } from "./stream-event-types";
-import { closingEvents, searchEvents } from "./stream-item-events";
+import { closingEvents, deltaEvents, type OpeningPart, openingEvents, searchEvents } from "./stream-item-events";
 import { callItem, type ToolOrigin, toolOrigins } from "./tools";
 
 export { encodeEvent, type ResponseStreamEvent } from "./stream-event-types";
@@ -199,33 +199,15 @@ export class ResponsesEventBuilder {
 		const item: ReasoningItemValue = { id: open.id, type: "reasoning", summary: [], content: [] };
 		// The SDK accumulates reasoning_text deltas into a content part, which has to exist first.
 		this.#announce(out, open, item, { type: "reasoning_text", text: "" });
-		if (this.#summarize) {
-			this.#emit(out, {
-				type: "response.reasoning_summary_part.added",
-				item_id: open.id,
-				output_index: open.outputIndex,
-				summary_index: 0,
-				part: { type: "summary_text", text: "" },
-			});
-		}
+		const at = { item_id: open.id, output_index: open.outputIndex };
+		const part = { type: "summary_text" as const, text: "" };
+		if (this.#summarize) this.#emit(out, { type: "response.reasoning_summary_part.added", ...at, summary_index: 0, part });
 		return open;
 	}
 
 	/** output_item.added, then content_part.added for the item's one content part. */
-	#announce(
-		out: ResponseStreamEvent[],
-		open: OpenItem,
-		item: OutputMessageItem | ReasoningItemValue,
-		part: OutputTextPart | { type: "reasoning_text"; text: string },
-	): void {
-		this.#emit(out, { type: "response.output_item.added", output_index: open.outputIndex, item });
-		this.#emit(out, {
-			type: "response.content_part.added",
-			item_id: open.id,
-			output_index: open.outputIndex,
-			content_index: 0,
-			part,
-		} as Unnumbered);
+	#announce(out: ResponseStreamEvent[], open: OpenItem, item: OutputItem, part: OpeningPart): void {
+		for (const event of openingEvents(item, { item_id: open.id, output_index: open.outputIndex }, part)) this.#emit(out, event);
 	}
 
 	#openCall(out: ResponseStreamEvent[], state: ToolCallState): void {
@@ -255,20 +237,9 @@ export class ResponsesEventBuilder {
 	#delta(out: ResponseStreamEvent[], open: OpenItem, delta: string): void {
 		open.pieces.push(delta);
 		const at = { item_id: open.id, output_index: open.outputIndex };
-		switch (open.kind) {
-			case "reasoning":
-				this.#emit(out, { type: "response.reasoning_text.delta", ...at, content_index: 0, delta });
-				if (this.#summarize) this.#emit(out, { type: "response.reasoning_summary_text.delta", ...at, summary_index: 0, delta });
-				break;
-			case "message":
-				this.#emit(out, { type: "response.output_text.delta", ...at, content_index: 0, delta, logprobs: [] });
-				break;
-			case "function_call":
-				// A custom tool's input is read from the whole arguments: it goes out when the call closes.
-				if (this.#origins.get(open.name)?.kind !== "custom")
-					this.#emit(out, { type: "response.function_call_arguments.delta", ...at, delta });
-				break;
-		}
+		// A custom tool's input is read from the whole arguments: it goes out when the call closes.
+		const custom = open.kind === "function_call" && this.#origins.get(open.name)?.kind === "custom";
+		for (const event of deltaEvents(open.kind, at, delta, this.#summarize, custom)) this.#emit(out, event);
 	}
 
 	#toolCall(out: ResponseStreamEvent[], call: Json): void {

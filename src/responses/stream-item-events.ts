@@ -1,14 +1,47 @@
 /**
- * The Responses events that close an output item, and those of a finished web search: pure
- * functions of the item, for the stream builder (stream-events.ts) to number and send.
+ * The Responses events that open an output item, carry its deltas and close it, and those of a
+ * finished web search: pure functions of the item, for the stream builder (stream-events.ts) to
+ * number and send.
  */
 import { outputTextPart } from "./from-chat";
-import type { OutputItem, WebSearchCallItemValue } from "./item-schema";
+import type { OutputItem, OutputTextPart, WebSearchCallItemValue } from "./item-schema";
 import type { Unnumbered } from "./stream-event-types";
 
 interface At {
 	item_id: string;
 	output_index: number;
+}
+
+/** The content part an opened message or reasoning item starts with. */
+export type OpeningPart = OutputTextPart | { type: "reasoning_text"; text: string };
+
+/** output_item.added, then content_part.added for the item's one content part. */
+export function openingEvents(item: OutputItem, at: At, part: OpeningPart): Unnumbered[] {
+	return [
+		{ type: "response.output_item.added", output_index: at.output_index, item },
+		{ type: "response.content_part.added", ...at, content_index: 0, part } as Unnumbered,
+	];
+}
+
+/** One delta of an open item; a custom tool's (`custom`) goes out whole when it closes. */
+export function deltaEvents(
+	kind: "reasoning" | "message" | "function_call",
+	at: At,
+	delta: string,
+	summarize: boolean,
+	custom: boolean,
+): Unnumbered[] {
+	switch (kind) {
+		case "reasoning": {
+			const out: Unnumbered[] = [{ type: "response.reasoning_text.delta", ...at, content_index: 0, delta }];
+			if (summarize) out.push({ type: "response.reasoning_summary_text.delta", ...at, summary_index: 0, delta });
+			return out;
+		}
+		case "message":
+			return [{ type: "response.output_text.delta", ...at, content_index: 0, delta, logprobs: [] }];
+		case "function_call":
+			return custom ? [] : [{ type: "response.function_call_arguments.delta", ...at, delta }];
+	}
 }
 
 /** What closes `item` (the output_item.done event excepted), whose text so far is `text`. */

@@ -207,8 +207,8 @@ export function callItem(
 ): FunctionCallItemValue | CustomToolCallItemValue {
 	const origin = origins.get(engineName);
 	if (origin?.kind === "custom") {
-		const item: CustomToolCallItemValue = { id, type: "custom_tool_call", status, call_id: callId, name: origin.name, input: "" };
-		item.input = customInput(args);
+		const input = customInput(args);
+		const item: CustomToolCallItemValue = { id, type: "custom_tool_call", status, call_id: callId, name: origin.name, input };
 		if (origin.namespace) item.namespace = origin.namespace;
 		return item;
 	}
