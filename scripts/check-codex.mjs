@@ -8,9 +8,10 @@
 //   node scripts/check-codex.mjs                         starts the engine and the gateway itself
 //                                                        (ENGINE_PORT, default 8873; PORT, default 8872)
 //   node scripts/check-codex.mjs --url http://localhost:8787 --key vk-…   uses a running `npm start`
-//                                                        (it needs a model venym/dev-codex served by
-//                                                        the dev engine's /s/codex scenario, and
-//                                                        REASONING_SEAL_SECRET set)
+//                                                        (its venym/dev-codex is served by the dev
+//                                                        engine's /s/codex scenario, and npm start
+//                                                        sets REASONING_SEAL_SECRET); --model names
+//                                                        another model served by that scenario
 //
 // Codex is not a dependency of this repository: `npm i --prefix ~/tools/codex @openai/codex`, then
 // CODEX_BIN=~/tools/codex/node_modules/.bin/codex (default: `codex` on PATH). It runs offline with a
@@ -24,10 +25,12 @@ import { parseArgs } from "node:util";
 import { startEngine } from "../dev/engine.mjs";
 import { startGateway } from "../dev/gateway-process.mjs";
 
-const { values: args } = parseArgs({ options: { url: { type: "string" }, key: { type: "string" } } });
+const { values: args } = parseArgs({
+	options: { url: { type: "string" }, key: { type: "string" }, model: { type: "string" } },
+});
 const CODEX = process.env.CODEX_BIN ?? "codex";
 const RUN_TIMEOUT_MS = 180_000;
-const MODEL = "venym/dev-codex";
+const MODEL = args.model ?? "venym/dev-codex";
 const CONTEXT_WINDOW = 200_000;
 
 function catalog(engineUrl) {
