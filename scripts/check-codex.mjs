@@ -161,7 +161,11 @@ try {
 	const loop = await codex(gw, home, work, ["--skip-git-repo-check", "Run echo hi in the shell and tell me what it printed"]);
 	const again = await codex(gw, home, work, ["resume", "--last", "--skip-git-repo-check", "What did you think before?"]);
 	const answered = check("answers a prompt", answer, ["Echo: Hello from the check"]);
-	const looped = check("completes an exec_command tool loop", loop, ["Tool said:", "hi"]);
+	// The tool's output ends in what `echo hi` printed; the engine also got turn 1's reasoning back.
+	const looped = check("completes an exec_command tool loop", loop, [
+		"Tool said:",
+		" hi. Reasoning received: I plan the next step.",
+	]);
 	const reasoned = check("a second turn sends the sealed reasoning back to the engine", again, [
 		"Echo: What did you think before?",
 		"Reasoning received: I plan the next step.",
