@@ -57,33 +57,38 @@ export function flatName(namespace: string, name: string): string {
  * 400 naming it); any other type is kept as sent. Two tools that reach the engine under one name
  * are a 400 too: the engine could not tell their calls apart.
  */
-export const Tools = z.array(z.looseObject({ type: z.string() })).transform((tools, ctx): ToolParam[] => {
-	const out: ToolParam[] = [];
-	const seen = new Set<string>();
-	for (const [i, tool] of tools.entries()) {
-		const schema = CHECKED[tool.type];
-		if (!schema) {
-			out.push(tool);
-			continue;
-		}
-		const parsed = schema.safeParse(tool, { reportInput: true });
-		if (!parsed.success) {
-			for (const issue of parsed.error.issues) ctx.issues.push({ ...issue, path: [i, ...issue.path] } as never);
-			return z.NEVER;
-		}
-		const value = parsed.data as FunctionToolParam | CustomToolParam | NamespaceToolParam;
-		const names = value.type === "namespace" ? value.tools.map((t) => flatName(value.name, t.name)) : [value.name];
-		for (const name of names) {
-			if (seen.has(name)) {
-				ctx.issues.push({ code: "custom", path: [i, "name"], input: tool, message: `the tool name '${name}' is used twice.` });
+export const Tools = z
+	.array(z.looseObject({ type: z.string() }))
+	.describe(
+		"`function`, `namespace` and `custom` tools reach the engine; hosted `web_search` is served by the gateway's search backend when configured; any other type is dropped and named in `x-venym-ignored-tools`.",
+	)
+	.transform((tools, ctx): ToolParam[] => {
+		const out: ToolParam[] = [];
+		const seen = new Set<string>();
+		for (const [i, tool] of tools.entries()) {
+			const schema = CHECKED[tool.type];
+			if (!schema) {
+				out.push(tool);
+				continue;
+			}
+			const parsed = schema.safeParse(tool, { reportInput: true });
+			if (!parsed.success) {
+				for (const issue of parsed.error.issues) ctx.issues.push({ ...issue, path: [i, ...issue.path] } as never);
 				return z.NEVER;
 			}
-			seen.add(name);
+			const value = parsed.data as FunctionToolParam | CustomToolParam | NamespaceToolParam;
+			const names = value.type === "namespace" ? value.tools.map((t) => flatName(value.name, t.name)) : [value.name];
+			for (const name of names) {
+				if (seen.has(name)) {
+					ctx.issues.push({ code: "custom", path: [i, "name"], input: tool, message: `the tool name '${name}' is used twice.` });
+					return z.NEVER;
+				}
+				seen.add(name);
+			}
+			out.push(value);
 		}
-		out.push(value);
-	}
-	return out;
-});
+		return out;
+	});
 
 type Translated = FunctionToolParam | CustomToolParam | NamespaceToolParam;
 
