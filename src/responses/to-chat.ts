@@ -170,14 +170,11 @@ export function responsesToChat(req: ResponsesRequest, history: ReadonlyArray<Re
 	const tools = chatTools(req.tools ?? []);
 	if (tools.length) body.tools = tools;
 	const choice = req.tool_choice;
-	if (choice != null) {
-		const name =
-			typeof choice === "string"
-				? ""
-				: "namespace" in choice && choice.namespace
-					? flatName(choice.namespace, choice.name)
-					: choice.name;
-		body.tool_choice = typeof choice === "string" ? choice : { type: "function", function: { name } };
+	if (typeof choice === "string") body.tool_choice = choice;
+	else if (choice) {
+		// A namespace's function and a custom tool are named as the engine knows them (tools.ts).
+		const name = "namespace" in choice && choice.namespace ? flatName(choice.namespace, choice.name) : choice.name;
+		body.tool_choice = { type: "function", function: { name } };
 	}
 	if (req.parallel_tool_calls != null) body.parallel_tool_calls = req.parallel_tool_calls;
 	const format = responseFormat(req.text?.format);

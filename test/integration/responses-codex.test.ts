@@ -238,6 +238,14 @@ describe("the reasoning round trip", () => {
 	});
 });
 
+describe("GET /v1/models", () => {
+	it("gives the context window under Codex's name, beside the output cap", async () => {
+		const { key } = await createKey();
+		const res = await gw("/v1/models/test/codex", { headers: { authorization: `Bearer ${key}` } });
+		expect(await res.json()).toMatchObject({ context_length: 200_000, context_window: 200_000, max_output_tokens: 1000 });
+	});
+});
+
 describe("money", () => {
 	it("a Codex turn costs what the same prompt costs on chat", async () => {
 		const responsesKey = await createKey({ balance_usd: 5 });
