@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
+import type { GatewayConfig } from "../../src/config";
 import { responseFromCompletion } from "../../src/responses/from-chat";
+import { searchItem, withHostedSearch } from "../../src/responses/hosted-search";
 import { validateResponsesRequest } from "../../src/responses/request-schema";
 import { ResponsesEventBuilder } from "../../src/responses/stream-events";
 import { inputItems, responsesToChat } from "../../src/responses/to-chat";
@@ -221,5 +223,41 @@ describe("earlier turns → chat messages", () => {
 		// The client's own plain text, or a seal left unopened (no content), is not replayed.
 		expect(turn(reasoning({ content: opened }))[1]).not.toHaveProperty("reasoning_content");
 		expect(turn(reasoning({ encrypted_content: "v1.x" }))[1]).not.toHaveProperty("reasoning_content");
+	});
+});
+
+describe("the hosted web_search tool", () => {
+	const backend = { web_search: { provider: "searxng", url: "http://search.test" } } as unknown as GatewayConfig;
+	const none = {} as GatewayConfig;
+	const web = { type: "web_search", external_web_access: false };
+	const searched = (body: Json, config: GatewayConfig) => withHostedSearch(request(body), config).venym?.web_search === true;
+
+	it("searches on a turn that starts from a user message, when the gateway has a backend", () => {
+		expect(searched({ tools: [web], input: "news?" }, backend)).toBe(true);
+		expect(searched({ tools: [web], input: [{ role: "user", content: "news?" }] }, backend)).toBe(true);
+		expect(searched({ tools: [web], input: "news?" }, none)).toBe(false);
+		expect(searched({ tools: [FUNCTION], input: "news?" }, backend)).toBe(false);
+		expect(searched({ tools: [web], input: "news?", venym: { web_search: false } }, backend)).toBe(false);
+	});
+
+	it("does not search again on a turn that continues a tool loop", () => {
+		const input = [
+			{ role: "user", content: "news?" },
+			{ type: "function_call", call_id: "c1", name: "exec_command", arguments: "{}" },
+			{ type: "function_call_output", call_id: "c1", output: "ok" },
+		];
+		expect(searched({ tools: [web, FUNCTION], input }, backend)).toBe(false);
+	});
+
+	it("shows a search that found sources as a web_search_call item, only when the tool was offered", () => {
+		const sources = [{ title: "A", url: "https://a.example" }];
+		expect(searchItem(request({ tools: [web], input: "news?" }), () => "ws_1", sources)).toEqual({
+			id: "ws_1",
+			type: "web_search_call",
+			status: "completed",
+			action: { type: "search", query: "news?", sources: [{ type: "url", url: "https://a.example" }] },
+		});
+		expect(searchItem(request({ tools: [web] }), () => "ws_1", [])).toBeUndefined();
+		expect(searchItem(request({ input: "news?" }), () => "ws_1", sources)).toBeUndefined();
 	});
 });
