@@ -4,7 +4,7 @@ import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-worker
 import { defineConfig } from "vitest/config";
 import { fixPoolPrototypeProxy } from "./test/support/pool-proxy-fix.ts";
 import { quietOutboundDisconnects } from "./test/support/quiet-outbound-log.ts";
-import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, testGatewayConfig } from "./test/support/test-config.ts";
+import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, TEST_SEAL_SECRET, testGatewayConfig } from "./test/support/test-config.ts";
 
 quietOutboundDisconnects();
 fixPoolPrototypeProxy();
@@ -51,6 +51,7 @@ function workerPlugin(redis: boolean) {
 					GATEWAY_CONFIG: JSON.stringify(testGatewayConfig(engineUrl)),
 					ADMIN_TOKEN: TEST_ADMIN_TOKEN,
 					NODE_KEY: TEST_NODE_KEY,
+					REASONING_SEAL_SECRET: TEST_SEAL_SECRET,
 					ENGINE_URL: engineUrl,
 					TEST_MIGRATIONS: migrations,
 					// Explicit, so a developer's .dev.vars never turns Redis on for the plain project.

@@ -35,6 +35,7 @@
 //   queue                      what `/metrics` reports: { waiting, running, kv_cache_usage }
 //                              (a named node's queue is set at runtime, dev/engine-nodes.mjs)
 
+import { planCodex } from "./engine-codex.mjs";
 import { planToolLoop } from "./engine-tool-loop.mjs";
 import { closeAbruptly, flatError, nestedError, sendJson, sendText, sleep } from "./engine-wire.mjs";
 
@@ -192,6 +193,9 @@ export const SCENARIOS = {
 	slowbody: { bodyMs: 3000, minWords: 40 },
 	// An agent's tool loop (Claude Code): call Bash with `echo hi` once, then answer with what it printed.
 	"tool-loop": { plan: planToolLoop },
+	// Codex CLI (dev/engine-codex.mjs): reasons, runs `exec_command` with `echo hi` when asked to
+	// run something, answers with the tool's output, and says what earlier reasoning it was given.
+	codex: { plan: planCodex },
 	searchfail: { searchFail: true },
 	searchslow: { searchDelayMs: 5000 },
 };

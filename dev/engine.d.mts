@@ -34,6 +34,7 @@ export type ScenarioName =
 	| "slowheaders"
 	| "slowbody"
 	| "tool-loop"
+	| "codex"
 	| "searchfail"
 	| "searchslow"
 	| "mute"

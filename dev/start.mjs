@@ -61,16 +61,19 @@ function localConfig(catalog, names) {
 	return config;
 }
 
-function adminToken() {
+/** A secret from .dev.vars, generated into it on first start. */
+function devVar(name, make) {
 	const existing = existsSync(".dev.vars") ? readFileSync(".dev.vars", "utf8") : "";
-	const m = /^ADMIN_TOKEN=(.+)$/m.exec(existing);
+	const m = new RegExp(`^${name}=(.+)$`, "m").exec(existing);
 	if (m) return m[1].trim().replace(/^"|"$/g, "");
-	const token = `dev-admin-${randomBytes(12).toString("hex")}`;
-	writeFileSync(".dev.vars", `${existing}${existing && !existing.endsWith("\n") ? "\n" : ""}ADMIN_TOKEN=${token}\n`);
-	return token;
+	const value = make();
+	writeFileSync(".dev.vars", `${existing}${existing && !existing.endsWith("\n") ? "\n" : ""}${name}=${value}\n`);
+	return value;
 }
 
-const token = adminToken();
+const token = devVar("ADMIN_TOKEN", () => `dev-admin-${randomBytes(12).toString("hex")}`);
+// Seals reasoning for stateless Responses clients (Codex), so a local Codex session round-trips it.
+devVar("REASONING_SEAL_SECRET", () => randomBytes(32).toString("hex"));
 const catalog = readLocalCatalog();
 engine = await startEngine({ port: ENGINE_PORT, quiet: true });
 console.log(`development engine on ${engine.url}`);

@@ -68,6 +68,8 @@ export function estimatePromptTokens(body: unknown): number {
 		chars += contentChars(message.content);
 		images += imageCount(message.content);
 		chars += stringLength(message.name);
+		// Earlier reasoning given back to the engine (the Responses lane's reasoning round trip).
+		chars += stringLength(message.reasoning_content);
 		chars += toolCallChars(message.tool_calls);
 	}
 	// Tool definitions are rendered into the prompt too; their JSON length is close enough.

@@ -29,6 +29,7 @@ const EXPOSED_HEADERS = [
 	"x-venym-web-search",
 	"x-venym-lane",
 	"x-venym-ignored-fields",
+	"x-venym-ignored-tools",
 	"x-venym-token-count",
 	"request-id",
 	"retry-after",

@@ -64,6 +64,7 @@ const model = obj(
 		owned_by: str,
 		max_output_tokens: int,
 		context_length: nullable("integer"),
+		context_window: { type: ["integer", "null"], description: "The same as `context_length`, under the name Codex reads." },
 		pricing: obj(
 			{
 				input_usd_per_mtok: num,

@@ -3,10 +3,11 @@
  * as the stream event builder, so a streamed response ends up identical to the one built
  * from the same completion in one piece.
  */
+
+import { searchItem } from "./hosted-search";
 import type { OutputItem } from "./item-schema";
 import {
 	annotationsFromChat,
-	functionCallItem,
 	markLastIncomplete,
 	messageItem,
 	reasoningItem,
@@ -15,11 +16,14 @@ import {
 	wantsSummary,
 } from "./output-items";
 import { endingOf, type ResponseMeta, type ResponseObject, responseShell } from "./response-object";
+import { callItem, toolOrigins } from "./tools";
 
 /** Any chat.completion body; read defensively because engines differ. */
 export interface ChatCompletionLike {
 	choices?: unknown;
 	usage?: unknown;
+	/** The gateway's own report: `sources` when a web search ran. */
+	venym?: unknown;
 }
 type Json = Record<string, unknown>;
 
@@ -51,15 +55,19 @@ export function responseFromCompletion(completion: ChatCompletionLike, meta: Res
 	const content = textOf(message.content);
 	const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isRecord) : [];
 	// An answer with nothing in it still gets its (empty) message, as the stream does.
+	const sources = isRecord(completion.venym) && Array.isArray(completion.venym.sources) ? completion.venym.sources : [];
+	const search = searchItem(meta.request, () => `ws_${meta.ids()}`, sources);
+	if (search) output.unshift(search);
 	if (content || (calls.length === 0 && output.length === 0)) {
 		output.push(messageItem(`msg_${meta.ids()}`, content, annotationsFromChat(message.annotations), "completed"));
 	}
+	const origins = toolOrigins(meta.request.tools);
 	for (const call of calls) {
 		const fn = isRecord(call.function) ? call.function : {};
 		const id = `fc_${meta.ids()}`;
 		const callId = nonEmpty(call.id) ?? `call_${meta.ids()}`;
 		const args = typeof fn.arguments === "string" ? fn.arguments : "";
-		output.push(functionCallItem(id, callId, typeof fn.name === "string" ? fn.name : "", args, "completed"));
+		output.push(callItem(origins, id, callId, typeof fn.name === "string" ? fn.name : "", args, "completed"));
 	}
 
 	const ending = endingOf(choice.finish_reason);

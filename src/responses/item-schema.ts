@@ -45,27 +45,54 @@ const FunctionCallItem = z.strictObject({
 	type: z.literal("function_call"),
 	call_id: z.string().min(1),
 	name: z.string().min(1),
+	// A namespace tool's function (tools.ts): the engine knew it under its flat name.
+	namespace: z.string().min(1).nullable().optional(),
 	arguments: z.string(),
 	id: z.string().nullable().optional(),
 	status: ItemStatus,
 });
 
+// A tool's output: text, or content parts (Codex sends `input_text`/`input_image` parts for some tools).
+const ToolOutput = z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]);
+
 const FunctionCallOutputItem = z.strictObject({
 	type: z.literal("function_call_output"),
 	call_id: z.string().min(1),
-	output: z.string(),
+	output: ToolOutput,
 	id: z.string().nullable().optional(),
 	status: ItemStatus,
 });
 
-// Replayed reasoning (ours or another provider's, maybe encrypted) is kept for the record
-// but never sent to the engine, so its inner shape is not checked.
+const CustomToolCallItem = z.strictObject({
+	type: z.literal("custom_tool_call"),
+	call_id: z.string().min(1),
+	name: z.string().min(1),
+	namespace: z.string().min(1).nullable().optional(),
+	input: z.string(),
+	id: z.string().nullable().optional(),
+	status: ItemStatus,
+});
+
+const CustomToolCallOutputItem = z.strictObject({
+	type: z.literal("custom_tool_call_output"),
+	call_id: z.string().min(1),
+	output: ToolOutput,
+	id: z.string().nullable().optional(),
+	status: ItemStatus,
+});
+
+// A hosted search from an earlier turn (ours or OpenAI's): kept for the record, not sent to the engine.
+const WebSearchCallItem = z.looseObject({ type: z.literal("web_search_call"), id: z.string().nullable().optional() });
+
+// Replayed reasoning (ours or another provider's, maybe sealed): its shape is not checked; only
+// reasoning text the gateway opened from its own seal (reasoning-seal.ts) reaches the engine.
 const ReasoningItem = z.looseObject({ type: z.literal("reasoning"), id: z.string().nullable().optional() });
 
 // An earlier stored input or output item, named by id; run-response resolves it from the key's store.
 const ItemReferenceItem = z.strictObject({ type: z.literal("item_reference"), id: z.string().min(1) });
 
-const ITEM_TYPES = "'message', 'function_call', 'function_call_output', 'reasoning', 'item_reference'";
+const ITEM_TYPES =
+	"'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'reasoning', 'web_search_call', 'item_reference'";
 
 /**
  * Fills in `type` where the OpenAI SDK lets it be left out: an item that is only an `id` is an
@@ -81,15 +108,37 @@ function withType(v: unknown): unknown {
 
 export const InputItem = z.preprocess(
 	withType,
-	z.discriminatedUnion("type", [MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem, ItemReferenceItem], {
-		error: (iss) => (iss.code === "invalid_union" ? `expected one of ${ITEM_TYPES}.` : undefined),
-	}),
+	z.discriminatedUnion(
+		"type",
+		[
+			MessageItem,
+			FunctionCallItem,
+			FunctionCallOutputItem,
+			CustomToolCallItem,
+			CustomToolCallOutputItem,
+			ReasoningItem,
+			WebSearchCallItem,
+			ItemReferenceItem,
+		],
+		{
+			error: (iss) => (iss.code === "invalid_union" ? `expected one of ${ITEM_TYPES}.` : undefined),
+		},
+	),
 );
 
 /** One input item as the client sent it (ids optional, content maybe a plain string, maybe a reference). */
 export type RequestItem = z.output<
-	typeof MessageItem | typeof FunctionCallItem | typeof FunctionCallOutputItem | typeof ReasoningItem | typeof ItemReferenceItem
+	| typeof MessageItem
+	| typeof FunctionCallItem
+	| typeof FunctionCallOutputItem
+	| typeof CustomToolCallItem
+	| typeof CustomToolCallOutputItem
+	| typeof ReasoningItem
+	| typeof WebSearchCallItem
+	| typeof ItemReferenceItem
 >;
+/** A tool's output as a client may send it: text or content parts. */
+export type ToolOutputValue = z.output<typeof ToolOutput>;
 /** `{"type": "item_reference", "id": …}`: an earlier stored item, replaced by it before anything runs. */
 export type ItemReference = z.output<typeof ItemReferenceItem>;
 /** Images must be URLs (or data: URLs): there is no Files API behind this gateway to resolve a file_id. */
@@ -182,16 +231,36 @@ export interface FunctionCallItemValue {
 	id: string;
 	call_id: string;
 	name: string;
+	/** Set when the function belongs to a namespace tool. */
+	namespace?: string;
 	arguments: string;
 	status: ItemStatusValue;
 }
 
 export interface FunctionCallOutputItemValue {
-	type: "function_call_output";
+	type: "function_call_output" | "custom_tool_call_output";
 	id: string;
 	call_id: string;
-	output: string;
+	output: string | Array<{ type: string } & Record<string, unknown>>;
 	status: "completed";
+}
+
+export interface CustomToolCallItemValue {
+	type: "custom_tool_call";
+	id: string;
+	call_id: string;
+	name: string;
+	namespace?: string;
+	input: string;
+	status: ItemStatusValue;
+}
+
+/** A search the gateway ran (hosted web_search tool), or one an earlier turn replays. */
+export interface WebSearchCallItemValue {
+	type: "web_search_call";
+	id: string;
+	status: "completed" | "failed" | "in_progress" | "searching";
+	action: { type: "search"; query: string; sources?: Array<{ type: "url"; url: string }> };
 }
 
 export interface ReasoningItemValue {
@@ -203,7 +272,12 @@ export interface ReasoningItemValue {
 }
 
 /** What a response produces. */
-export type OutputItem = ReasoningItemValue | OutputMessageItem | FunctionCallItemValue;
+export type OutputItem =
+	| ReasoningItemValue
+	| OutputMessageItem
+	| FunctionCallItemValue
+	| CustomToolCallItemValue
+	| WebSearchCallItemValue;
 
 /** Any item of a conversation in normalised form: earlier inputs and outputs alike. */
 export type ResponseInputItem =
@@ -211,4 +285,6 @@ export type ResponseInputItem =
 	| OutputMessageItem
 	| FunctionCallItemValue
 	| FunctionCallOutputItemValue
+	| CustomToolCallItemValue
+	| WebSearchCallItemValue
 	| ReasoningItemValue;

@@ -11,27 +11,17 @@ import { GatewayError } from "../errors";
 import { parseBody } from "../http/parse-body";
 import { numberIn, TOP_LOGPROBS } from "../http/sampling-params";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
-import { checkImages, InputItem, isRecord } from "./item-schema";
-
-const FunctionTool = z.strictObject({
-	type: z.literal("function"),
-	name: z.string().min(1).max(64),
-	description: z.string().nullable().optional(),
-	parameters: z.record(z.string(), z.unknown()).nullable().optional(),
-	strict: z.boolean().nullable().optional(),
-});
-
-const Tool = z.discriminatedUnion("type", [FunctionTool], {
-	error: (iss) =>
-		iss.code === "invalid_union"
-			? `only 'function' tools are supported, got ${JSON.stringify(isRecord(iss.input) ? iss.input.type : iss.input)}.`
-			: undefined,
-});
+import { checkImages, InputItem } from "./item-schema";
+import { Tools } from "./tools";
 
 const ToolChoice = z.union(
-	[z.enum(["none", "auto", "required"]), z.strictObject({ type: z.literal("function"), name: z.string().min(1) })],
+	[
+		z.enum(["none", "auto", "required"]),
+		z.strictObject({ type: z.literal("function"), name: z.string().min(1), namespace: z.string().min(1).optional() }),
+		z.strictObject({ type: z.literal("custom"), name: z.string().min(1) }),
+	],
 	{
-		error: () => `expected 'none', 'auto', 'required' or {"type": "function", "name": "..."}.`,
+		error: () => `expected 'none', 'auto', 'required', {"type": "function", "name": "..."} or {"type": "custom", "name": "..."}.`,
 	},
 );
 
@@ -63,7 +53,8 @@ export const ResponsesRequestSchema = z.strictObject({
 	// Accepted in range, as OpenAI does; it has an effect there only with `include`
 	// `message.output_text.logprobs`, which this gateway does not return, so it goes no further.
 	top_logprobs: TOP_LOGPROBS,
-	tools: Nullable(z.array(Tool)),
+	// function, namespace and custom tools are translated; hosted ones are served or dropped (tools.ts).
+	tools: Nullable(Tools),
 	tool_choice: Nullable(ToolChoice),
 	parallel_tool_calls: Nullable(z.boolean()),
 	text: Nullable(
@@ -91,6 +82,8 @@ export const ResponsesRequestSchema = z.strictObject({
 	// Hints for OpenAI's own platform (sent by Codex-style clients): accepted, no effect here.
 	service_tier: Nullable(z.string()),
 	safety_identifier: Nullable(z.string()),
+	// Codex's session and turn ids: accepted, neither forwarded to the engine nor stored.
+	client_metadata: Nullable(z.record(z.string(), z.unknown())),
 	// Routing, as on chat: the node affinity key (passed on to the engine), and the fallback models
 	// (OpenRouter's `models`, Venice's `fallbacks`), whose shape is chat's, checked by
 	// `takeRequestFallbacks` in validateResponsesRequest, and whose ids are checked when authorized.
@@ -100,7 +93,6 @@ export const ResponsesRequestSchema = z.strictObject({
 });
 
 export type ResponsesRequest = z.output<typeof ResponsesRequestSchema>;
-export type FunctionToolParam = z.output<typeof FunctionTool>;
 
 /** Validates a Responses create body; throws GatewayError "invalid_request" naming the bad param. */
 export function validateResponsesRequest(body: unknown): ResponsesRequest {

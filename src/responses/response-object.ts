@@ -5,7 +5,8 @@
 import type { ResponseStatus, ResponseUsage, Response as SdkResponse } from "openai/resources/responses/responses";
 import { randomId } from "../ids";
 import type { OutputItem } from "./item-schema";
-import type { FunctionToolParam, ResponsesRequest } from "./request-schema";
+import type { ResponsesRequest } from "./request-schema";
+import { echoTool } from "./tools";
 
 /** The response object on the wire. `output_text` is left out: the SDKs compute it. */
 export type ResponseObject = Omit<SdkResponse, "output_text" | "access_programs" | "output" | "usage" | "error"> & {
@@ -57,16 +58,6 @@ export function endingOf(finishReason: unknown): Ending {
 	if (finishReason === "content_filter") return { status: "incomplete", incomplete_details: { reason: "content_filter" } };
 	return { status: "completed", incomplete_details: null };
 }
-function echoTool(t: FunctionToolParam) {
-	return {
-		type: t.type,
-		name: t.name,
-		description: t.description ?? null,
-		parameters: t.parameters ?? null,
-		strict: t.strict ?? null,
-	};
-}
-
 /** A response with no output yet: the request's settings echoed as OpenAI does. */
 export function responseShell(meta: StatusMeta, status: ResponseStatus): ResponseObject {
 	const r = meta.request;
@@ -92,7 +83,7 @@ export function responseShell(meta: StatusMeta, status: ResponseStatus): Respons
 		temperature: r.temperature ?? null,
 		text,
 		tool_choice: r.tool_choice ?? "auto",
-		tools: (r.tools ?? []).map(echoTool),
+		tools: (r.tools ?? []).map(echoTool) as unknown as ResponseObject["tools"],
 		top_p: r.top_p ?? null,
 		truncation: r.truncation ?? "disabled",
 		usage: null,

@@ -6,11 +6,10 @@
  * builds from the same content, because both use the same item builders and id order.
  */
 import type { Source } from "../types";
-import { itemAddedEvents, itemDoneEvents } from "./item-events";
+import { searchItem } from "./hosted-search";
 import type { ItemStatusValue, OutputItem, OutputMessageItem, ReasoningItemValue } from "./item-schema";
 import {
 	annotationsFromSources,
-	functionCallItem,
 	messageItem,
 	outputTextPart,
 	reasoningItem,
@@ -29,6 +28,8 @@ import {
 	type ToolCallState,
 	type Unnumbered,
 } from "./stream-event-types";
+import { closingEvents, deltaEvents, type OpeningPart, openingEvents, searchEvents } from "./stream-item-events";
+import { callItem, type ToolOrigin, toolOrigins } from "./tools";
 
 export { encodeEvent, type ResponseStreamEvent } from "./stream-event-types";
 
@@ -46,10 +47,13 @@ export class ResponsesEventBuilder {
 	#sources: Source[] = [];
 	/** The request asked for `reasoning.summary`: reasoning is streamed as its summary too (summary events). */
 	readonly #summarize: boolean;
+	/** Engine tool names that stand for a namespace's function or a custom tool (tools.ts). */
+	readonly #origins: Map<string, ToolOrigin>;
 
 	constructor(meta: ResponseMeta) {
 		this.#meta = meta;
 		this.#summarize = wantsSummary(meta.request);
+		this.#origins = toolOrigins(meta.request.tools);
 	}
 
 	/** Responses usage from the last chat usage seen (reasoning tokens estimated from `output` when summarizing). */
@@ -73,6 +77,11 @@ export class ResponsesEventBuilder {
 		const out = this.start();
 		if (chunk.object === "venym.sources") {
 			if (Array.isArray(chunk.sources)) this.#sources = chunk.sources.filter(isSource);
+			const search = searchItem(this.#meta.request, () => `ws_${this.#meta.ids()}`, this.#sources);
+			if (search && this.#output.length === 0) {
+				for (const event of searchEvents(search, this.#output.length)) this.#emit(out, event);
+				this.#output.push(search);
+			}
 			return out;
 		}
 		// Engines may repeat cumulative usage on every chunk: the last one wins.
@@ -148,10 +157,6 @@ export class ResponsesEventBuilder {
 		out.push({ ...event, sequence_number: this.#seq++ } as ResponseStreamEvent);
 	}
 
-	#emitAll(out: ResponseStreamEvent[], events: Unnumbered[]): void {
-		for (const event of events) this.#emit(out, event);
-	}
-
 	/** Output items so far, with the open one as it stands. */
 	#snapshot(openStatus: ItemStatusValue): OutputItem[] {
 		const output = [...this.#output];
@@ -167,7 +172,7 @@ export class ResponsesEventBuilder {
 			case "message":
 				return messageItem(open.id, text, annotationsFromSources(text, this.#sources), status);
 			case "function_call":
-				return functionCallItem(open.id, open.callId, open.name, text, status);
+				return callItem(this.#origins, open.id, open.callId, open.name, text, status);
 		}
 	}
 
@@ -182,7 +187,7 @@ export class ResponsesEventBuilder {
 	#openMessage(out: ResponseStreamEvent[]): OpenItem {
 		const open = this.#begin("message", `msg_${this.#meta.ids()}`);
 		const item: OutputMessageItem = { id: open.id, type: "message", status: "in_progress", content: [], role: "assistant" };
-		this.#emitAll(out, itemAddedEvents(open.outputIndex, item, outputTextPart("", [])));
+		this.#announce(out, open, item, outputTextPart("", []));
 		return open;
 	}
 
@@ -190,17 +195,16 @@ export class ResponsesEventBuilder {
 		const open = this.#begin("reasoning", `rs_${this.#meta.ids()}`);
 		const item: ReasoningItemValue = { id: open.id, type: "reasoning", summary: [], content: [] };
 		// The SDK accumulates reasoning_text deltas into a content part, which has to exist first.
-		this.#emitAll(out, itemAddedEvents(open.outputIndex, item, { type: "reasoning_text", text: "" }));
-		if (this.#summarize) {
-			this.#emit(out, {
-				type: "response.reasoning_summary_part.added",
-				item_id: open.id,
-				output_index: open.outputIndex,
-				summary_index: 0,
-				part: { type: "summary_text", text: "" },
-			});
-		}
+		this.#announce(out, open, item, { type: "reasoning_text", text: "" });
+		const at = { item_id: open.id, output_index: open.outputIndex };
+		const part = { type: "summary_text" as const, text: "" };
+		if (this.#summarize) this.#emit(out, { type: "response.reasoning_summary_part.added", ...at, summary_index: 0, part });
 		return open;
+	}
+
+	/** output_item.added, then content_part.added for the item's one content part. */
+	#announce(out: ResponseStreamEvent[], open: OpenItem, item: OutputItem, part: OpeningPart): void {
+		for (const event of openingEvents(item, { item_id: open.id, output_index: open.outputIndex }, part)) this.#emit(out, event);
 	}
 
 	#openCall(out: ResponseStreamEvent[], state: ToolCallState): void {
@@ -212,7 +216,7 @@ export class ResponsesEventBuilder {
 		this.#emit(out, {
 			type: "response.output_item.added",
 			output_index: open.outputIndex,
-			item: functionCallItem(id, callId, open.name, "", "in_progress"),
+			item: callItem(this.#origins, id, callId, open.name, "", "in_progress"),
 		});
 		if (state.early.length) this.#delta(out, open, state.early.join(""));
 		state.early = [];
@@ -230,18 +234,9 @@ export class ResponsesEventBuilder {
 	#delta(out: ResponseStreamEvent[], open: OpenItem, delta: string): void {
 		open.pieces.push(delta);
 		const at = { item_id: open.id, output_index: open.outputIndex };
-		switch (open.kind) {
-			case "reasoning":
-				this.#emit(out, { type: "response.reasoning_text.delta", ...at, content_index: 0, delta });
-				if (this.#summarize) this.#emit(out, { type: "response.reasoning_summary_text.delta", ...at, summary_index: 0, delta });
-				break;
-			case "message":
-				this.#emit(out, { type: "response.output_text.delta", ...at, content_index: 0, delta, logprobs: [] });
-				break;
-			case "function_call":
-				this.#emit(out, { type: "response.function_call_arguments.delta", ...at, delta });
-				break;
-		}
+		// A custom tool's input is read from the whole arguments: it goes out when the call closes.
+		const custom = open.kind === "function_call" && this.#origins.get(open.name)?.kind === "custom";
+		for (const event of deltaEvents(open.kind, at, delta, this.#summarize, custom)) this.#emit(out, event);
 	}
 
 	#toolCall(out: ResponseStreamEvent[], call: Json): void {
@@ -286,6 +281,8 @@ export class ResponsesEventBuilder {
 		const text = open.pieces.join("");
 		const item = this.#itemOf(open, text, status);
 		this.#output[open.outputIndex] = item;
-		this.#emitAll(out, itemDoneEvents(item, open.outputIndex, text, this.#summarize));
+		for (const event of closingEvents(item, { item_id: open.id, output_index: open.outputIndex }, text, this.#summarize))
+			this.#emit(out, event);
+		this.#emit(out, { type: "response.output_item.done", output_index: open.outputIndex, item });
 	}
 }

@@ -12,9 +12,11 @@ import type {
 	OutputTextPart,
 	RequestItem,
 	ResponseInputItem,
+	ToolOutputValue,
 } from "./item-schema";
 import { annotationsFromChat, outputTextPart } from "./output-items";
 import type { ResponsesRequest } from "./request-schema";
+import { chatTools, customArguments, flatName } from "./tools";
 
 type ChatContentPart =
 	| { type: "text"; text: string }
@@ -28,8 +30,8 @@ interface ChatToolCall {
 
 type ChatMessage =
 	| { role: "system" | "user"; content: string | ChatContentPart[] }
-	| { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[] }
-	| { role: "tool"; tool_call_id: string; content: string };
+	| { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[]; reasoning_content?: string }
+	| { role: "tool"; tool_call_id: string; content: string | ChatContentPart[] };
 
 type AnyItem = RequestItem | ResponseInputItem;
 type AnyPart = Exclude<Extract<AnyItem, { type: "message" }>["content"], string>[number];
@@ -61,38 +63,81 @@ function userContent(content: string | AnyPart[]): string | ChatContentPart[] {
 	return content.map(chatPart);
 }
 
+/** A tool's output for the engine: its text, or parts when it carries images. */
+function toolContent(output: ToolOutputValue): string | ChatContentPart[] {
+	if (typeof output === "string") return output;
+	const parts: ChatContentPart[] = [];
+	for (const p of output) {
+		if (typeof p.text === "string") parts.push({ type: "text", text: p.text });
+		else if (p.type === "input_image" && typeof p.image_url === "string")
+			parts.push({ type: "image_url", image_url: { url: p.image_url } });
+	}
+	if (parts.every((p) => p.type === "text")) return parts.map((p) => (p.type === "text" ? p.text : "")).join("\n");
+	return parts;
+}
+
+/**
+ * The reasoning text the engine gets back for a reasoning item: only what the gateway opened from
+ * its own seal (reasoning-round-trip.ts leaves `content` on a sealed item only then). Other
+ * reasoning (stored, or the client's own) is not replayed: chat templates drop it, and some
+ * engines reject it.
+ */
+function reasoningOf(item: Extract<AnyItem, { type: "reasoning" }>): string {
+	const { content, encrypted_content: sealed } = item as { content?: unknown; encrypted_content?: unknown };
+	if (typeof sealed !== "string" || !Array.isArray(content)) return "";
+	return content.map((c) => (c && c.type === "reasoning_text" && typeof c.text === "string" ? c.text : "")).join("");
+}
+
 function toMessages(items: ReadonlyArray<AnyItem>): ChatMessage[] {
 	const messages: ChatMessage[] = [];
+	// Reasoning goes on the assistant message that follows it, as vLLM takes it (`reasoning_content`).
+	let reasoning = "";
+	const assistant = (content: string | null): Extract<ChatMessage, { role: "assistant" }> => {
+		const message: Extract<ChatMessage, { role: "assistant" }> = { role: "assistant", content };
+		if (reasoning) message.reasoning_content = reasoning;
+		reasoning = "";
+		messages.push(message);
+		return message;
+	};
+	const call = (call: ChatToolCall) => {
+		const last = messages.at(-1);
+		// One assistant turn may say something and call several tools: keep it one message.
+		if (last?.role !== "assistant" || reasoning) assistant(null).tool_calls = [call];
+		else if (last.tool_calls) last.tool_calls.push(call);
+		else last.tool_calls = [call];
+	};
 	for (const item of items) {
 		switch (item.type) {
 			case "message": {
 				if (item.role === "assistant") {
-					messages.push({ role: "assistant", content: typeof item.content === "string" ? item.content : joinText(item.content) });
+					assistant(typeof item.content === "string" ? item.content : joinText(item.content));
 				} else {
 					// Many engines' chat templates know no "developer" role; it means the same as system.
 					const role = item.role === "user" ? "user" : "system";
 					messages.push({ role, content: userContent(item.content) });
+					reasoning = "";
 				}
 				break;
 			}
 			case "function_call": {
-				const call: ChatToolCall = {
-					id: item.call_id,
-					type: "function",
-					function: { name: item.name, arguments: item.arguments },
-				};
-				const last = messages.at(-1);
-				// One assistant turn may say something and call several tools: keep it one message.
-				if (last?.role !== "assistant") messages.push({ role: "assistant", content: null, tool_calls: [call] });
-				else if (last.tool_calls) last.tool_calls.push(call);
-				else last.tool_calls = [call];
+				const name = item.namespace ? flatName(item.namespace, item.name) : item.name;
+				call({ id: item.call_id, type: "function", function: { name, arguments: item.arguments } });
+				break;
+			}
+			case "custom_tool_call": {
+				const name = item.namespace ? flatName(item.namespace, item.name) : item.name;
+				call({ id: item.call_id, type: "function", function: { name, arguments: customArguments(item.input) } });
 				break;
 			}
 			case "function_call_output":
-				messages.push({ role: "tool", tool_call_id: item.call_id, content: item.output });
+			case "custom_tool_call_output":
+				messages.push({ role: "tool", tool_call_id: item.call_id, content: toolContent(item.output) });
 				break;
 			case "reasoning":
-				// Earlier reasoning is not replayed: chat templates drop it, and some engines reject it.
+				reasoning += reasoningOf(item);
+				break;
+			case "web_search_call":
+				// The search's results went into that turn's prompt; the engine's answer carries what it used.
 				break;
 			case "item_reference":
 				// run-response replaces references with the stored items before translating.
@@ -123,18 +168,14 @@ export function responsesToChat(req: ResponsesRequest, history: ReadonlyArray<Re
 	messages.push(...toMessages([...history, ...current]));
 
 	const body: Record<string, unknown> = { model: req.model, messages };
-	if (req.tools?.length) {
-		body.tools = req.tools.map((t) => {
-			const fn: Record<string, unknown> = { name: t.name };
-			if (t.description != null) fn.description = t.description;
-			if (t.parameters != null) fn.parameters = t.parameters;
-			if (t.strict != null) fn.strict = t.strict;
-			return { type: "function", function: fn };
-		});
-	}
-	if (req.tool_choice != null) {
-		body.tool_choice =
-			typeof req.tool_choice === "string" ? req.tool_choice : { type: "function", function: { name: req.tool_choice.name } };
+	const tools = chatTools(req.tools ?? []);
+	if (tools.length) body.tools = tools;
+	const choice = req.tool_choice;
+	if (typeof choice === "string") body.tool_choice = choice;
+	else if (choice) {
+		// A namespace's function and a custom tool are named as the engine knows them (tools.ts).
+		const name = "namespace" in choice && choice.namespace ? flatName(choice.namespace, choice.name) : choice.name;
+		body.tool_choice = { type: "function", function: { name } };
 	}
 	if (req.parallel_tool_calls != null) body.parallel_tool_calls = req.parallel_tool_calls;
 	const format = responseFormat(req.text?.format);
@@ -206,17 +247,31 @@ function normalise(item: RequestItem, ids: () => string): ResponseInputItem | It
 				id: item.id || `fc_${ids()}`,
 				call_id: item.call_id,
 				name: item.name,
+				...(item.namespace ? { namespace: item.namespace } : {}),
 				arguments: item.arguments,
 				status: item.status ?? "completed",
 			};
-		case "function_call_output":
+		case "custom_tool_call":
 			return {
-				type: "function_call_output",
-				id: item.id || `fco_${ids()}`,
+				type: "custom_tool_call",
+				id: item.id || `ctc_${ids()}`,
+				call_id: item.call_id,
+				name: item.name,
+				...(item.namespace ? { namespace: item.namespace } : {}),
+				input: item.input,
+				status: item.status ?? "completed",
+			};
+		case "function_call_output":
+		case "custom_tool_call_output":
+			return {
+				type: item.type,
+				id: item.id || `${item.type === "function_call_output" ? "fco" : "ctco"}_${ids()}`,
 				call_id: item.call_id,
 				output: item.output,
 				status: "completed",
 			};
+		case "web_search_call":
+			return { ...(item as Record<string, unknown>), type: "web_search_call", id: item.id || `ws_${ids()}` } as ResponseInputItem;
 		case "reasoning":
 			return {
 				...(item as Record<string, unknown>),

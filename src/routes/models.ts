@@ -14,6 +14,8 @@ export function modelObject(m: ModelConfig) {
 		owned_by: m.owned_by,
 		max_output_tokens: m.max_output_tokens,
 		context_length: m.context_length ?? null,
+		// The same window under the name Codex's model catalog uses (`context_window`).
+		context_window: m.context_length ?? null,
 		// The cached-input price is the input price unless the operator set a lower one.
 		pricing: { ...m.pricing, cached_input_usd_per_mtok: m.pricing.cached_input_usd_per_mtok ?? m.pricing.input_usd_per_mtok },
 		capabilities: m.capabilities,

@@ -3,9 +3,12 @@ import type { AppEnv } from "../app-env";
 import { callerKeyId } from "../auth/scopes";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
+import { withHostedSearch } from "../responses/hosted-search";
+import { openInputReasoning, sealResponse, sealStream, wantsSeal } from "../responses/reasoning-round-trip";
 import { validateResponsesRequest } from "../responses/request-schema";
 import { createResponse } from "../responses/run-response";
 import { responseStore } from "../responses/store-api";
+import { ignoredTools } from "../responses/tools";
 import { runOf } from "./chat";
 
 function notFound(id: string): GatewayError {
@@ -29,16 +32,22 @@ export const responsesRoutes = new Hono<AppEnv>()
 		const run = runOf(c);
 		const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
 		run.log?.asked(body);
-		const req = validateResponsesRequest(body);
+		const req = withHostedSearch(validateResponsesRequest(body), run.config);
+		await openInputReasoning(req, c.env, run.callerKeyId, run.config);
 		const result = await createResponse(run, req);
 		if (req.background) run.log?.queued();
+		const ignored = ignoredTools(req.tools, run.config.web_search !== undefined);
+		const headers = ignored.length ? { ...result.headers, "x-venym-ignored-tools": ignored.join(",") } : result.headers;
+		const seal = wantsSeal(req, c.env);
 		if (result.kind === "stream") {
 			run.log?.streaming();
-			return new Response(result.stream, {
-				headers: { ...result.headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
+			const stream = seal ? sealStream(result.stream, c.env, run.callerKeyId) : result.stream;
+			return new Response(stream, {
+				headers: { ...headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
 			});
 		}
-		return c.json(result.body, 200, result.headers);
+		if (seal) await sealResponse(result.body, c.env, run.callerKeyId);
+		return c.json(result.body, 200, headers);
 	})
 	.get("/:id", async (c) => {
 		return c.json(await stored(c, c.req.param("id")));

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { startEngine } from "../../dev/engine.mjs";
 import { startGateway } from "../../dev/gateway-process.mjs";
-import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, testGatewayConfig } from "../support/test-config";
+import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, TEST_SEAL_SECRET, testGatewayConfig } from "../support/test-config";
 
 declare module "vitest" {
 	export interface ProvidedContext {
@@ -56,6 +56,7 @@ export async function startE2eStack() {
 				}),
 				ADMIN_TOKEN: TEST_ADMIN_TOKEN,
 				NODE_KEY: TEST_NODE_KEY,
+				REASONING_SEAL_SECRET: TEST_SEAL_SECRET,
 			},
 		});
 	} catch (err) {

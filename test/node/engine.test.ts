@@ -210,6 +210,7 @@ describe("dev engine", () => {
 			searchfail: true,
 			searchslow: true,
 			"tool-loop": true,
+			codex: true,
 		};
 		expect([...scenarioNames].sort()).toEqual(Object.keys(declared).sort());
 	});
@@ -287,5 +288,37 @@ describe("dev engine: response_format and reasoning models", () => {
 		expect(streamedText(text)).toBe("Echo: hello there");
 		// Not for a model that is not named for it.
 		expect(streamedText(await (await chat({ model: "dev-echo", stream: true })).text(), "reasoning_content")).toBe("");
+	});
+});
+
+describe("dev engine: the codex scenario", () => {
+	const tools = [{ type: "function", function: { name: "exec_command", parameters: { type: "object" } } }];
+
+	it("reasons, then calls exec_command with echo hi when asked to run something", async () => {
+		const body = await completion(chat({ tools, messages: [{ role: "user", content: "Run echo hi" }] }, "/s/codex"));
+		const message = body.choices[0]?.message as Completion["choices"][number]["message"] & { reasoning_content?: string };
+		expect(message.reasoning_content).toBe("I plan the next step.");
+		expect(message.tool_calls?.[0]?.function).toEqual({
+			name: "exec_command",
+			arguments: '{"cmd":"echo hi","yield_time_ms":1000}',
+		});
+	});
+
+	it("answers with the tool's output and says what earlier reasoning it was given", async () => {
+		const history = [
+			{ role: "user", content: "Run echo hi" },
+			{
+				role: "assistant",
+				content: null,
+				reasoning_content: "I plan.",
+				tool_calls: [{ id: "c1", type: "function", function: { name: "exec_command", arguments: "{}" } }],
+			},
+			{ role: "tool", tool_call_id: "c1", content: "hi" },
+		];
+		const [withReasoning] = (await completion(chat({ tools, messages: history }, "/s/codex"))).choices;
+		expect(withReasoning?.message.content).toBe("Tool said: hi. Reasoning received: I plan.");
+		const without = history.map((m) => (m.role === "assistant" ? { ...m, reasoning_content: undefined } : m));
+		const [plain] = (await completion(chat({ tools, messages: without }, "/s/codex"))).choices;
+		expect(plain?.message.content).toBe("Tool said: hi.");
 	});
 });

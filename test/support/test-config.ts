@@ -43,6 +43,9 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/tool-loop", [node("tool-loop")]),
 			// A prefix-cache hit on half of every prompt, reported as vLLM does (the console's cache columns).
 			model("test/cached", [node("cached")]),
+			model("test/codex", [node("codex")], { context_length: 200_000 }),
+			// The same engine, for a model the catalog does not say reasons: no reasoning goes back to it.
+			model("test/codex-plain", [node("codex")], { context_length: 200_000, capabilities: ["tools"] }),
 			// An embeddings model: served on /v1/embeddings only, priced on input alone, no output cap.
 			model("test/embed", [{ url: node(), api_key_env: "NODE_KEY" }], {
 				capabilities: ["embeddings"],
@@ -76,3 +79,4 @@ export function testGatewayConfig(engineUrl: string) {
 
 export const TEST_ADMIN_TOKEN = "test-admin-token-0123456789";
 export const TEST_NODE_KEY = "node-secret-abc";
+export const TEST_SEAL_SECRET = "test-reasoning-seal-secret-0123456789";

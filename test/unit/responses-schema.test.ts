@@ -135,7 +135,7 @@ describe("validateResponsesRequest rejects", () => {
 			"an unknown item type",
 			{ model: "m", input: [{ type: "file_search_call", id: "x" }] },
 			"input[0].type",
-			/'message', 'function_call', 'function_call_output', 'reasoning', 'item_reference'/,
+			/'message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output', 'reasoning', 'web_search_call', 'item_reference'/,
 		],
 		[
 			"an item reference with another field",
@@ -181,8 +181,8 @@ describe("validateResponsesRequest rejects", () => {
 			/Unrecognized request argument supplied: input\[0\]\.extra/,
 		],
 		[
-			"a function_call_output whose output is not a string",
-			{ model: "m", input: [{ type: "function_call_output", call_id: "c", output: [{ type: "input_text", text: "x" }] }] },
+			"a function_call_output whose output is neither text nor parts",
+			{ model: "m", input: [{ type: "function_call_output", call_id: "c", output: 5 }] },
 			"input[0].output",
 			/Invalid value/,
 		],
@@ -210,7 +210,30 @@ describe("validateResponsesRequest rejects", () => {
 			"input[0].content[0].type",
 			/assistant messages/,
 		],
-		["a non-function tool", { ...base, tools: [{ type: "web_search" }] }, "tools[0].type", /only 'function' tools.*"web_search"/],
+		[
+			"a namespace whose function has no name",
+			{ ...base, tools: [{ type: "namespace", name: "ns", tools: [{ type: "function" }] }] },
+			"tools[0].tools[0].name",
+			/Missing required parameter/,
+		],
+		[
+			"a custom tool with an unknown grammar syntax",
+			{ ...base, tools: [{ type: "custom", name: "c", format: { type: "grammar", syntax: "peg", definition: "x" } }] },
+			"tools[0].format",
+			/Invalid value/,
+		],
+		[
+			"two tools the engine would see under one name",
+			{
+				...base,
+				tools: [
+					{ type: "function", name: "ns__f" },
+					{ type: "namespace", name: "ns", tools: [{ type: "function", name: "f" }] },
+				],
+			},
+			"tools[1].name",
+			/used twice/,
+		],
 		[
 			"a function tool with an unknown field",
 			{ ...base, tools: [{ type: "function", name: "f", defer_loading: true }] },
