@@ -41,7 +41,14 @@ export interface MessagesStreamOptions {
 /** Anthropic pings an idle stream about every 10 to 15 seconds; clients and proxies expect the traffic. */
 export const PING_EVERY_MS = 10_000;
 
-type Open = { kind: "thinking" } | { kind: "text" } | { kind: "tool"; toolIndex: number; id: string };
+type Open = { kind: "thinking" } | { kind: "text" } | { kind: "tool" };
+
+/** A tool call being gathered: OpenAI's format keys a call's fragments by `index`, and an engine may interleave them. */
+interface PendingCall {
+	id: string;
+	name: string;
+	args: string;
+}
 
 export class MessagesStreamEncoder implements StreamEncoder {
 	readonly #opts: MessagesStreamOptions;
@@ -52,6 +59,13 @@ export class MessagesStreamEncoder implements StreamEncoder {
 	#finish: unknown = null;
 	#matched: unknown = null;
 	#sawToolCall = false;
+	/**
+	 * Tool calls in the order they began, sent as whole `tool_use` blocks when the choice finishes
+	 * (or text follows them). The lane repairs every call's arguments, which holds them to the
+	 * choice's end anyway (stream/tool-call-repair.ts), so gathering them here delays nothing.
+	 */
+	#calls: PendingCall[] = [];
+	readonly #callAt = new Map<number, PendingCall>();
 	readonly keepAlive: { everyMs: number; text: string };
 
 	constructor(opts: MessagesStreamOptions) {
@@ -98,7 +112,7 @@ export class MessagesStreamEncoder implements StreamEncoder {
 			const error = body.error.type === "timeout_error" ? { ...body.error, type: "api_error" as const } : body.error;
 			return sseEvent("error", { error, request_id: body.request_id });
 		}
-		let out = this.#close();
+		let out = this.#flushCalls() + this.#close();
 		const stop = stopReasonOf(this.#finish, this.#matched, this.#opts.stopSequences ?? [], this.#sawToolCall);
 		out += sseEvent("message_delta", { delta: stop, usage: anthropicUsage(reducer.usageField()) });
 		return out + sseEvent("message_stop", {});
@@ -107,6 +121,7 @@ export class MessagesStreamEncoder implements StreamEncoder {
 	#delta(delta: Json): string {
 		let out = "";
 		const reasoning = reasoningOf(delta);
+		if (reasoning || (typeof delta.content === "string" && delta.content)) out += this.#flushCalls();
 		if (reasoning) {
 			if (this.#open?.kind !== "thinking")
 				out += this.#begin({ kind: "thinking" }, { type: "thinking", thinking: "", signature: "" });
@@ -126,21 +141,28 @@ export class MessagesStreamEncoder implements StreamEncoder {
 		this.#sawToolCall = true;
 		const toolIndex = typeof call.index === "number" ? call.index : 0;
 		const fn = isRecord(call.function) ? call.function : {};
-		let out = "";
-		// A call's first delta carries its id (and name); engines stream calls one after another.
+		// A call's first fragment carries its id (and name); a new id at a used index is a new call.
 		const given = typeof call.id === "string" && call.id ? call.id : null;
-		const open = this.#open;
-		const current = open?.kind === "tool" && open.toolIndex === toolIndex && (given === null || given === open.id);
-		if (!current) {
-			const id = given ?? `toolu_${this.#id.slice(4)}_${this.#next}`;
-			out += this.#begin(
-				{ kind: "tool", toolIndex, id },
-				{ type: "tool_use", id, name: typeof fn.name === "string" ? fn.name : "", input: {} },
-			);
+		let pending = this.#callAt.get(toolIndex);
+		if (!pending || (given !== null && given !== pending.id)) {
+			pending = { id: given ?? `toolu_${this.#id.slice(4)}_${this.#next + this.#calls.length}`, name: "", args: "" };
+			this.#calls.push(pending);
+			this.#callAt.set(toolIndex, pending);
 		}
-		if (typeof fn.arguments === "string" && fn.arguments) {
-			out += this.#blockDelta({ type: "input_json_delta", partial_json: fn.arguments });
+		if (!pending.name && typeof fn.name === "string") pending.name = fn.name;
+		if (typeof fn.arguments === "string") pending.args += fn.arguments;
+		return "";
+	}
+
+	/** The gathered tool calls, each one whole `tool_use` block, in the order they began. */
+	#flushCalls(): string {
+		let out = "";
+		for (const call of this.#calls) {
+			out += this.#begin({ kind: "tool" }, { type: "tool_use", id: call.id, name: call.name, input: {} });
+			if (call.args) out += this.#blockDelta({ type: "input_json_delta", partial_json: call.args });
 		}
+		this.#calls = [];
+		this.#callAt.clear();
 		return out;
 	}
 

@@ -59,7 +59,7 @@ const call = (index: number, fn: Json, id?: string) => ({ index, ...(id ? { id, 
 
 describe("Messages stream attack", () => {
 	// Known, not fixed yet (session 8 closing note): `it.fails` turns red once it is fixed.
-	it.fails("interleaved parallel tool calls (index 0, 1, 0, 1) become two whole tool_use blocks", async () => {
+	it("interleaved parallel tool calls (index 0, 1, 0, 1) become two whole tool_use blocks", async () => {
 		// OpenAI's format keys a call's fragments by `index`, not by order: an engine may send the
 		// calls' headers first and their arguments after, interleaved.
 		const sse = encode([

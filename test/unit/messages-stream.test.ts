@@ -102,8 +102,8 @@ describe("MessagesStreamEncoder", () => {
 			["content_block_delta", "text_delta"],
 			["content_block_delta", "text_delta"],
 			["content_block_stop", 1],
+			// A tool call goes out whole, one block with its arguments in one delta, when the choice ends.
 			["content_block_start", "tool_use"],
-			["content_block_delta", "input_json_delta"],
 			["content_block_delta", "input_json_delta"],
 			["content_block_stop", 2],
 			["content_block_start", "tool_use"],
