@@ -153,6 +153,22 @@ function limitError(refusal: LimitRefusal, headers: Record<string, string>): Gat
 }
 
 /** OpenAI's duration style: "250ms", "1.5s", "6m0s". */
+/**
+ * A request that places no hold (count_tokens) counted against its keys' requests per minute:
+ * no ledger call when none of them has an rpm; a 429 in the same shape as a held request's.
+ */
+export async function countRequest(
+	env: Env,
+	req: Pick<RequestContext, "payerKeyId" | "requestId" | "scopes">,
+): Promise<Record<string, string>> {
+	const scopes = req.scopes?.filter((s) => s.rpm) ?? [];
+	if (scopes.length === 0) return {};
+	const result = await ledgerFor(env, req.payerKeyId).countRequest({ requestId: req.requestId, scopes });
+	const headers = rateLimitHeaders(result.rate);
+	if (!result.ok) throw limitError(result, headers);
+	return headers;
+}
+
 export function formatDuration(ms: number): string {
 	const v = Math.max(0, Math.ceil(ms));
 	if (v < 1000) return `${v}ms`;

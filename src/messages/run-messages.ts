@@ -3,10 +3,11 @@
  * pipeline (authorizeChat → runAuthorized: the same keys, scopes, hold, fleet routing,
  * fallbacks, settlement and usage record), answered as an Anthropic `message` or its events.
  */
-import { assertModelAllowed } from "../auth/scopes";
+import { assertModelAllowed, ledgerScopes, payerKeyId } from "../auth/scopes";
 import { assertServes } from "../chat/authorize-chat";
 import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
 import { resolveModel } from "../config";
+import { countRequest } from "../ledger/ledger-client";
 import type { Source } from "../types";
 import { countTokens, type TokenCount } from "./count-tokens";
 import { type AnthropicMessageOut, messageFromCompletion } from "./from-chat";
@@ -64,7 +65,13 @@ export async function countMessageTokens(
 	const { req, ignored } = validateCountTokensRequest(body);
 	const { model } = resolveModel(run.config, req.model);
 	assertServes(model, "chat");
-	if (run.principal) assertModelAllowed(run.principal, model.id);
+	assertModelAllowed(run.principal, model.id);
+	// The engine tokenizes for free: the call still counts against the key's requests per minute.
+	const rateHeaders = await countRequest(run.env, {
+		payerKeyId: payerKeyId(run.principal),
+		requestId: run.requestId,
+		scopes: ledgerScopes(run.principal),
+	});
 	const chatBody = messagesToChat({ ...req, max_tokens: 1 }, { reasoning: false });
 	const count: TokenCount = await countTokens(model, chatBody, {
 		fetch: fetcher,
@@ -72,6 +79,6 @@ export async function countMessageTokens(
 	});
 	return {
 		body: { input_tokens: count.input_tokens },
-		headers: { ...laneHeaders(run.requestId, ignored), "x-venym-token-count": count.source },
+		headers: { ...rateHeaders, ...laneHeaders(run.requestId, ignored), "x-venym-token-count": count.source },
 	};
 }

@@ -12,6 +12,8 @@ import type {
 	AllowanceState,
 	AuthorizeInput,
 	AuthorizeResult,
+	CountRequestInput,
+	CountRequestResult,
 	CreditInput,
 	CreditResult,
 	GrantInput,
@@ -85,6 +87,20 @@ export class KeyLedger extends DurableObject<Env> {
 		assertSafeTotal("authorize", "amount held", st.held + hold);
 		this.#rememberKey(input.keyId);
 		return this.#holds.authorize(st, input);
+	}
+
+	/**
+	 * A request that holds nothing (count_tokens: the engine tokenizes, nothing is billed) still
+	 * counts against the requests per minute of its scopes, so a key cannot have its engines work
+	 * past its rate for free. Writes one rate event per rpm-limited scope, or nothing when refused.
+	 */
+	countRequest(input: CountRequestInput): CountRequestResult {
+		const now = Date.now();
+		const scopes = input.scopes.filter((s) => s.rpm).map((s) => ({ scope: s.scope, rpm: s.rpm }));
+		const { refusal, rate } = this.#limits.check(scopes, 0, now);
+		if (refusal) return { ok: false, rate, ...refusal };
+		this.#limits.countRequest(input.requestId, scopes, now);
+		return { ok: true, rate };
 	}
 
 	/** Releases the hold and debits the real cost, once per request id; a replay returns the stored result. */

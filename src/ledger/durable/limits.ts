@@ -173,6 +173,19 @@ export class LedgerLimits {
 		return limited;
 	}
 
+	/** Counts a request that holds nothing in each rpm-limited scope's window (no tokens, no hold ties). */
+	countRequest(requestId: string, scopes: readonly ScopeLimits[], now: number): void {
+		for (const s of scopes) {
+			if (!s.rpm) continue;
+			this.sql.exec(
+				"INSERT OR IGNORE INTO rate_events (request_id, scope, at, tokens) VALUES (?, ?, ?, 0)",
+				requestId,
+				s.scope,
+				now,
+			);
+		}
+	}
+
 	/**
 	 * At settlement: the real tokens replace the estimate, and the cost counts towards the spend
 	 * of each scope with a spend limit (per-period spend is tracked from the time a limit exists).

@@ -39,6 +39,15 @@ export interface AuthorizeInput {
 	ttlMs?: number;
 }
 
+/** A request that holds nothing but counts against the requests per minute of its scopes (count_tokens). */
+export interface CountRequestInput {
+	requestId: string;
+	/** The limits of every key the request runs under; only `rpm` is read. */
+	scopes: ScopeLimits[];
+}
+
+export type CountRequestResult = { ok: true; rate: RateState } | ({ ok: false; rate: RateState } & LimitRefusal);
+
 export interface SettleInput {
 	requestId: string;
 	costNanos: number;
