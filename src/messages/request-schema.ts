@@ -25,6 +25,14 @@ const Document = z.looseObject({
 	title: z.string().nullable().optional(),
 });
 
+/** A RAG result the user (or a tool) hands the model: its text, with where it came from. */
+const SearchResult = z.looseObject({
+	type: z.literal("search_result"),
+	source: z.string(),
+	title: z.string(),
+	content: z.array(Text),
+});
+
 const ToolUse = z.looseObject({
 	type: z.literal("tool_use"),
 	id: z.string().min(1),
@@ -35,7 +43,7 @@ const ToolUse = z.looseObject({
 const ToolResult = z.looseObject({
 	type: z.literal("tool_result"),
 	tool_use_id: z.string().min(1),
-	content: z.union([z.string(), z.array(z.union([Text, Image]))]).optional(),
+	content: z.union([z.string(), z.array(z.discriminatedUnion("type", [Text, Image, Document, SearchResult]))]).optional(),
 	is_error: z.boolean().optional(),
 });
 
@@ -53,17 +61,16 @@ const SERVER_BLOCKS = [
 	"mcp_tool_use",
 	"mcp_tool_result",
 	"container_upload",
-	"search_result",
 ] as const;
 const ServerBlock = z.looseObject({ type: z.enum(SERVER_BLOCKS) });
 
 const Block = z.discriminatedUnion(
 	"type",
-	[Text, Image, Document, ToolUse, ToolResult, Thinking, RedactedThinking, ServerBlock],
+	[Text, Image, Document, SearchResult, ToolUse, ToolResult, Thinking, RedactedThinking, ServerBlock],
 	{
 		error: (iss) =>
 			iss.code === "invalid_union" && iss.note === "No matching discriminator"
-				? "expected a content block of type 'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking' or 'redacted_thinking'."
+				? "expected a content block of type 'text', 'image', 'document', 'search_result', 'tool_use', 'tool_result', 'thinking' or 'redacted_thinking'."
 				: undefined,
 	},
 );

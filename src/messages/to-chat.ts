@@ -36,8 +36,13 @@ function imageUrl(block: Extract<ContentBlock, { type: "image" }>): string {
 	return s.type === "base64" ? `data:${s.media_type};base64,${s.data}` : s.url;
 }
 
-function documentText(block: Extract<ContentBlock, { type: "document" }>): string {
+function documentText(block: { title?: string | null; source: { data: string } }): string {
 	return block.title ? `${block.title}\n\n${block.source.data}` : block.source.data;
+}
+
+/** A search result as the model reads it: its title and source, then its text. */
+function searchResultText(block: { title: string; source: string; content: { text: string }[] }): string {
+	return `${block.title}\n${block.source}\n\n${block.content.map((c) => c.text).join("\n")}`;
 }
 
 /** A user turn's parts: text only becomes a plain string (what every engine accepts). */
@@ -53,6 +58,8 @@ function toolResultText(block: Extract<ContentBlock, { type: "tool_result" }>, i
 		const texts: string[] = [];
 		for (const b of block.content ?? []) {
 			if (b.type === "text") texts.push(b.text);
+			else if (b.type === "document") texts.push(documentText(b));
+			else if (b.type === "search_result") texts.push(searchResultText(b));
 			else images.push({ type: "image_url", image_url: { url: imageUrl(b) } });
 		}
 		text = texts.join("\n");
@@ -75,6 +82,9 @@ function userTurn(content: ContentBlock[], at: string, out: ChatMessage[]): void
 				break;
 			case "document":
 				parts.push({ type: "text", text: documentText(block) });
+				break;
+			case "search_result":
+				parts.push({ type: "text", text: searchResultText(block) });
 				break;
 			case "tool_result":
 				out.push({ role: "tool", tool_call_id: block.tool_use_id, content: toolResultText(block, images) });

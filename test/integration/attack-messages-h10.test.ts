@@ -50,7 +50,6 @@ function eventsIn(text: string): Event[] {
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 describe("Messages attack: money", () => {
-	// Known, not fixed yet (session 8 closing note): `it.fails` turns red once it is fixed.
 	it("count_tokens is under the key's rate limit: it makes the engine tokenize, for free", async () => {
 		// A key allowed one request a minute. Each count_tokens call is a POST {node}/tokenize with
 		// the client's whole body (up to max_body_bytes), so unlimited calls are free engine work.
@@ -124,8 +123,7 @@ describe("Messages attack: input", () => {
 		expect(res.status === 200 || named, text).toBe(true);
 	});
 
-	// Known, not fixed yet (session 8 closing note): `it.fails` turns red once it is fixed.
-	it.fails("a tool_result may carry a document block (Anthropic allows text, image, document)", async () => {
+	it("a tool_result may carry a document block (Anthropic allows text, image, document)", async () => {
 		const key = await createKey({ name: "h10-doc", balance_usd: 10 });
 		const m = marker();
 		const res = await messages(key.key, {
@@ -154,8 +152,7 @@ describe("Messages attack: input", () => {
 		expect(JSON.stringify(call?.body?.messages)).toContain(`doc ${m}`);
 	});
 
-	// Known, not fixed yet (session 8 closing note): `it.fails` turns red once it is fixed.
-	it.fails("a user's search_result block reaches the model, or is refused, never silently dropped", async () => {
+	it("a user's search_result block reaches the model, or is refused, never silently dropped", async () => {
 		const key = await createKey({ name: "h10-search-result", balance_usd: 10 });
 		const m = marker();
 		const res = await messages(key.key, {
@@ -177,7 +174,6 @@ describe("Messages attack: input", () => {
 			],
 		});
 		const text = await res.text();
-		if (res.status === 400) return; // A clear refusal is a fix too.
 		expect(res.status, text).toBe(200);
 		const [call] = (await engineRequests({ contains: `question ${m}` })).filter((r) => r.path.endsWith("/chat/completions"));
 		// Before the fix: the engine got only "question …"; the user's RAG content was dropped (and not billed).
