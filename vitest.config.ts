@@ -60,7 +60,7 @@ function workerPlugin(redis: boolean) {
 	});
 }
 
-const REDIS_TESTS = "test/integration/redis.test.ts";
+const REDIS_TESTS = "test/integration/redis/redis.test.ts";
 
 /** What every workerd project shares. */
 const WORKERD_PROJECT = {

@@ -66,7 +66,7 @@ export function testGatewayConfig(engineUrl: string) {
 		routing: { max_attempts: 6 },
 		// Edge allowances (docs/allowances.md) only for keys holding 200 million holds: a one-token embedding
 		// (1,000 nanos) needs $200, a small chat (about 1e6 nanos) about $210,000. The other tests' keys ($100 at
-		// most) keep the synchronous hold and their exact held amounts; test/integration/allowance.test.ts uses
+		// most) keep the synchronous hold and their exact held amounts; test/integration/ledger/allowance.test.ts uses
 		// keys of up to $1,000,000. A short lifetime, so that test sees allowances expire.
 		ledger: { allowance_ttl_ms: 3000, allowance_min_headroom: 200_000_000 },
 	};
