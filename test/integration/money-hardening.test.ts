@@ -9,7 +9,17 @@ import { describe, expect, it, vi } from "vitest";
 import type { LedgerInfo } from "../../src/ledger/key-ledger";
 import { groundingTokenBound } from "../../src/search/grounding";
 import { IMAGE_TOKENS } from "../../src/stream/estimate";
-import { admin, chat, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
+import {
+	admin,
+	chat,
+	createKey,
+	engineRequests,
+	engineRequestsSince,
+	gw,
+	lastEngineId,
+	readSse,
+	waitFor,
+} from "../support/gateway";
 import { ledger } from "../support/ledger";
 import { TEST_NODE_KEY } from "../support/test-config";
 
@@ -516,12 +526,14 @@ describe("a client that leaves while the engine has not answered", () => {
 		it(`holds nothing once the engine has answered (${stream ? "stream" : "non-stream"})`, async () => {
 			const k = await createKey({ balance_usd: 1 });
 			const controller = new AbortController();
+			const text = ping();
 			const pending = chat(
 				k.key,
-				{ model: "test/slowheaders", stream, max_tokens: 5, messages: [{ role: "user", content: ping() }] },
+				{ model: "test/slowheaders", stream, max_tokens: 5, messages: [{ role: "user", content: text }] },
 				{ signal: controller.signal },
 			).catch((err: unknown) => err);
-			await new Promise((r) => setTimeout(r, 150));
+			// The client leaves once the engine has the request and before it answers (its headers take 600 ms).
+			await waitFor(async () => (await engineRequests({ contains: text })).length === 1);
 			controller.abort();
 			const outcome = await pending;
 			if (outcome instanceof Response) await outcome.body?.cancel().catch(() => {});

@@ -6,7 +6,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { ResponseStore } from "../../src/responses/response-store";
-import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
+import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, releaseEngine, waitFor } from "../support/gateway";
 import { ledger } from "../support/ledger";
 
 const APP = "https://app.example.com";
@@ -16,6 +16,8 @@ const APP = "https://app.example.com";
  * of a longer answer, so "incomplete".
  */
 const SLOW = { model: "test/slowbody", max_output_tokens: 14, background: true };
+/** A background run that lasts until the test releases it (test/gated, releaseEngine). */
+const GATED = { model: "test/gated", max_output_tokens: 14, background: true };
 
 interface ResponseJson {
 	id: string;
@@ -120,18 +122,43 @@ async function mintToken(parentKey: string): Promise<string> {
 }
 
 /** Engine requests carrying `tag` in their body. */
+/** Keeps releasing the gated runs (GATED) whose input has `mark` until `fn` returns a value: runs start as others end. */
+function releasing<T>(mark: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000): Promise<T> {
+	return waitFor(async () => {
+		await releaseEngine(mark);
+		return fn();
+	}, timeoutMs);
+}
+
+/** A response no longer queued or running, the gated runs of `mark` released meanwhile. */
+function settledReleasing(key: string, id: string, mark: string, headers: Record<string, string> = {}): Promise<ResponseJson> {
+	return releasing(mark, async () => {
+		const res = await get(key, id, headers);
+		if (res.status !== 200) throw new Error(`GET ${id}: ${res.status} ${await res.text()}`);
+		const r = (await res.json()) as ResponseJson;
+		return r.status === "queued" || r.status === "in_progress" ? null : r;
+	});
+}
+
 async function tagged(since: number, tag: string) {
 	return (await engineRequestsSince(since)).filter((r) => JSON.stringify(r.body).includes(tag));
 }
 
 describe("background responses are authorized when queued", () => {
 	it("refuses a key without balance with 402 and queues nothing", async () => {
-		const { key } = await createKey({ balance_usd: 0 });
+		const { key, id } = await createKey({ balance_usd: 0 });
 		const since = await lastEngineId();
 		const res = await post(key, { model: "test/ok", input: "empty key bg", background: true });
 		expect(res.status).toBe(402);
 		expect(((await res.json()) as ErrorJson).error.code).toBe("insufficient_balance");
-		await new Promise((r) => setTimeout(r, 200));
+		// Nothing is left in the key's queue when the answer goes out, so no run can reach the engine later.
+		const stub = env.RESPONSES.get(env.RESPONSES.idFromName(id)) as DurableObjectStub<ResponseStore>;
+		const queued = await runInDurableObject(
+			stub,
+			(_s, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue").one().n,
+		);
+		expect(queued).toBe(0);
+		expect((await ledger(id).info()).openHolds).toBe(0);
 		expect(await tagged(since, "empty key bg")).toHaveLength(0);
 	});
 
@@ -172,9 +199,10 @@ describe("background responses are authorized when queued", () => {
 	it("caps queued responses per key with 429 rate_limit_exceeded and runs at most 4 at once", async () => {
 		const { key, id } = await createKey();
 		const since = await lastEngineId();
-		// All eight at once, so all are queued before any can end (a run lasts about 3 s).
-		const jobs = await Promise.all(Array.from({ length: 8 }, (_, i) => created(key, { ...SLOW, input: `pool job ${i}` })));
-		const over = await post(key, { ...SLOW, input: "pool job over" });
+		const mark = `pool-${crypto.randomUUID().slice(0, 8)}`;
+		// Runs that last until the test releases them: all eight are queued before any can end, however slow the box.
+		const jobs = await Promise.all(Array.from({ length: 8 }, (_, i) => created(key, { ...GATED, input: `${mark} job ${i}` })));
+		const over = await post(key, { ...GATED, input: `${mark} over` });
 		expect(over.status).toBe(429);
 		const body = (await over.json()) as ErrorJson;
 		expect(body.error.code).toBe("rate_limit_exceeded");
@@ -183,19 +211,23 @@ describe("background responses are authorized when queued", () => {
 		// The refused request held nothing: only the eight queued ones hold money.
 		expect((await ledger(id).info()).openHolds).toBe(8);
 
-		// Every job ends. How is the machine's business: on a starved box the engine's dribble can
+		// Four runs reach the engine and stay there, the other four wait their turn.
+		await waitFor(async () => (await tagged(since, mark)).filter((r) => r.closedAt === null).length === 4, 30_000);
+		// Released, the running ones end and the next ones start: until all eight have run.
+		const seen = await waitFor(async () => {
+			await releaseEngine(mark);
+			const s = await tagged(since, mark);
+			return s.length === 8 && s.every((r) => r.closedAt !== null) ? s : null;
+		}, 60_000);
+		// Every job ends. How is the machine's business: on a starved box the engine's empty chunks can
 		// pause past the test config's 800 ms idle timeout, which ends a run early (failed), not never.
 		for (const job of jobs) expect(["completed", "incomplete", "failed"]).toContain((await settled(key, job.id, 60_000)).status);
-		const seen = await waitFor(async () => {
-			const s = await tagged(since, "pool job");
-			return s.length === 8 && s.every((r) => r.closedAt !== null) ? s : null;
-		}, 30_000);
 		// How many runs the engine had open at once, from when each arrived and closed on its own
 		// clock: exact whatever the load, where polling could miss an overlap.
 		const most = mostAtOnce(seen.map((r) => [r.receivedAt, r.closedAt ?? r.receivedAt]));
 		expect(most).toBeGreaterThan(1);
 		expect(most).toBeLessThanOrEqual(4);
-		expect(await tagged(since, "pool job over")).toHaveLength(0);
+		expect(await tagged(since, `${mark} over`)).toHaveLength(0);
 		await waitFor(async () => ((await ledger(id).info()).openHolds === 0 ? true : null), 30_000);
 		// Slots free up as jobs end.
 		const again = await created(key, { model: "test/ok", input: "after the pool", background: true });
@@ -205,10 +237,12 @@ describe("background responses are authorized when queued", () => {
 	it("releases the hold of a job cancelled or deleted while still queued, and never runs it", async () => {
 		const { key, id } = await createKey();
 		const since = await lastEngineId();
+		const mark = `busy-${crypto.randomUUID().slice(0, 8)}`;
+		// Four runs that last until released, so the next two stay queued however slowly they are sent.
 		const running: string[] = [];
-		for (let i = 0; i < 4; i++) running.push((await created(key, { ...SLOW, input: `busy ${i}` })).id);
-		const toCancel = await created(key, { ...SLOW, input: "queued then cancelled" });
-		const toDelete = await created(key, { ...SLOW, input: "queued then deleted" });
+		for (let i = 0; i < 4; i++) running.push((await created(key, { ...GATED, input: `${mark} ${i}` })).id);
+		const toCancel = await created(key, { ...GATED, input: `${mark} queued then cancelled` });
+		const toDelete = await created(key, { ...GATED, input: `${mark} queued then deleted` });
 		expect((await ledger(id).info()).openHolds).toBe(6);
 
 		const cancel = await gw(`/v1/responses/${toCancel.id}/cancel`, {
@@ -221,7 +255,7 @@ describe("background responses are authorized when queued", () => {
 		expect(del.status).toBe(200);
 		expect((await get(key, toDelete.id)).status).toBe(404);
 
-		for (const rid of running) expect((await settled(key, rid)).status).toBe("incomplete");
+		for (const rid of running) expect((await settledReleasing(key, rid, mark)).status).toBe("incomplete");
 		expect((await retrieved(key, toCancel.id)).status).toBe("cancelled");
 		const rows = await usageRows(id, 6);
 		expect(rows.filter((r) => r.status === "completed")).toHaveLength(4);
@@ -234,7 +268,7 @@ describe("background responses are authorized when queued", () => {
 		});
 		expect(info.heldNanos).toBe(0);
 		expect(info.spentNanos).toBe(rows.reduce((a, r) => a + r.cost_nanos, 0));
-		expect(await tagged(since, "queued then")).toHaveLength(0);
+		expect(await tagged(since, `${mark} queued then`)).toHaveLength(0);
 	});
 
 	it("counts max_queued_responses per paying key: its tokens' jobs and its own share one queue cap", async () => {
@@ -242,12 +276,12 @@ describe("background responses are authorized when queued", () => {
 		const [t1, t2] = [await mintToken(parent.key), await mintToken(parent.key)];
 		const headers = { origin: APP };
 		const since = await lastEngineId();
-		// Three callers of one payer, 8 jobs between them (the cap), queued before any can end.
-		// All at once, so all are queued before any can end.
+		const mark = `payer-${crypto.randomUUID().slice(0, 8)}`;
+		// Three callers of one payer, 8 jobs between them (the cap), that run until released: none ends before all are queued.
 		const jobs = await Promise.all(
 			Array.from({ length: 8 }, async (_, i) => {
 				const [key, h] = i % 3 === 0 ? [parent.key, {}] : i % 3 === 1 ? [t1, headers] : [t2, headers];
-				return { key, id: (await created(key, { ...SLOW, input: `payer job ${i}` }, h)).id, headers: h };
+				return { key, id: (await created(key, { ...GATED, input: `${mark} job ${i}` }, h)).id, headers: h };
 			}),
 		);
 		for (const [key, h] of [
@@ -255,14 +289,14 @@ describe("background responses are authorized when queued", () => {
 			[t1, headers],
 			[t2, headers],
 		] as const) {
-			const over = await post(key, { ...SLOW, input: "payer job over" }, h);
+			const over = await post(key, { ...GATED, input: `${mark} over` }, h);
 			expect(over.status).toBe(429);
 			expect(((await over.json()) as ErrorJson).error.code).toBe("rate_limit_exceeded");
 		}
 		expect((await ledger(parent.id).info()).openHolds).toBe(8);
 		for (const j of jobs)
-			expect(["completed", "incomplete", "failed"]).toContain((await settledWith(j.key, j.id, j.headers)).status);
-		expect(await tagged(since, "payer job over")).toHaveLength(0);
+			expect(["completed", "incomplete", "failed"]).toContain((await settledReleasing(j.key, j.id, mark, j.headers)).status);
+		expect(await tagged(since, `${mark} over`)).toHaveLength(0);
 		// Every slot is given back as the jobs end, whichever store ran them.
 		const again = await created(t1, { model: "test/ok", input: "after the payer's jobs", background: true }, headers);
 		expect((await settledWith(t1, again.id, headers)).status).toBe("completed");
@@ -272,11 +306,12 @@ describe("background responses are authorized when queued", () => {
 		const parent = await createKey();
 		const token = await mintToken(parent.key);
 		const headers = { origin: APP };
+		const mark = `token-${crypto.randomUUID().slice(0, 8)}`;
 		const busy: string[] = [];
 		for (let i = 0; i < 4; i++) {
-			busy.push((await created(token, { ...SLOW, input: `token busy ${i}` }, headers)).id);
+			busy.push((await created(token, { ...GATED, input: `${mark} busy ${i}` }, headers)).id);
 		}
-		const queued = await created(token, { ...SLOW, input: "token queued" }, headers);
+		const queued = await created(token, { ...GATED, input: `${mark} queued` }, headers);
 		expect((await ledger(parent.id).info()).openHolds).toBe(5);
 		const cancel = await gw(`/v1/responses/${queued.id}/cancel`, {
 			method: "POST",
@@ -285,7 +320,7 @@ describe("background responses are authorized when queued", () => {
 		expect(cancel.status).toBe(200);
 		const rows = await usageRows(parent.id, 1);
 		expect(rows.map((r) => r.status)).toContain("client_disconnected");
-		await waitFor(async () => ((await ledger(parent.id).info()).openHolds === 0 ? true : null), 15_000);
+		await releasing(mark, async () => (await ledger(parent.id).info()).openHolds === 0);
 	});
 });
 

@@ -160,15 +160,17 @@ export async function waitForNode(
 	gateway: ReturnType<typeof gatewayWith>,
 	url: string,
 	ok: (row: NodeRow) => boolean,
-	timeoutMs = 8000,
+	timeoutMs = 10_000,
 ): Promise<NodeRow> {
-	const start = Date.now();
-	for (;;) {
-		const { json } = await gateway.admin("/nodes");
-		const row = (json?.data as NodeRow[] | undefined)?.find((r) => r.url === url);
-		if (row && ok(row)) return row;
-		if (Date.now() - start > timeoutMs) throw new Error(`waitForNode ${url}: last ${JSON.stringify(row)}`);
-		await new Promise((r) => setTimeout(r, 50));
+	let last: NodeRow | undefined;
+	try {
+		return await waitFor(async () => {
+			const { json } = await gateway.admin("/nodes");
+			last = (json?.data as NodeRow[] | undefined)?.find((r) => r.url === url);
+			return last && ok(last) ? last : null;
+		}, timeoutMs);
+	} catch {
+		throw new Error(`waitForNode ${url}: last ${JSON.stringify(last)}`);
 	}
 }
 

@@ -38,6 +38,8 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/slowheaders", [node("slowheaders")]),
 			model("test/slowbody", [node("slowbody")]),
 			model("test/trickle", [node("trickle")]),
+			// Answers once the test releases it (test/support/gateway.ts releaseEngine): a request that lasts as long as a test needs.
+			model("test/gated", [node("gated")]),
 			model("test/bigprompt", [node("bigprompt")]),
 			// An agent's tool loop (the Messages lane, Claude Code): calls Bash once, then answers with its result.
 			model("test/tool-loop", [node("tool-loop")]),

@@ -14,7 +14,17 @@ import * as A from "../../../src/ledger/allowance";
 import { allowanceCounters, allowanceTuning, localAllowance } from "../../../src/ledger/allowance-cache";
 import { holdNanos } from "../../../src/ledger/ledger-client";
 import { estimatePromptTokens } from "../../../src/stream/estimate";
-import { admin, engineRequestsSince as allSince, chat, createKey, gw, lastEngineId, waitFor } from "../../support/gateway";
+import {
+	admin,
+	engineRequestsSince as allSince,
+	chat,
+	createKey,
+	engineRequests,
+	gw,
+	lastEngineId,
+	releaseEngine,
+	waitFor,
+} from "../../support/gateway";
 import { flushUsage, ledger, record } from "../../support/ledger";
 
 const config = loadConfig(env.GATEWAY_CONFIG);
@@ -67,6 +77,12 @@ async function settledUsage(keyId: string, count: number): Promise<{ n: number; 
 			.first<{ n: number; total: number }>();
 		return row && row.n >= count ? row : null;
 	}, 10_000);
+}
+
+/** Whether a request of `body()` arriving within `ms` would still be served from the isolate's allowance. */
+function takeableFor(keyId: string, ms: number): boolean {
+	const a = localAllowance(keyId);
+	return a !== undefined && A.canTake(a, chatHold(), 0, Date.now() + ms);
 }
 
 /** A key the test config grants allowances to, warmed: its first WARM requests placed holds, the last asked for an allowance. */
@@ -162,19 +178,27 @@ describe("edge allowances through the worker", () => {
 	});
 
 	it("moves a request that outlives its allowance into a hold of its own, and debits it once", async () => {
-		const k = await warmKey();
+		// A key whose allowance has room to be taken from for a while yet (a slow warm-up can leave too
+		// little of its 3 s: then the request would rightly take the synchronous path), then a request
+		// that runs until this test releases it: past its 3 s allowance however slow the machine.
+		let k = await warmKey();
+		for (let tries = 1; tries < 3 && !takeableFor(k.id, 500); tries++) k = await warmKey();
+		expect(takeableFor(k.id, 500)).toBe(true);
 		const before = await ledger(k.id).info();
 		const taken = allowanceCounters.taken;
-		// About 3 s of body: longer than what is left of the 3 s allowance.
-		const pending = chat(k.key, { ...body(), model: "test/slowbody" });
-		await waitFor(async () => (await ledger(k.id).info()).openHolds === 1, TTL + 2000);
+		const mark = `outlives-${crypto.randomUUID()}`;
+		const pending = chat(k.key, { ...body(), model: "test/gated", messages: [{ role: "user", content: mark }] });
+		// Taken from the allowance (no hold), then adopted into a hold of its own before the allowance expires.
+		await waitFor(async () => (await engineRequests({ contains: mark })).length === 1);
 		expect(allowanceCounters.taken - taken).toBe(1);
+		await waitFor(async () => (await ledger(k.id).info()).openHolds === 1, TTL + 10_000);
+		expect(await releaseEngine(mark)).toBe(1);
 		const res = await pending;
 		expect(res.status).toBe(200);
 		await res.text();
 		await settledUsage(k.id, WARM + 1);
 		const after = await ledger(k.id).info();
-		const rows = await env.DB.prepare("SELECT cost_nanos FROM usage_records WHERE key_id = ? AND model = 'test/slowbody'")
+		const rows = await env.DB.prepare("SELECT cost_nanos FROM usage_records WHERE key_id = ? AND model = 'test/gated'")
 			.bind(k.id)
 			.all<{ cost_nanos: number }>();
 		expect(rows.results.length).toBe(1);
@@ -249,6 +273,8 @@ describe("edge allowances through the worker", () => {
 	});
 
 	it("never grants an allowance to a key with rpm or a spend cap: 429 and 403 stay exact and reach no engine", async () => {
+		// An isolate asks for an allowance right after a synchronous hold (ledger-client.ts afterSyncHold): none may be asked for.
+		const grants = allowanceCounters.grants;
 		const limited = await createKey({ balance_usd: 1_000_000, rpm: 3 });
 		const since = await lastEngineId();
 		for (let i = 0; i < 3; i++) expect((await chat(limited.key, body())).status).toBe(200);
@@ -264,7 +290,7 @@ describe("edge allowances through the worker", () => {
 		expect(over.status).toBe(403);
 		expect((await engineRequestsSince(since2)).length).toBe(1);
 
-		await new Promise((r) => setTimeout(r, 200));
+		expect(allowanceCounters.grants).toBe(grants);
 		expect((await ledger(limited.id).allowanceInfo()).allowances).toBe(0);
 		expect((await ledger(capped.id).allowanceInfo()).allowances).toBe(0);
 		expect(localAllowance(limited.id)).toBeUndefined();

@@ -1,7 +1,7 @@
 import { env, SELF } from "cloudflare:test";
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
-import { admin, createKey, engineRequestsSince, gw, lastEngineId, waitFor } from "../../support/gateway";
+import { admin, createKey, engineRequests, engineRequestsSince, gw, lastEngineId, waitFor } from "../../support/gateway";
 
 function client(key: string): OpenAI {
 	return new OpenAI({
@@ -117,10 +117,9 @@ describe("Responses API through the official SDK", () => {
 		const c = client(key);
 		const since = await lastEngineId();
 		const queued = await c.responses.create({ model: "test/slow", input: "slow one", background: true });
-		// Cancel once the run is at the engine, well within the 1 s first-byte timeout (the slow engine
-		// answers after 2 s): polling the store is quick, where listing the engine's requests may not be.
+		// Cancel once the run is at the engine (the slow engine's answer takes 2 s).
 		await waitFor(async () => (await c.responses.retrieve(queued.id)).status === "in_progress");
-		await new Promise((r) => setTimeout(r, 150));
+		await waitFor(async () => (await engineRequests({ since, contains: "slow one" })).length === 1);
 		const cancelled = await c.responses.cancel(queued.id);
 		expect(cancelled.status).toBe("cancelled");
 		const seen = await waitFor(async () =>

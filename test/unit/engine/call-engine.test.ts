@@ -3,6 +3,7 @@ import type { EngineNode } from "../../../src/config";
 import { callEngine, type EngineCall, type EngineTarget } from "../../../src/engine/call-engine";
 import { GatewayError, toErrorResponse } from "../../../src/errors";
 import { Fleet } from "../../../src/routing/fleet";
+import { microtasksDone } from "../../support/microtasks";
 
 type Behaviour = "ok" | "hang" | "drop" | number;
 
@@ -223,11 +224,11 @@ describe("callEngine", () => {
 		const answer = await t.run([{ model: "m", nodes: nodes("http://a"), body: "{}" }]);
 		expect(t.fleet.runtime("http://a").inFlight).toBe(1);
 		await answer.response.text();
-		await new Promise((r) => setTimeout(r, 0));
+		await microtasksDone();
 		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
 		const cancelled = await t.run([{ model: "m", nodes: nodes("http://a"), body: "{}" }]);
 		await cancelled.response.body?.cancel();
-		await new Promise((r) => setTimeout(r, 0));
+		await microtasksDone();
 		expect(t.fleet.runtime("http://a").inFlight).toBe(0);
 	});
 

@@ -79,10 +79,14 @@ function fakeLedger(answer: (i: SettleInput) => SettleManyAnswer = result) {
 	};
 }
 
-/** Lets queued promise callbacks and the waiting requests' polls (1 ms, doubling to 32 ms) run. */
-const tick = (ms = 40) => new Promise((r) => setTimeout(r, ms));
+/** Moves the fake clock on, running queued promise callbacks and the waiting requests' polls (1 ms, doubling to 32 ms). */
+const tick = (ms = 40) => vi.advanceTimersByTimeAsync(ms);
 
-beforeEach(() => forgetSettleQueues());
+beforeEach(() => {
+	forgetSettleQueues();
+	// The queue's polls and stuck-call deadline run on this clock: no test waits on real time.
+	vi.useFakeTimers({ now: 1_000_000, toFake: ["Date", "setTimeout"] });
+});
 afterEach(() => vi.useRealTimers());
 
 describe("settlement batches", () => {
@@ -103,6 +107,7 @@ describe("settlement batches", () => {
 		await tick();
 		expect(f.batches[1]).toEqual(["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"]);
 		f.release();
+		await tick();
 		const results = await Promise.all(all);
 		expect(results.map((r) => [r.requestId, r.costNanos])).toEqual(Array.from({ length: 10 }, (_, i) => [`r${i}`, i]));
 		expect(f.batches).toHaveLength(2);
@@ -133,6 +138,7 @@ describe("settlement batches", () => {
 		await tick();
 		expect(f.batches[2]).toHaveLength(5);
 		f.release();
+		await tick();
 		await Promise.all([first, ...rest]);
 	});
 
@@ -144,6 +150,7 @@ describe("settlement batches", () => {
 		f.release();
 		await tick();
 		f.release();
+		await tick();
 		await expect(bad).rejects.toThrow(/boom/);
 		expect((await good).requestId).toBe("good");
 		expect((await first).requestId).toBe("first");
@@ -187,7 +194,6 @@ describe("settlement batches", () => {
 	});
 
 	it("gives up on a stuck call: its entries settle on their own, and the queue moves on", async () => {
-		vi.useFakeTimers({ now: 1_000_000, toFake: ["Date", "setTimeout"] });
 		const f = fakeLedger();
 		f.hangNextCall();
 		// The first request's call never answers: it and all it carried are as good as gone.
@@ -209,7 +215,6 @@ describe("settlement batches", () => {
 	});
 
 	it("settles on its own an entry stuck inside another request's call", async () => {
-		vi.useFakeTimers({ now: 1_000_000, toFake: ["Date", "setTimeout"] });
 		const f = fakeLedger();
 		const first = settleInBatch(f.ledger, "k", input("first"));
 		const a = settleInBatch(f.ledger, "k", input("a"));
@@ -228,7 +233,6 @@ describe("settlement batches", () => {
 	});
 
 	it("polls less and less often while a slow call is out (a ledger on another continent)", async () => {
-		vi.useFakeTimers({ now: 1_000_000, toFake: ["Date", "setTimeout"] });
 		// Counts the timers set, around the fake setTimeout (put back before the fake timers go).
 		const fakeSetTimeout = globalThis.setTimeout;
 		let timers = 0;

@@ -4,10 +4,11 @@
  * the stream as a cancel would (done resolves client_disconnected, the engine is aborted), or
  * settlement, which waits on done, never runs and the hold stays open.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { type ChatStreamOptions, rewriteChatStream, type StreamEnd } from "../../../src/stream/chat-stream";
 import * as t from "../../fixtures/transcripts";
 import { upstreamOf } from "../../support/fake-upstream";
+import { microtasksDone } from "../../support/microtasks";
 
 const PROMPT_ESTIMATE = 50;
 const encoder = new TextEncoder();
@@ -24,9 +25,9 @@ function options(extra: Partial<ChatStreamOptions> = {}): ChatStreamOptions {
 	return { model: "venym/test", promptTokensEstimate: PROMPT_ESTIMATE, ...extra };
 }
 
-/** `done`, or "pending" if it has not resolved within `ms`. */
-function settledWithin(done: Promise<StreamEnd>, ms: number): Promise<StreamEnd | "pending"> {
-	return Promise.race([done, new Promise<"pending">((r) => setTimeout(() => r("pending"), ms))]);
+/** `done`, or "pending" if nothing but a timer (there is none here) could resolve it now. */
+function settledNow(done: Promise<StreamEnd>): Promise<StreamEnd | "pending"> {
+	return Promise.race([done, microtasksDone().then(() => "pending" as const)]);
 }
 
 describe("a stream whose client goes away without a cancel", () => {
@@ -38,7 +39,7 @@ describe("a stream whose client goes away without a cancel", () => {
 		const reader = stream.getReader();
 		expect(new TextDecoder().decode((await reader.read()).value)).toContain("héllo");
 		// The client reads no more and the runtime never cancels the body: nothing pulls, nothing ends.
-		expect(await settledWithin(done, 30)).toBe("pending");
+		expect(await settledNow(done)).toBe("pending");
 
 		const reason = new Error("client disconnected");
 		client.abort(reason);
@@ -93,6 +94,11 @@ describe("a stream whose client goes away without a cancel", () => {
 	});
 
 	it("a client that stops reading is not an idle engine: only the signal (or a cancel) ends the stream", async () => {
+		// Many idle timeouts go by on a fake clock (the idle watch's timer and Date.now).
+		vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+		onTestFinished(() => {
+			vi.useRealTimers();
+		});
 		const upstream = engine(t.ollamaNoUsage, "close");
 		const client = new AbortController();
 		const aborts: unknown[] = [];
@@ -102,8 +108,9 @@ describe("a stream whose client goes away without a cancel", () => {
 			(r) => aborts.push(r),
 		);
 		await stream.getReader().read();
-		// Many idle timeouts long: backpressure, not a stalled engine.
-		expect(await settledWithin(done, 80)).toBe("pending");
+		// Eight idle timeouts long: backpressure, not a stalled engine.
+		await vi.advanceTimersByTimeAsync(80);
+		expect(await settledNow(done)).toBe("pending");
 		expect(aborts).toEqual([]);
 		client.abort("gone");
 		expect((await done).status).toBe("client_disconnected");

@@ -8,6 +8,7 @@ import type { Usage } from "../../../src/types";
 import * as t from "../../fixtures/transcripts";
 import { byteChunks, splittings } from "../../fixtures/transcripts/splits";
 import { upstreamOf } from "../../support/fake-upstream";
+import { microtasksDone } from "../../support/microtasks";
 
 const MODEL = "venym/qwen-27b:online";
 const PROMPT_ESTIMATE = 50;
@@ -409,7 +410,7 @@ describe("rewriteChatStream", () => {
 		const { stream } = rewriteChatStream(upstream, options());
 		const reader = stream.getReader();
 		await reader.read();
-		await new Promise((resolve) => setTimeout(resolve, 10));
+		await microtasksDone();
 		// One frame for the client's read, one for the output queue's high-water mark.
 		expect(state.reads).toBe(2);
 		while (!(await reader.read()).done) {}
