@@ -210,3 +210,36 @@ describe("pings while the engine is quiet", () => {
 		expect(events.filter((e) => e === "ping").length).toBeGreaterThanOrEqual(3);
 	});
 });
+
+/** A tool call's fragment in a chunk's `tool_calls`: the first of a call carries its id. */
+const call = (index: number, fn: Json, id?: string) => ({ index, ...(id ? { id, type: "function" } : {}), function: fn });
+
+describe("parallel tool calls whose fragments interleave", () => {
+	// Known, not fixed yet (session 8 closing note): `it.fails` turns red once it is fixed.
+	it.fails("interleaved parallel tool calls (index 0, 1, 0, 1) become two whole tool_use blocks", async () => {
+		// OpenAI's format keys a call's fragments by `index`, not by order: an engine may send the
+		// calls' headers first and their arguments after, interleaved.
+		const sse = encode([
+			chunk({ role: "assistant", tool_calls: [call(0, { name: "Read", arguments: "" }, "call_a")] }),
+			chunk({ tool_calls: [call(1, { name: "Grep", arguments: "" }, "call_b")] }),
+			chunk({ tool_calls: [call(0, { arguments: '{"path":' })] }),
+			chunk({ tool_calls: [call(1, { arguments: '{"q":' })] }),
+			chunk({ tool_calls: [call(0, { arguments: '"a.txt"}' })] }),
+			chunk({ tool_calls: [call(1, { arguments: '"x"}' })] }),
+			chunk({}, "tool_calls"),
+			{ type: "done" },
+		]);
+		const starts = eventsOf(sse).filter((e) => e.event === "content_block_start");
+		// Before the fix: six blocks, four of them tool_use blocks with an empty name and a made-up
+		// id holding a fragment of another call's arguments.
+		expect(starts.map((e) => e.data.content_block)).toEqual([
+			expect.objectContaining({ type: "tool_use", id: "call_a", name: "Read" }),
+			expect.objectContaining({ type: "tool_use", id: "call_b", name: "Grep" }),
+		]);
+		const message = await sdkMessage(sse);
+		expect(message.content).toEqual([
+			expect.objectContaining({ type: "tool_use", id: "call_a", name: "Read", input: { path: "a.txt" } }),
+			expect.objectContaining({ type: "tool_use", id: "call_b", name: "Grep", input: { q: "x" } }),
+		]);
+	});
+});

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../../src/config";
-import { citationAnnotations, groundingMessage, searchQuery } from "../../../src/search/grounding";
-import { searchProvider } from "../../../src/search/providers";
+import { citationAnnotations, groundingMessage, groundingTokenBound, searchQuery } from "../../../src/search/grounding";
+import { RESULT_LIMITS, searchProvider } from "../../../src/search/providers";
+import { estimateTokens } from "../../../src/stream/estimate";
 
 const base = {
 	models: [
@@ -109,5 +110,22 @@ describe("grounding", () => {
 			{ type: "url_citation", url_citation: { start_index: 2, end_index: 5, title: "One", url: "https://1" } },
 			{ type: "url_citation", url_citation: { start_index: 12, end_index: 15, title: "Two", url: "https://2" } },
 		]);
+	});
+});
+
+describe("grounding bound", () => {
+	it("is never smaller than the largest grounding message the results allow", () => {
+		const r = {
+			title: "t".repeat(RESULT_LIMITS.title),
+			url: `https://${"u".repeat(RESULT_LIMITS.url - 8)}`,
+			snippet: "s".repeat(RESULT_LIMITS.snippet),
+		};
+		for (const n of [1, 6, 10]) {
+			const msg = groundingMessage(
+				Array.from({ length: n }, () => r),
+				new Date(),
+			);
+			expect(groundingTokenBound(n)).toBeGreaterThanOrEqual(estimateTokens(msg.content.length) + 4);
+		}
 	});
 });

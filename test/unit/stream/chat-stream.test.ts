@@ -1,8 +1,7 @@
 import { APIError } from "openai/core/error";
 import { Stream } from "openai/core/streaming";
 import { describe, expect, it } from "vitest";
-import type { ChatStreamOptions, StreamEnd } from "../../../src/stream/chat-stream";
-import { rewriteChatStream } from "../../../src/stream/chat-stream";
+import { type ChatStreamOptions, rewriteChatStream, type StreamEnd } from "../../../src/stream/chat-stream";
 import { estimatePromptTokens, estimateTokens, IMAGE_TOKENS } from "../../../src/stream/estimate";
 import type { Usage } from "../../../src/types";
 import * as t from "../../fixtures/transcripts";
@@ -498,5 +497,36 @@ describe("estimates", () => {
 	it("counts nothing for a body that is not a chat request", () => {
 		expect(estimatePromptTokens(null)).toBe(0);
 		expect(estimatePromptTokens({ messages: "hi" })).toBe(0);
+	});
+});
+
+describe("the stream's idle watch", () => {
+	it("ends a stream whose engine goes quiet with the timeout frame and aborts the engine", async () => {
+		const enc = new TextEncoder();
+		let cancelled = false;
+		const upstream = new ReadableStream<Uint8Array>({
+			start(c) {
+				c.enqueue(
+					enc.encode(
+						'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"e","choices":[{"index":0,"delta":{"content":"hi there"}}]}\n\n',
+					),
+				);
+			},
+			cancel() {
+				cancelled = true;
+			},
+		});
+		let aborted: unknown;
+		const { stream, done } = rewriteChatStream(upstream, { model: "m", promptTokensEstimate: 5, idleTimeoutMs: 30 }, (r) => {
+			aborted = r;
+		});
+		const text = await new Response(stream).text();
+		const end = await done;
+		expect(text).toContain('"code":"upstream_timeout"');
+		expect(text).not.toContain("[DONE]");
+		expect(end).toMatchObject({ status: "engine_error", idleTimedOut: true, contentForwarded: true });
+		expect(end.usage.completion_tokens).toBe(2);
+		expect(aborted).toBeInstanceOf(Error);
+		expect(cancelled).toBe(true);
 	});
 });

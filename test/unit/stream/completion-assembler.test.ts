@@ -8,6 +8,20 @@ function chunks(...list: Record<string, unknown>[]): ForwardedChunk[] {
 
 const head = { id: "chatcmpl-eng", object: "chat.completion.chunk", created: 1700000000, model: "engine/m" };
 
+/** One token's `logprobs.content` entry with `top_logprobs: 20`, as vLLM streams it (~1 KB of JSON). */
+function logprobEntry(i: number): Record<string, unknown> {
+	return {
+		token: `t${i}`,
+		logprob: -0.1234567,
+		bytes: [116, 49],
+		top_logprobs: Array.from({ length: 20 }, (_, k) => ({
+			token: `alt-token-${k}`,
+			logprob: -1.23456789 - k,
+			bytes: [97, 108, 116, 45, 116, 111, 107],
+		})),
+	};
+}
+
 describe("CompletionAssembler (chat)", () => {
 	it("puts text, reasoning in the stream's own field, finish reason and fingerprint together", () => {
 		const a = new CompletionAssembler("chat.completion");
@@ -156,5 +170,24 @@ describe("CompletionAssembler (legacy completions)", () => {
 			],
 			usage: { prompt_tokens: 1 },
 		});
+	});
+});
+
+describe("the non-stream answer's size cap", () => {
+	it("counts logprob entries at their size: a top_logprobs=20 answer cannot hold many times the cap", () => {
+		// A client asks a non-stream chat with `logprobs: true, top_logprobs: 20` and a long answer:
+		// each token's entry is ~1 KB of JSON but counts as 16 characters, so the assembled body
+		// may reach ~60x MAX_ASSEMBLED_CHARS (8 Mi chars → ~500 MB) in the Worker's 128 MB isolate.
+		const cap = 20_000;
+		const a = new CompletionAssembler("chat.completion", cap);
+		let held = 0;
+		for (let i = 0; i < 1000 && !a.overflowed; i++) {
+			const entry = logprobEntry(i);
+			a.push(chunks({ ...head, choices: [{ index: 0, delta: { content: "x" }, logprobs: { content: [entry] } }] }));
+			held += JSON.stringify(entry).length + 1;
+		}
+		// Either the assembler refused the answer, or what it holds is within (a small multiple of) the cap.
+		if (!a.overflowed) expect(held).toBeLessThanOrEqual(2 * cap);
+		expect(a.overflowed).toBe(true);
 	});
 });

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { secretForms } from "../../../src/redact";
 import { ChatSseEncoder } from "../../../src/stream/chat-sse-encoder";
 import { type ChatStreamOptions, rewriteChatStream } from "../../../src/stream/chat-stream";
+import { StreamSecretFilter } from "../../../src/stream/secret-filter";
 import { upstreamOf } from "../../support/fake-upstream";
 
 const SECRET = "nodesecret-0123456789abcdef";
@@ -39,6 +41,8 @@ function joined(
 }
 
 const content = (ch: Record<string, unknown>) => (ch.delta as Record<string, unknown> | undefined)?.content;
+
+const head = { id: "chatcmpl-eng", object: "chat.completion.chunk", created: 1700000000, model: "engine/m" };
 
 describe("node secrets in a relayed stream", () => {
 	const said = `key: Bearer ${SECRET} ok`;
@@ -85,5 +89,39 @@ describe("node secrets in a relayed stream", () => {
 			secrets: [],
 		});
 		expect(chunks.map((c) => content(c.choices[0] ?? {}))).toEqual(["the nodes", " are up", undefined, undefined]);
+	});
+});
+
+describe("a node key echoed outside content, reasoning and tool arguments", () => {
+	const SECRET = "node-key-0123456789abcdef";
+	const forms = secretForms([SECRET]);
+	const relayed = (chunk: Record<string, unknown>) => {
+		const filter = new StreamSecretFilter(forms);
+		const out = filter.chunk({ chunk, data: JSON.stringify(chunk) });
+		return JSON.stringify(out.chunk);
+	};
+
+	it("scrubs a refusal delta", () => {
+		// DELTA_FIELDS is content, reasoning_content, reasoning: `delta.refusal` is relayed as the engine sent it.
+		const text = relayed({ ...head, choices: [{ index: 0, delta: { refusal: `no: Bearer ${SECRET}` } }] });
+		expect(text).not.toContain(SECRET);
+	});
+
+	it("scrubs the logprobs tokens that spell the echoed key", () => {
+		// The content is scrubbed, but with `logprobs: true` the same text goes out as token strings.
+		const tokens = ["Bearer", " node", "-key", "-0123", "456789", "abcdef"];
+		const chunk = {
+			...head,
+			choices: [
+				{
+					index: 0,
+					delta: { content: tokens.join("") },
+					logprobs: { content: tokens.map((token) => ({ token, logprob: -0.1, bytes: [], top_logprobs: [] })) },
+				},
+			],
+		};
+		const out = JSON.parse(relayed(chunk)) as { choices: { logprobs: { content: { token: string }[] } }[] };
+		const spelled = (out.choices[0]?.logprobs.content ?? []).map((e) => e.token).join("");
+		expect(spelled).not.toContain(SECRET);
 	});
 });

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { SseEvent } from "../../../src/stream/sse-parser";
-import { createSseParser } from "../../../src/stream/sse-parser";
+import { createSseParser, type SseEvent, SseOverflowError } from "../../../src/stream/sse-parser";
 import * as transcripts from "../../fixtures/transcripts";
 import { splittings } from "../../fixtures/transcripts/splits";
 
@@ -147,5 +146,24 @@ describe("createSseParser", () => {
 		const { events, comments } = parse([transcripts.openaiPingCrlf]);
 		expect(comments).toEqual(["ping", "ping", "ping"]);
 		expect(events.map((e) => e.data.slice(0, 8))).toEqual(['{"id":"c', '{"id":"c', '{"id":"c', '{"id":"c', '{"id":"c', "[DONE]"]);
+	});
+});
+
+describe("SSE event ceiling", () => {
+	it("throws once a pending line or event passes the limit", () => {
+		const parser = createSseParser(() => {}, undefined, 100);
+		parser.feed(`data: ${"x".repeat(50)}`);
+		expect(() => parser.feed("x".repeat(60))).toThrow(SseOverflowError);
+		const lines = createSseParser(() => {}, undefined, 100);
+		expect(() => lines.feed(`data: ${"x".repeat(40)}\ndata: ${"x".repeat(40)}\ndata: ${"x".repeat(40)}\n`)).toThrow(
+			SseOverflowError,
+		);
+	});
+
+	it("lets many events through whose total passes the limit", () => {
+		const events: string[] = [];
+		const parser = createSseParser((e) => events.push(e.data), undefined, 100);
+		for (let i = 0; i < 50; i++) parser.feed(`data: ${"x".repeat(40)}\n\n`);
+		expect(events).toHaveLength(50);
 	});
 });
