@@ -4,6 +4,7 @@
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
+import { fleetConfig, gatewayWith, model, ownEngineUrl, requestIdOf, usageRecord } from "../../support/fleet";
 import { chat, createKey, type EngineRequest, engineRequests, waitFor } from "../../support/gateway";
 
 type Json = Record<string, unknown>;
@@ -428,4 +429,24 @@ describe("chat completions (stream)", () => {
 			for (const c of chunks.slice(0, -1)) expect(c.model).toBe(model);
 		},
 	);
+});
+
+describe("a non-stream answer over the size cap", () => {
+	const engine = ownEngineUrl("chat-size-cap");
+	const node = (scenario?: string) => (scenario ? `${engine}/s/${scenario}/v1` : `${engine}/v1`);
+	const gateway = gatewayWith(fleetConfig([model("big", [node()], { context_length: 10_000_000, max_output_tokens: 10_000 })]));
+
+	it("bills what the engine processed when the assembled answer outgrows MAX_ASSEMBLED_CHARS", async () => {
+		// The dev engine echoes the prompt's words, in every one of n (≤ 8) choices: 1,100 words of
+		// 1,000 characters × n = 8 is 8.8 M characters, over the 8 Mi cap. The gateway answers 502
+		// and settles NO_USAGE: the ~275k-token prompt and 8,800 generated tokens cost nothing, so a
+		// client can burn prefill and decode for free by asking for more than the cap (large n, long output).
+		const word = "a".repeat(999);
+		const prompt = `${marker()} ${Array(1100).fill(word).join(" ")}`;
+		const a = await gateway.chat(key, { model: "big", n: 8, messages: [{ role: "user", content: prompt }] });
+		expect(a.res.status).toBe(502);
+		const record = await usageRecord(requestIdOf(a));
+		expect(record.prompt_tokens).toBeGreaterThan(0);
+		expect(record.cost_nanos).toBeGreaterThan(0);
+	});
 });

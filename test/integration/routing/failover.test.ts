@@ -11,7 +11,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { rendezvousScore } from "../../../src/routing/rendezvous";
-import { errorOf, gatewayWith, ownEngineUrl } from "../../support/fleet";
+import { errorOf, fleetConfig, gatewayWith, model, ownEngineUrl } from "../../support/fleet";
 import { createKey, type EngineRequest, engineRequests, waitFor } from "../../support/gateway";
 import { testGatewayConfig } from "../../support/test-config";
 
@@ -187,4 +187,29 @@ describe("failover", () => {
 			expect(c.headers.authorization).toBeUndefined();
 		}
 	});
+});
+
+describe("an in-band error before the first token", () => {
+	const engine = ownEngineUrl("failover-error200");
+	const node = (scenario?: string) => (scenario ? `${engine}/s/${scenario}/v1` : `${engine}/v1`);
+	const gateway = gatewayWith(fleetConfig([model("e200", [node("error200"), node()])], { max_attempts: 2 }));
+
+	for (const stream of [false, true]) {
+		it(`fails over to the healthy node (${stream ? "stream" : "non-stream"}): nothing but headers reached the client`, async () => {
+			// The error200 node answers 200 and an error body before any token (vLLM's "model is loading").
+			// isFirstToken() counts any non-chunk event as the first token, so the node is taken, the
+			// client gets a 502 (or an error frame), the node never cools and the next request picks it again.
+			const statuses: string[] = [];
+			for (let i = 0; i < 8; i++) {
+				const a = await gateway.chat(key, {
+					model: "e200",
+					stream,
+					user: `u${i}-${marker()}`,
+					messages: [{ role: "user", content: `hi ${marker()}` }],
+				});
+				statuses.push(`${a.res.status}${a.text.includes('"error"') ? " error" : ""}`);
+			}
+			expect(statuses.join(",")).toBe(Array(8).fill("200").join(","));
+		});
+	}
 });

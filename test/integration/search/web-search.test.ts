@@ -1,6 +1,7 @@
 import { createExecutionContext, env, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import worker from "../../../src/index";
+import { fleetConfig, gatewayWith, marker, model, ownEngineUrl } from "../../support/fleet";
 import { chat, createKey, engineRequestsSince, lastEngineId, readSse, sdkClient, waitFor } from "../../support/gateway";
 
 interface Completion {
@@ -8,6 +9,8 @@ interface Completion {
 	choices: Array<{ message: { content: string; annotations?: Array<{ type: string; url_citation: Record<string, unknown> }> } }>;
 	venym?: { sources: Array<{ title: string; url: string }> };
 }
+
+type Json = Record<string, unknown>;
 
 const question = { role: "user", content: "what is quantum tunnelling" };
 
@@ -268,5 +271,52 @@ describe("web search", () => {
 			["test/ok", "test/ok"],
 			["test/ok", "test/ok:online"],
 		]);
+	});
+});
+
+describe("web search asked for on the embeddings lane", () => {
+	const engine = ownEngineUrl("search-embeddings");
+	const node = (scenario?: string) => (scenario ? `${engine}/s/${scenario}/v1` : `${engine}/v1`);
+	let key: string;
+	beforeAll(async () => {
+		key = (await createKey({ balance_usd: 10 })).key;
+	});
+	const gateway = gatewayWith(fleetConfig([model("embed", [node()], { capabilities: ["embeddings"] })]));
+
+	it("refuses venym.web_search as it refuses :online (no search runs, none is charged)", async () => {
+		// `model: "embed:online"` is a 400, but `venym: {web_search: true}` is accepted and ignored.
+		const a = await gateway.post(key, "/v1/embeddings", { model: "embed", input: "hi", venym: { web_search: true } });
+		expect(a.res.status).toBe(400);
+		expect((a.json?.error as Json | undefined)?.param).toMatch(/^venym/);
+	});
+});
+
+describe("web search and tool-call repair on one non-stream answer", () => {
+	const engine = ownEngineUrl("search-repair");
+	const node = (scenario?: string) => (scenario ? `${engine}/s/${scenario}/v1` : `${engine}/v1`);
+	let key: string;
+	beforeAll(async () => {
+		key = (await createKey({ balance_usd: 10 })).key;
+	});
+	const TOOLS = [
+		{ type: "function", function: { name: "lookup", parameters: { type: "object", properties: { query: { type: "string" } } } } },
+	];
+	const gateway = gatewayWith({
+		...fleetConfig([model("broken", [node("brokentool")], { tool_call_repair: true, capabilities: ["tools", "web_search"] })]),
+		web_search: { provider: "searxng", url: `${engine}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
+	});
+
+	it("keeps venym.tool_calls_repaired next to venym.sources", async () => {
+		// run-chat.ts sets body.venym = {tool_calls_repaired}, then attachSources() replaces body.venym
+		// with {sources}: the repair count is lost whenever :online (or venym.web_search) ran.
+		const a = await gateway.chat(key, {
+			model: "broken:online",
+			tools: TOOLS,
+			messages: [{ role: "user", content: `find ${marker()}` }],
+		});
+		expect(a.res.status).toBe(200);
+		const venym = a.json?.venym as Json | undefined;
+		expect(Array.isArray(venym?.sources)).toBe(true);
+		expect(venym?.tool_calls_repaired).toBe(1);
 	});
 });
