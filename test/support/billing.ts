@@ -111,3 +111,29 @@ export function textDeltas(frames: string[]): string {
 	}
 	return text;
 }
+
+export const SEARCH = 5_000_000;
+/** The prompt's billing bound for an estimate (4 × estimate + 1_024, within the context): what a hold covers. */
+export const bound = (estimate: number) => Math.min(8192, 4 * estimate + 1024);
+
+/** Every request of the key settled and flushed: the ledger and the usage records. */
+export async function settled(keyId: string, records: number): Promise<{ info: LedgerInfo; rows: UsageRow[] }> {
+	let last: unknown;
+	const i = await waitFor(async () => {
+		const x = await info(keyId);
+		last = x;
+		if (x.openHolds !== 0) return null;
+		if (x.outboxSize > 0) {
+			await runDurableObjectAlarm(ledger(keyId));
+			return null;
+		}
+		const n = await env.DB.prepare("SELECT COUNT(*) AS n FROM usage_records WHERE key_id = ?").bind(keyId).first<{ n: number }>();
+		last = { ...x, records: n?.n };
+		return n && n.n >= records ? x : null;
+	}, 10_000).catch((err: unknown) => {
+		throw new Error(`not settled: ${JSON.stringify(last)}`, { cause: err });
+	});
+	const res = await admin(`/usage?key_id=${keyId}&limit=100`);
+	const rows = ((await res.json()) as { data: UsageRow[] }).data;
+	return { info: i, rows };
+}

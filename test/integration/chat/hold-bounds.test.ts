@@ -1,79 +1,9 @@
-/**
- * Money and input hardening on the chat path: every way a request could be billed past its
- * hold, charged for nothing, or left holding money. Arithmetic as in billing.test.ts (test
- * pricing $1/Mtok in = 1_000 nano$/token, $2/Mtok out = 2_000 nano$/token; `ping XXXXXX` is
- * estimated at 7 prompt tokens, the dev engine counts 3).
- */
-import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
-import type { LedgerInfo } from "../../src/ledger/key-ledger";
-import { groundingTokenBound } from "../../src/search/grounding";
-import { IMAGE_TOKENS } from "../../src/stream/estimate";
-import {
-	admin,
-	chat,
-	createKey,
-	engineRequests,
-	engineRequestsSince,
-	gw,
-	lastEngineId,
-	readSse,
-	waitFor,
-} from "../support/gateway";
-import { ledger } from "../support/ledger";
-import { TEST_NODE_KEY } from "../support/test-config";
-
-const IN = 1_000;
-const OUT = 2_000;
-const SEARCH = 5_000_000;
-/** The prompt's billing bound for an estimate (4 × estimate + 1_024, within the context): what a hold covers. */
-const bound = (estimate: number) => Math.min(8192, 4 * estimate + 1024);
-
-interface ErrorBody {
-	error: { message: string; type: string; param: string | null; code: string | null; [k: string]: unknown };
-}
-
-interface UsageRow {
-	request_id: string;
-	prompt_tokens: number;
-	completion_tokens: number;
-	cost_nanos: number;
-	status: string;
-	estimated: boolean;
-	search_count: number;
-}
-
-function ping(): string {
-	return `ping ${crypto.randomUUID().replaceAll("-", "").slice(0, 6)}`;
-}
-
-const usd = (nanos: number) => Number((nanos / 1e9).toFixed(9));
-
-function info(keyId: string): Promise<LedgerInfo> {
-	return ledger(keyId).info();
-}
-
-/** Every request of the key settled and flushed: the ledger and the usage records. */
-async function settled(keyId: string, records: number): Promise<{ info: LedgerInfo; rows: UsageRow[] }> {
-	let last: unknown;
-	const i = await waitFor(async () => {
-		const x = await info(keyId);
-		last = x;
-		if (x.openHolds !== 0) return null;
-		if (x.outboxSize > 0) {
-			await runDurableObjectAlarm(ledger(keyId));
-			return null;
-		}
-		const n = await env.DB.prepare("SELECT COUNT(*) AS n FROM usage_records WHERE key_id = ?").bind(keyId).first<{ n: number }>();
-		last = { ...x, records: n?.n };
-		return n && n.n >= records ? x : null;
-	}, 10_000).catch((err: unknown) => {
-		throw new Error(`not settled: ${JSON.stringify(last)}`, { cause: err });
-	});
-	const res = await admin(`/usage?key_id=${keyId}&limit=100`);
-	const rows = ((await res.json()) as { data: UsageRow[] }).data;
-	return { info: i, rows };
-}
+import { groundingTokenBound } from "../../../src/search/grounding";
+import { IMAGE_TOKENS } from "../../../src/stream/estimate";
+import { bound, type ErrorBody, IN, info, OUT, ping, SEARCH, settled, type UsageRow, usd } from "../../support/billing";
+import { chat, createKey, engineRequests, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../../support/gateway";
+import { TEST_NODE_KEY } from "../../support/test-config";
 
 /** Starts a stream, reads its first bytes, and reports what the key holds meanwhile. */
 async function heldWhileStreaming(keyId: string, key: string, body: Record<string, unknown>): Promise<number> {
