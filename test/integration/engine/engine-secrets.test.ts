@@ -4,8 +4,9 @@
  * text split over two stream frames, in a mid-stream error, or in a 200 error body.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { type ErrorBody, info, ping } from "../../support/billing";
 import { fleetConfig, gatewayWith, marker, model, nodeUrl, setNode } from "../../support/fleet";
-import { createKey, readSse } from "../../support/gateway";
+import { chat, createKey, readSse, waitFor } from "../../support/gateway";
 import { TEST_NODE_KEY } from "../../support/test-config";
 
 const logs: string[] = [];
@@ -113,5 +114,25 @@ describe("engine errors that echo the node key", () => {
 		for (const line of [midLine, errLine]) expect(line).toContain("[redacted]");
 		expect(logs.join("\n")).not.toContain(TEST_NODE_KEY);
 		expect(mid.text + err.text).not.toContain(TEST_NODE_KEY);
+	});
+});
+
+describe("engine refusals", () => {
+	it("are cut to 1,000 characters and never carry the node's secret", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, { model: "test/echoauth", messages: [{ role: "user", content: ping() }] });
+		expect(res.status).toBe(400);
+		const text = await res.text();
+		expect(text).not.toContain(TEST_NODE_KEY);
+		const body = JSON.parse(text) as ErrorBody;
+		expect(body.error.message.length).toBeLessThanOrEqual(1001);
+		expect(body.error.message).toContain("[redacted]");
+		expect(String(body.error.param)).not.toContain(TEST_NODE_KEY);
+		// The refusal released its hold (settled just after the answer went out) and cost nothing.
+		const after = await waitFor(async () => {
+			const i = await info(k.id);
+			return i.openHolds === 0 ? i : null;
+		});
+		expect(after.spentNanos).toBe(0);
 	});
 });

@@ -11,7 +11,8 @@
 import { env, SELF } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { app } from "../../../src/app";
-import { BASE, createKey, waitFor } from "../../support/gateway";
+import { ping, settled } from "../../support/billing";
+import { BASE, chat, createKey, engineRequests, waitFor } from "../../support/gateway";
 import { expectBooks, ledger } from "../../support/ledger";
 
 const CREDIT_NANOS = 50_000_000_000;
@@ -147,6 +148,31 @@ describe("an inference request is under waitUntil from its first moment", () => 
 			// Every later waitUntil (settlement, the log line) came while an earlier one still kept the request alive.
 			expect(registrations.slice(1).filter((r) => r.pendingBefore === 0)).toEqual([]);
 			expect(await ledger(k.id).info()).toMatchObject({ openHolds: 0, heldNanos: 0 });
+		});
+	}
+});
+
+describe("a client that leaves while the engine has not answered", () => {
+	for (const stream of [false, true]) {
+		it(`holds nothing once the engine has answered (${stream ? "stream" : "non-stream"})`, async () => {
+			const k = await createKey({ balance_usd: 1 });
+			const controller = new AbortController();
+			const text = ping();
+			const pending = chat(
+				k.key,
+				{ model: "test/slowheaders", stream, max_tokens: 5, messages: [{ role: "user", content: text }] },
+				{ signal: controller.signal },
+			).catch((err: unknown) => err);
+			// The client leaves once the engine has the request and before it answers (its headers take 600 ms).
+			await waitFor(async () => (await engineRequests({ contains: text })).length === 1);
+			controller.abort();
+			const outcome = await pending;
+			if (outcome instanceof Response) await outcome.body?.cancel().catch(() => {});
+			// The engine answers 600 ms after the call; the hold must not outlive that answer.
+			const { info: i, rows } = await settled(k.id, 1);
+			expect(i.openHolds).toBe(0);
+			expect(i.heldNanos).toBe(0);
+			expect(rows).toHaveLength(1);
 		});
 	}
 });

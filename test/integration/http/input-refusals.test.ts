@@ -6,7 +6,8 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { REFUSED_ENGINE_FIELDS } from "../../../src/http/engine-fields";
-import { admin, createKey, engineRequests, gw } from "../../support/gateway";
+import { info } from "../../support/billing";
+import { admin, chat, createKey, engineRequests, engineRequestsSince, gw, lastEngineId } from "../../support/gateway";
 
 interface ErrorBody {
 	error: { message: string; type: string; param: string | null; code: string | null };
@@ -52,6 +53,19 @@ const k = { key: "" };
 beforeAll(async () => {
 	k.key = (await createKey({ balance_usd: 5 })).key;
 });
+
+function nest(levels: number): Record<string, unknown> {
+	let v: Record<string, unknown> = { type: "string" };
+	for (let i = 1; i < levels; i++) v = { type: "object", properties: { a: v } };
+	return v;
+}
+
+/** A value that is exactly `levels` containers deep. */
+function containers(levels: number): unknown {
+	let v: unknown = {};
+	for (let i = 1; i < levels; i++) v = { a: v };
+	return v;
+}
 
 describe("engine fields that escape the caps, on every lane", () => {
 	const cases = Object.keys(LANES).flatMap((lane) =>
@@ -236,5 +250,140 @@ describe("sampling parameters in OpenAI's ranges", () => {
 	it("Responses accepts top_logprobs in range", async () => {
 		const res = await post("/v1/responses", k.key, { ...LANES.responses?.body("hi"), top_logprobs: 20, temperature: 0 });
 		expect(res.status, await res.clone().text()).toBe(200);
+	});
+});
+
+describe("JSON nesting depth", () => {
+	const deepTool = (levels: number) => [{ type: "function", function: { name: "f", parameters: nest(levels) } }];
+
+	it("refuses a deeply nested tool schema with 400 before the hold (chat)", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const since = await lastEngineId();
+		for (const stream of [false, true]) {
+			const res = await chat(k.key, {
+				model: "test/ok",
+				stream,
+				tools: deepTool(5000),
+				messages: [{ role: "user", content: "hi" }],
+			});
+			expect(res.status).toBe(400);
+			const body = (await res.json()) as ErrorBody;
+			expect(body.error).toMatchObject({ type: "invalid_request_error", param: "tools[0].function.parameters" });
+		}
+		expect(await engineRequestsSince(since)).toHaveLength(0);
+		expect((await info(k.id)).openHolds).toBe(0);
+	});
+
+	it("refuses a deep response_format schema (chat) and text.format.schema (Responses)", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const schema = nest(200);
+		const res = await chat(k.key, {
+			model: "test/ok",
+			response_format: { type: "json_schema", json_schema: { name: "x", schema } },
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(res.status).toBe(400);
+		expect(((await res.json()) as ErrorBody).error.param).toBe("response_format.json_schema.schema");
+		for (const extra of [{}, { stream: true }, { background: true }]) {
+			const r = await gw("/v1/responses", {
+				method: "POST",
+				headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
+				body: JSON.stringify({
+					model: "test/ok",
+					input: "hi",
+					text: { format: { type: "json_schema", name: "x", schema } },
+					...extra,
+				}),
+			});
+			expect(r.status).toBe(400);
+			expect(((await r.json()) as ErrorBody).error.param).toBe("text.format.schema");
+		}
+		expect((await info(k.id)).openHolds).toBe(0);
+	});
+
+	it("accepts a field nested exactly 64 levels and refuses 65", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const ok = await chat(k.key, {
+			model: "test/ok",
+			max_tokens: 5,
+			extra_field: containers(64),
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(ok.status).toBe(200);
+		const deep = await chat(k.key, {
+			model: "test/ok",
+			max_tokens: 5,
+			extra_field: containers(65),
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(deep.status).toBe(400);
+		expect(((await deep.json()) as ErrorBody).error.param).toBe("extra_field.a.a.a");
+	});
+});
+
+describe("a prompt longer than the context", () => {
+	it("is our own 400 context_length_exceeded before the hold, naming the limit and the estimate", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const since = await lastEngineId();
+		const res = await chat(k.key, { model: "test/small-context", messages: [{ role: "user", content: "x".repeat(1300) }] });
+		expect(res.status).toBe(400);
+		const body = (await res.json()) as ErrorBody;
+		expect(body.error).toMatchObject({ type: "invalid_request_error", code: "context_length_exceeded", param: "messages" });
+		expect(body.error.message).toContain("300");
+		expect(body.error.message).toContain(String(Math.ceil(1300 / 4) + 4));
+		expect(await engineRequestsSince(since)).toHaveLength(0);
+		expect((await info(k.id)).openHolds).toBe(0);
+	});
+});
+
+describe("engine fields that escape the caps (chat)", () => {
+	it.each([
+		"n_predict",
+		"num_predict",
+		"best_of",
+		"use_beam_search",
+		"chat_template",
+		"priority",
+		"request_id",
+		"kv_transfer_params",
+		"vllm_xargs",
+	])("refuses %s with 400 naming it", async (field) => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, {
+			model: "test/ok",
+			[field]: field === "chat_template" ? "{{x}}" : 5,
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(res.status).toBe(400);
+		expect(((await res.json()) as ErrorBody).error).toMatchObject({ param: field, code: "unsupported_parameter" });
+	});
+
+	it("refuses a chat_template smuggled in chat_template_kwargs, and passes other kwargs on", async () => {
+		const k = await createKey({ balance_usd: 1 });
+		const bad = await chat(k.key, {
+			model: "test/ok",
+			chat_template_kwargs: { chat_template: "{{ 7*7 }}" },
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(bad.status).toBe(400);
+		expect(((await bad.json()) as ErrorBody).error.param).toBe("chat_template_kwargs.chat_template");
+		const since = await lastEngineId();
+		const ok = await chat(k.key, {
+			model: "test/ok",
+			chat_template_kwargs: { enable_thinking: false },
+			messages: [{ role: "user", content: "hi" }],
+		});
+		expect(ok.status).toBe(200);
+		const [call] = await engineRequestsSince(since);
+		expect(call?.body?.chat_template_kwargs).toEqual({ enable_thinking: false });
+	});
+
+	it.each([1e20, 2.5, 0, -1])("answers n = %s with the n message", async (n) => {
+		const k = await createKey({ balance_usd: 1 });
+		const res = await chat(k.key, { model: "test/ok", n, messages: [{ role: "user", content: "hi" }] });
+		expect(res.status).toBe(400);
+		const e = ((await res.json()) as ErrorBody).error;
+		expect(e.param).toBe("n");
+		expect(e.message).toMatch(/^Invalid 'n'/);
 	});
 });
