@@ -5,9 +5,9 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { ResponseStore } from "../../src/responses/response-store";
-import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, releaseEngine, waitFor } from "../support/gateway";
-import { ledger } from "../support/ledger";
+import type { ResponseStore } from "../../../src/responses/response-store";
+import { admin, createKey, engineRequestsSince, gw, lastEngineId, readSse, releaseEngine, waitFor } from "../../support/gateway";
+import { ledger } from "../../support/ledger";
 
 const APP = "https://app.example.com";
 /**
