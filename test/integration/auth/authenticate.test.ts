@@ -2,8 +2,9 @@
  * Client key authentication on /v1/* and the admin API on /admin/*.
  */
 import { describe, expect, it } from "vitest";
+import { ADMIN_FAIL_LIMIT } from "../../../src/auth/fail-throttle";
 import { generateSecret } from "../../../src/auth/key-secret";
-import { admin, chat, createKey, gw } from "../../support/gateway";
+import { admin, chat, createKey, expectAuthThrottled, gw } from "../../support/gateway";
 import { TEST_ADMIN_TOKEN } from "../../support/test-config";
 
 type Json = Record<string, unknown>;
@@ -287,5 +288,39 @@ describe("admin keys", () => {
 		const res = await admin(`/keys/${id}/credits`, { method: "POST", body: JSON.stringify({ amount_usd: 0 }) });
 		expect(res.status).toBe(400);
 		expect(((await res.json()) as ErrorBody).error.param).toBe("amount_usd");
+	});
+});
+
+describe("admin token throttle without Redis", () => {
+	let ipSeq = 0;
+	const freshIp = () => `203.0.113.${++ipSeq}`;
+	const fromIp = (ip: string | null, token: string) =>
+		gw("/admin/keys?limit=1", { headers: { authorization: `Bearer ${token}`, ...(ip ? { "cf-connecting-ip": ip } : {}) } });
+
+	it(`answers 429 with Retry-After after ${ADMIN_FAIL_LIMIT} wrong admin tokens from one IP, even for the right one`, async () => {
+		const ip = freshIp();
+		for (let i = 0; i < ADMIN_FAIL_LIMIT; i++) {
+			const res = await fromIp(ip, `wrong-${i}`);
+			expect(res.status, `attempt ${i + 1}`).toBe(401);
+			expect(((await res.json()) as ErrorBody).error.code).toBe("invalid_api_key");
+		}
+		await expectAuthThrottled(await fromIp(ip, "wrong-again"));
+		// Once throttled, the right token is refused too: a brute force learns nothing.
+		expect((await fromIp(ip, TEST_ADMIN_TOKEN)).status).toBe(429);
+		// Other IPs, and requests without a client IP, keep working with the right token.
+		expect((await fromIp(freshIp(), TEST_ADMIN_TOKEN)).status).toBe(200);
+		expect((await fromIp(null, TEST_ADMIN_TOKEN)).status).toBe(200);
+	});
+
+	it("does not count successful admin calls, nor failed key authentications, against an IP", async () => {
+		const ip = freshIp();
+		for (let i = 0; i < ADMIN_FAIL_LIMIT + 5; i++) expect((await fromIp(ip, TEST_ADMIN_TOKEN)).status).toBe(200);
+		for (let i = 0; i < ADMIN_FAIL_LIMIT - 1; i++) expect((await fromIp(ip, "wrong")).status).toBe(401);
+		expect((await fromIp(ip, TEST_ADMIN_TOKEN)).status).toBe(200);
+		for (let i = 0; i < ADMIN_FAIL_LIMIT + 2; i++) {
+			const res = await gw("/v1/models", { headers: { authorization: "Bearer vk-not-a-key", "cf-connecting-ip": ip } });
+			expect(res.status).toBe(401);
+		}
+		expect((await fromIp(ip, TEST_ADMIN_TOKEN)).status).toBe(200);
 	});
 });

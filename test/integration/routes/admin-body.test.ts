@@ -4,7 +4,10 @@
  * too deeply nested body, 413 past 64 KiB (declared or streamed), and the key or caller checked
  * before the body, so those refusals do not depend on it.
  */
+
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { ledgerFor } from "../../../src/ledger/ledger-client";
 import { admin, createKey, gw } from "../../support/gateway";
 import { TEST_ADMIN_TOKEN } from "../../support/test-config";
 
@@ -38,6 +41,48 @@ function streamedObject(size: number): ReadableStream<Uint8Array> {
 		},
 	});
 }
+
+type Json = Record<string, unknown>;
+
+const APP = "https://app.example";
+
+async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
+	const json = (await res.json()) as ErrorBody;
+	expect(res.status, JSON.stringify(json)).toBe(400);
+	expect(json.error.type).toBe("invalid_request_error");
+	expect(json.error.param).toBe(param);
+	expect(json.error.code).toBe(code);
+	return json;
+}
+
+/** A JSON body with a raw numeric literal (1e999 parses to Infinity), which JSON.stringify cannot write. */
+function rawBody(fields: Json, param: string, literal: string): string {
+	return JSON.stringify({ ...fields, [param]: "@@" }).replace('"@@"', literal);
+}
+
+function mint(key: string, fields: Json): Promise<Response> {
+	return gw("/v1/tokens", {
+		method: "POST",
+		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+		body: JSON.stringify({ allowed_origins: [APP], ...fields }),
+	});
+}
+
+async function balanceOf(id: string): Promise<number> {
+	return ((await (await admin(`/keys/${id}`)).json()) as { balance_usd: number }).balance_usd;
+}
+
+function credit(id: string, body: Json | string, headers: Record<string, string> = {}): Promise<Response> {
+	return admin(`/keys/${id}/credits`, {
+		method: "POST",
+		headers,
+		body: typeof body === "string" ? body : JSON.stringify(body),
+	});
+}
+
+// Literals that are numbers in JSON but must never reach the ledger.
+const HUGE = ["1e308", "1e999", "1000000.01", "9007199.254740993"];
+const TINY = ["1e-10", "5e-10", "1e-300"];
 
 describe("admin and token bodies", () => {
 	it("reads the body as JSON whatever the Content-Type, or without one", async () => {
@@ -129,5 +174,138 @@ describe("admin and token bodies", () => {
 		});
 		const error = await expectError(res, 403);
 		expect(error.message).toContain("server-side keys");
+	});
+});
+
+describe("money fields", () => {
+	describe("POST /admin/keys/{id}/credits amount_usd", () => {
+		it.each([...HUGE, ...HUGE.map((l) => `-${l}`), ...TINY, ...TINY.map((l) => `-${l}`)])(
+			"refuses %s with 400 and leaves the balance alone",
+			async (literal) => {
+				const { id } = await createKey({ balance_usd: 1 });
+				await expect400(await credit(id, rawBody({}, "amount_usd", literal)), "amount_usd");
+				expect(await balanceOf(id)).toBe(1);
+			},
+		);
+
+		it("accepts the edges of the range: one nano-dollar and $1,000,000", async () => {
+			const { id } = await createKey({ balance_usd: 0 });
+			const small = await credit(id, { amount_usd: 1e-9 });
+			expect(small.status).toBe(200);
+			expect(await small.json()).toMatchObject({ balance_usd: 1e-9, applied: true });
+			const big = await credit(id, { amount_usd: 1_000_000 });
+			expect(big.status).toBe(200);
+			expect(await big.json()).toMatchObject({ balance_usd: 1_000_000.000000001, applied: true });
+			const back = await credit(id, { amount_usd: -1_000_000 });
+			expect(back.status).toBe(200);
+			expect(await back.json()).toMatchObject({ balance_usd: 1e-9, applied: true });
+		});
+
+		it("refuses a credit that would take the balance past 2^53 nano-dollars", async () => {
+			const { id } = await createKey({ balance_usd: 0 });
+			// Only the ledger can get this close to the ceiling: the API adds at most $1M a call.
+			const near = Number.MAX_SAFE_INTEGER - 500_000_000_000_000;
+			await ledgerFor(env, id).credit({ keyId: id, amountNanos: near, idempotencyKey: "test:near" });
+			const json = await expect400(await credit(id, { amount_usd: 1_000_000 }), "amount_usd", "balance_too_large");
+			expect(json.error.message).toMatch(/largest/);
+			expect((await ledgerFor(env, id).info()).balanceNanos).toBe(near);
+		});
+	});
+
+	describe("POST /admin/keys", () => {
+		it.each([
+			["balance_usd", "1e308"],
+			["balance_usd", "1e999"],
+			["balance_usd", "1000000.5"],
+			["balance_usd", "1e-10"],
+			["balance_usd", "-1e-300"],
+			["spend_limit_usd", "1e-10"],
+			["spend_limit_usd", "1e308"],
+			["spend_limit_usd", "2000000"],
+			["spend_limit_usd", "0"],
+			["rpm", "2000000000"],
+			["rpm", "9007199254740993"],
+			["tpm", "1e12"],
+			["tpm", "-1"],
+			["max_tokens", "1000000001"],
+			["max_tokens", "0"],
+		])("refuses %s = %s with 400 naming it", async (param, literal) => {
+			await expect400(await admin("/keys", { method: "POST", body: rawBody({ name: "m" }, param, literal) }), param);
+		});
+
+		it("accepts the largest values of the documented ranges", async () => {
+			const res = await admin("/keys", {
+				method: "POST",
+				body: JSON.stringify({
+					name: "edges",
+					balance_usd: 1_000_000,
+					spend_limit_usd: 1_000_000,
+					rpm: 1_000_000_000,
+					tpm: 1_000_000_000,
+					max_tokens: 1_000_000_000,
+				}),
+			});
+			expect(res.status).toBe(201);
+			expect(await res.json()).toMatchObject({
+				balance_usd: 1_000_000,
+				spend_limit_usd: 1_000_000,
+				rpm: 1_000_000_000,
+				tpm: 1_000_000_000,
+				max_tokens: 1_000_000_000,
+			});
+		});
+
+		it("keeps a one-nano-dollar spend limit as a limit, never as 'no limit'", async () => {
+			const res = await admin("/keys", { method: "POST", body: JSON.stringify({ name: "nano", spend_limit_usd: 1e-9 }) });
+			expect(res.status).toBe(201);
+			expect(await res.json()).toMatchObject({ spend_limit_usd: 1e-9 });
+		});
+	});
+
+	describe("PATCH /admin/keys/{id}", () => {
+		it.each([
+			["spend_limit_usd", "1e-10"],
+			["spend_limit_usd", "1e308"],
+			["rpm", "1e10"],
+			["tpm", "1e10"],
+			["max_tokens", "1e10"],
+		])("refuses %s = %s with 400 and changes nothing", async (param, literal) => {
+			const { id } = await createKey({ name: "stable", spend_limit_usd: 3, rpm: 5, tpm: 500, max_tokens: 50 });
+			await expect400(await admin(`/keys/${id}`, { method: "PATCH", body: rawBody({}, param, literal) }), param);
+			expect(await (await admin(`/keys/${id}`)).json()).toMatchObject({ spend_limit_usd: 3, rpm: 5, tpm: 500, max_tokens: 50 });
+		});
+
+		it("refuses balance_usd: balances change only through credits", async () => {
+			const { id } = await createKey();
+			await expect400(await admin(`/keys/${id}`, { method: "PATCH", body: JSON.stringify({ balance_usd: 5 }) }), "balance_usd");
+		});
+	});
+
+	describe("POST /v1/tokens", () => {
+		it.each([
+			["spend_limit_usd", "1e-10"],
+			["spend_limit_usd", "1e308"],
+			["spend_limit_usd", "1e999"],
+			["spend_limit_usd", "1000001"],
+			["rpm", "2e9"],
+			["tpm", "2e9"],
+			["max_tokens", "2e9"],
+		])("refuses %s = %s with 400 naming it", async (param, literal) => {
+			const parent = await createKey();
+			const body = rawBody({ allowed_origins: [APP] }, param, literal);
+			const res = await gw("/v1/tokens", {
+				method: "POST",
+				headers: { authorization: `Bearer ${parent.key}`, "content-type": "application/json" },
+				body,
+			});
+			await expect400(res, param);
+		});
+
+		it("keeps a one-nano-dollar spend limit on a token", async () => {
+			const parent = await createKey();
+			const res = await mint(parent.key, { spend_limit_usd: 1e-9 });
+			expect(res.status).toBe(201);
+			expect(await res.json()).toMatchObject({ spend_limit_usd: 1e-9 });
+		});
 	});
 });

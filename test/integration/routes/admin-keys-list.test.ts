@@ -4,6 +4,8 @@
  * listed key's balance, spend and holds from its ledger, the same numbers `GET /admin/keys/{id}`
  * shows. Also the console page itself: public, under a strict CSP, while the admin API is not.
  */
+
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { admin, chat, createKey, gw, waitFor } from "../../support/gateway";
 
@@ -29,6 +31,18 @@ async function list(query: string): Promise<KeyList> {
 }
 
 const tag = () => crypto.randomUUID().slice(0, 8);
+
+type Json = Record<string, unknown>;
+type ErrorBody = { error: { message: string; type: string; param: string | null; code: string | null } };
+
+async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
+	const json = (await res.json()) as ErrorBody;
+	expect(res.status, JSON.stringify(json)).toBe(400);
+	expect(json.error.type).toBe("invalid_request_error");
+	expect(json.error.param).toBe(param);
+	expect(json.error.code).toBe(code);
+	return json;
+}
 
 describe("GET /admin/keys name filter", () => {
 	it("keeps the keys whose name contains the text, ignoring case", async () => {
@@ -264,5 +278,78 @@ describe("key names stay readable", () => {
 		const k = await createKey({ name: `plain-${tag()}` });
 		const patched = await admin(`/keys/${k.id}`, { method: "PATCH", body: JSON.stringify({ name: "evil\u202E" }) });
 		expect(patched.status).toBe(400);
+	});
+});
+
+describe("key names", () => {
+	const BAD: Array<[string, string, string?]> = [
+		["a NUL", "a\u0000b"],
+		["a newline", "a\nb"],
+		["a tab", "a\tb"],
+		["DEL", "a\u007fb"],
+		["a C1 control", "a\u0085b"],
+		["a line separator", "a\u2028b"],
+		// Refused when the body is read (http/lone-surrogate.ts), with the code of an invalid value.
+		["a lone high surrogate", "a\ud800b", "invalid_value"],
+		["a lone low surrogate", "\udfff", "invalid_value"],
+	];
+
+	it.each(BAD)("POST refuses a name with %s", async (_label, name, code) => {
+		await expect400(await admin("/keys", { method: "POST", body: JSON.stringify({ name }) }), "name", code ?? null);
+	});
+
+	it.each(BAD)("PATCH refuses a name with %s and keeps the old one", async (_label, name, code) => {
+		const { id } = await createKey({ name: "before" });
+		await expect400(await admin(`/keys/${id}`, { method: "PATCH", body: JSON.stringify({ name }) }), "name", code ?? null);
+		expect(((await (await admin(`/keys/${id}`)).json()) as Json).name).toBe("before");
+	});
+
+	it("keeps names with accents, CJK and emoji (surrogate pairs) intact", async () => {
+		const name = "Café 東京 🚀 — prod";
+		const { id } = await createKey({ name });
+		expect(((await (await admin(`/keys/${id}`)).json()) as Json).name).toBe(name);
+	});
+});
+
+describe("GET /admin/keys paging", () => {
+	type Page = { data: Array<{ id: string; created_at: number }>; next_cursor: string | null };
+
+	it("returns every key exactly once when many share a created_at millisecond", async () => {
+		const ids = new Set<string>();
+		for (let i = 0; i < 7; i++) ids.add((await createKey({ name: `same-ms-${i}` })).id);
+		// Newer than anything else in this file, all in one millisecond.
+		const sameMs = Date.now() + 86_400_000;
+		for (const id of ids) await env.DB.prepare("UPDATE api_keys SET created_at = ? WHERE id = ?").bind(sameMs, id).run();
+
+		const seen: string[] = [];
+		let cursor: string | null = null;
+		let pages = 0;
+		do {
+			const res = await admin(`/keys?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+			expect(res.status).toBe(200);
+			const page = (await res.json()) as Page;
+			seen.push(...page.data.map((k) => k.id));
+			cursor = page.next_cursor;
+			pages++;
+		} while (cursor && pages < 100);
+		expect(seen.filter((id) => ids.has(id)).sort()).toEqual([...ids].sort());
+		expect(new Set(seen).size).toBe(seen.length);
+		// Newest first: the seven same-millisecond keys lead, in descending id order.
+		expect(seen.slice(0, 7)).toEqual([...ids].sort().reverse());
+	});
+
+	it.each([
+		"garbage",
+		"123",
+		":key_x",
+		"12x:key_a",
+		"-5:key_a",
+		"1e3:key_a",
+		"99999999999999999999:key_a",
+		"1:\u0000",
+		"1:key a",
+	])("refuses the malformed cursor %s with 400", async (cursor) => {
+		await createKey();
+		await expect400(await admin(`/keys?cursor=${encodeURIComponent(cursor)}`), "cursor");
 	});
 });

@@ -1,9 +1,17 @@
 /** GET /admin/usage: filters, paging with next_cursor, since, and the admin token. Amounts as in test/support/billing.ts. */
-
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { type ErrorBody, ping, settledInfo, type UsagePage, usagePage } from "../../support/billing";
 import { admin, type CreatedKey, chat, createKey, gw } from "../../support/gateway";
+
+async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
+	const json = (await res.json()) as ErrorBody;
+	expect(res.status, JSON.stringify(json)).toBe(400);
+	expect(json.error.type).toBe("invalid_request_error");
+	expect(json.error.param).toBe(param);
+	expect(json.error.code).toBe(code);
+	return json;
+}
 
 describe("GET /admin/usage", () => {
 	async function fill(k: CreatedKey, n: number): Promise<string[]> {
@@ -99,5 +107,39 @@ describe("GET /admin/usage", () => {
 		const k = await createKey({ balance_usd: 1 });
 		expect((await gw("/admin/usage")).status).toBe(401);
 		expect((await gw("/admin/usage", { headers: { authorization: `Bearer ${k.key}` } })).status).toBe(401);
+	});
+});
+
+describe("GET /admin/usage paging", () => {
+	it.each([
+		"Infinity:x",
+		"1e400:x",
+		"-1:x",
+		"1.5:x",
+		"1e3:x",
+		"NaN:x",
+		"0x10:x",
+		" 5:x",
+		"99999999999999999999:x",
+		"5:",
+		"1:\u0000",
+		"1:req_x\nreq_y",
+		"1:req x",
+		`1:${"r".repeat(200)}`,
+		"5",
+		":x",
+		"garbage",
+	])("refuses the malformed cursor %s with 400", async (cursor) => {
+		await expect400(await admin(`/usage?cursor=${encodeURIComponent(cursor)}`), "cursor");
+	});
+
+	it("accepts a well-formed cursor", async () => {
+		const res = await admin(`/usage?cursor=${encodeURIComponent(`${Date.now()}:req_x`)}`);
+		expect(res.status).toBe(200);
+	});
+
+	it.each(["99999999999999999999", "1e400", "9999-12-31", "9000000000000"])("refuses since=%s with 400", async (since) => {
+		await expect400(await admin(`/usage?since=${since}`), "since");
+		await expect400(await admin(`/usage?until=${since}`), "until");
 	});
 });

@@ -1,8 +1,43 @@
 /** Credits (POST /admin/keys/{id}/credits): top-ups that revive a key, idempotency, refusals. */
 
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { ledgerFor } from "../../../src/ledger/ledger-client";
 import { COMPLETED, type ErrorBody, HOLD, info, keyView, ping, usageOf, usd } from "../../support/billing";
-import { admin, chat, createKey } from "../../support/gateway";
+import { admin, chat, createKey, gw } from "../../support/gateway";
+
+type Json = Record<string, unknown>;
+
+const APP = "https://app.example";
+
+async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
+	const json = (await res.json()) as ErrorBody;
+	expect(res.status, JSON.stringify(json)).toBe(400);
+	expect(json.error.type).toBe("invalid_request_error");
+	expect(json.error.param).toBe(param);
+	expect(json.error.code).toBe(code);
+	return json;
+}
+
+function mint(key: string, fields: Json): Promise<Response> {
+	return gw("/v1/tokens", {
+		method: "POST",
+		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+		body: JSON.stringify({ allowed_origins: [APP], ...fields }),
+	});
+}
+
+async function balanceOf(id: string): Promise<number> {
+	return ((await (await admin(`/keys/${id}`)).json()) as { balance_usd: number }).balance_usd;
+}
+
+function credit(id: string, body: Json | string, headers: Record<string, string> = {}): Promise<Response> {
+	return admin(`/keys/${id}/credits`, {
+		method: "POST",
+		headers,
+		body: typeof body === "string" ? body : JSON.stringify(body),
+	});
+}
 
 describe("credits", () => {
 	it("a top-up revives a key that got 402; credits are idempotent by Idempotency-Key", async () => {
@@ -78,5 +113,52 @@ describe("credits", () => {
 		const unknown = await admin("/keys/key_nope/credits", { method: "POST", body: JSON.stringify({ amount_usd: 1 }) });
 		expect(unknown.status).toBe(404);
 		expect((await info(k.id)).balanceNanos).toBe(0);
+	});
+});
+
+describe("credits that would break the books", () => {
+	it("refuses to top up a temporary token, naming its parent, and funds nothing", async () => {
+		const parent = await createKey({ balance_usd: 1 });
+		const res = await mint(parent.key, {});
+		const token = (await res.json()) as { id: string };
+		const json = await expect400(await credit(token.id, { amount_usd: 5 }), "id");
+		expect(json.error.message).toContain(parent.id);
+		expect(json.error.message).toMatch(/parent key's balance/);
+		expect((await ledgerFor(env, token.id).info()).balanceNanos).toBe(0);
+		expect(await balanceOf(parent.id)).toBe(1);
+	});
+
+	it("refuses a debit below zero with 400 and keeps the balance", async () => {
+		const { id } = await createKey({ balance_usd: 1 });
+		const json = await expect400(await credit(id, { amount_usd: -1.000000001 }), "amount_usd", "balance_below_zero");
+		expect(json.error.message).toMatch(/below zero/);
+		expect(await balanceOf(id)).toBe(1);
+		const exact = await credit(id, { amount_usd: -1 });
+		expect(exact.status).toBe(200);
+		expect(await exact.json()).toMatchObject({ balance_usd: 0, applied: true });
+		await expect400(await credit(id, { amount_usd: -1e-9 }), "amount_usd", "balance_below_zero");
+	});
+
+	it("still answers a replayed Idempotency-Key with the first result", async () => {
+		const { id } = await createKey({ balance_usd: 1 });
+		const headers = { "idempotency-key": "topup-1" };
+		expect(await (await credit(id, { amount_usd: 2 }, headers)).json()).toMatchObject({ balance_usd: 3, applied: true });
+		const again = await credit(id, { amount_usd: 2 }, headers);
+		expect(again.status).toBe(200);
+		expect(await again.json()).toMatchObject({ balance_usd: 3, applied: false });
+	});
+
+	it("refuses an Idempotency-Key reused with another amount with 409 and changes nothing", async () => {
+		const { id } = await createKey({ balance_usd: 1 });
+		const headers = { "idempotency-key": "topup-reused" };
+		expect((await credit(id, { amount_usd: 2 }, headers)).status).toBe(200);
+		const res = await credit(id, { amount_usd: 5 }, headers);
+		const json = (await res.json()) as ErrorBody;
+		expect(res.status, JSON.stringify(json)).toBe(409);
+		expect(json.error).toMatchObject({ type: "invalid_request_error", code: "idempotency_key_reused", param: null });
+		expect(json.error.message).toMatch(/Idempotency-Key/);
+		expect(await balanceOf(id)).toBe(3);
+		// The same amount is still a replay.
+		expect(await (await credit(id, { amount_usd: 2 }, headers)).json()).toMatchObject({ balance_usd: 3, applied: false });
 	});
 });

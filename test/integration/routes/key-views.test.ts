@@ -1,8 +1,9 @@
 /** The money a key sees of itself (GET /v1/key) and the operator sees of it (GET /admin/keys/{id}). */
-
 import { describe, expect, it } from "vitest";
 import { info, keyView, ping, usd } from "../../support/billing";
-import { chat, createKey, gw } from "../../support/gateway";
+import { admin, chat, createKey, gw } from "../../support/gateway";
+
+type Json = Record<string, unknown>;
 
 describe("key views", () => {
 	it("GET /admin/keys/{id} shows balance_usd and spent; GET /v1/key shows the caller's own key without the secret", async () => {
@@ -50,5 +51,20 @@ describe("key views", () => {
 			allowed_origins: null,
 			expires_at: null,
 		});
+	});
+});
+
+describe("GET /v1/key", () => {
+	it("does not show the operator's metadata to the key holder", async () => {
+		const k = await createKey({ name: "meta", metadata: { customer: "acme", plan: "internal-note" } });
+		expect(await (await admin(`/keys/${k.id}`)).json()).toMatchObject({ metadata: { customer: "acme" } });
+		const res = await gw("/v1/key", { headers: { authorization: `Bearer ${k.key}` } });
+		expect(res.status).toBe(200);
+		const text = await res.text();
+		const body = JSON.parse(text) as Json;
+		expect(body).not.toHaveProperty("metadata");
+		expect(text).not.toContain("internal-note");
+		expect(body).toMatchObject({ id: k.id, name: "meta", object: "api_key", balance_usd: 10, parent_key_id: null });
+		expect(body.limits).toMatchObject({ rpm: null, allowed_models: null });
 	});
 });

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { admin, chat, createKey, gw, waitFor } from "../../support/gateway";
 
 type Json = Record<string, unknown>;
-type ErrorBody = { error: { message: string; param: string | null; code: string | null } };
+type ErrorBody = { error: { message: string; type: string; param: string | null; code: string | null } };
 
 const APP = "https://app.example";
 const CHAT = { model: "test/ok", messages: [{ role: "user", content: "hi" }], max_tokens: 5 };
@@ -36,6 +36,15 @@ async function expectError(res: Response, status: number, param?: string | null)
 }
 
 const fromApp = { headers: { origin: APP } };
+
+async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
+	const json = (await res.json()) as ErrorBody;
+	expect(res.status, JSON.stringify(json)).toBe(400);
+	expect(json.error.type).toBe("invalid_request_error");
+	expect(json.error.param).toBe(param);
+	expect(json.error.code).toBe(code);
+	return json;
+}
 
 describe("minting", () => {
 	it("mints a vk-tmp- token bound to its origins that works from them only", async () => {
@@ -266,5 +275,57 @@ describe("billing and limits", () => {
 		const json = await expectError(await chat(c.token, CHAT, fromApp), 403);
 		expect(json.error.message).toMatch(/spend limit/);
 		expect((await chat(capped.key, CHAT)).status).toBe(200);
+	});
+});
+
+describe("PATCH /admin/keys/{id} on a temporary token", () => {
+	async function tokenOf(parentFields: Json = {}): Promise<{ parentId: string; id: string; expires_at: number }> {
+		const parent = await createKey({ spend_limit_usd: 50, rpm: 10, ...parentFields });
+		const res = await mint(parent.key, { allowed_origins: [APP], ttl_seconds: 600, spend_limit_usd: 1 });
+		const t = (await res.json()) as { id: string; expires_at: number };
+		expect(res.status).toBe(201);
+		return { parentId: parent.id, ...t };
+	}
+
+	it.each<[string, Json, string]>([
+		["widens the spend limit and drops the origins", { spend_limit_usd: 1000, allowed_origins: null }, "spend_limit_usd"],
+		["drops the origins", { allowed_origins: null }, "allowed_origins"],
+		["changes the origins", { allowed_origins: ["https://evil.example"] }, "allowed_origins"],
+		["drops the spend limit", { spend_limit_usd: null }, "spend_limit_usd"],
+		["narrows the spend limit", { spend_limit_usd: 0.5 }, "spend_limit_usd"],
+		["sets a spend period", { spend_limit_period: "daily" }, "spend_limit_period"],
+		["widens rpm", { rpm: 1000 }, "rpm"],
+		["sets tpm", { tpm: 5 }, "tpm"],
+		["sets max_tokens", { max_tokens: 5 }, "max_tokens"],
+		["widens the models", { allowed_models: ["test/ok", "test/slow"] }, "allowed_models"],
+		["moves expires_at past an hour", { expires_at: Math.floor(Date.now() / 1000) + 86_400 }, "expires_at"],
+		["removes expires_at", { expires_at: null }, "expires_at"],
+		["sets metadata", { metadata: { a: "b" } }, "metadata"],
+		["renames it and changes a scope", { name: "ok", rpm: 1 }, "rpm"],
+	])("refuses a PATCH that %s with 400 and changes nothing", async (_label, body, param) => {
+		const t = await tokenOf();
+		const before = await (await admin(`/keys/${t.id}`)).json();
+		const json = await expect400(await admin(`/keys/${t.id}`, { method: "PATCH", body: JSON.stringify(body) }), param);
+		expect(json.error.message).toMatch(/temporary token/);
+		expect(await (await admin(`/keys/${t.id}`)).json()).toEqual(before);
+	});
+
+	it("still allows renaming it, restating its own scopes, and revoking it", async () => {
+		const t = await tokenOf();
+		const renamed = await admin(`/keys/${t.id}`, {
+			method: "PATCH",
+			body: JSON.stringify({ name: "renamed", allowed_origins: [APP], spend_limit_usd: 1, expires_at: t.expires_at }),
+		});
+		expect(renamed.status).toBe(200);
+		expect(await renamed.json()).toMatchObject({ name: "renamed", allowed_origins: [APP], spend_limit_usd: 1 });
+		const revoked = await admin(`/keys/${t.id}`, { method: "DELETE" });
+		expect(revoked.status).toBe(200);
+		expect(await revoked.json()).toMatchObject({ revoked: true });
+	});
+
+	it("still lets the parent key be changed", async () => {
+		const t = await tokenOf();
+		const res = await admin(`/keys/${t.parentId}`, { method: "PATCH", body: JSON.stringify({ spend_limit_usd: 100, rpm: 20 }) });
+		expect(res.status).toBe(200);
 	});
 });
