@@ -1,31 +1,30 @@
 /**
- * Session 7 attacks (hostile clients, careless operators) on what changed: settlement and the log
- * line start just after the response (http/after-response.ts); the request-log middleware keeps an
- * inference request alive until its handler returns; streams end on the request's signal; non-stream
- * engine answers are read without a pass-through (engine/call-engine.ts answerOf/readBody); one idle
- * check per edge allowance (ledger/allowance.ts armIdleCheck/idleCheckDue).
+ * Clients that leave at any point, on a mix of engines and lanes: settlement and the log line
+ * start just after the response (http/after-response.ts); the request-log middleware keeps an
+ * inference request alive until its handler returns; streams end on the request's signal;
+ * non-stream engine answers are read without a pass-through (engine/call-engine.ts
+ * answerOf/readBody); one idle check per edge allowance (ledger/allowance.ts
+ * armIdleCheck/idleCheckDue), so traffic stopping and starting gives allowances back.
  *
  * The invariants held throughout: every request that held money settles exactly once (no open hold,
  * nothing held once allowances are given back or expire), usage records add up to the debits, a
  * refused request reaches no engine, overspend stays within one hold, every held request writes
  * exactly one request log line, and the engine nodes' in-flight counts return to 0.
- *
- * Two tests at the end fail on the code as of this session (see their comments).
  */
 import { createExecutionContext, env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { promptBound } from "../../src/chat/usage-bounds";
-import { loadConfig } from "../../src/config";
-import worker from "../../src/index";
-import { idleReleaseMs } from "../../src/ledger/allowance";
-import { localAllowance } from "../../src/ledger/allowance-cache";
-import { holdNanos } from "../../src/ledger/ledger-client";
-import type { RequestLogLine } from "../../src/observability/request-log";
-import { isolateFleet } from "../../src/routing/fleet";
-import { estimatePromptTokens } from "../../src/stream/estimate";
-import { BASE, chat, createKey, engineRequests, gw, waitFor } from "../support/gateway";
-import { expectBooks, ledger, usageRows } from "../support/ledger";
-import { testGatewayConfig } from "../support/test-config";
+import { promptBound } from "../../../src/chat/usage-bounds";
+import { loadConfig } from "../../../src/config";
+import worker from "../../../src/index";
+import { idleReleaseMs } from "../../../src/ledger/allowance";
+import { localAllowance } from "../../../src/ledger/allowance-cache";
+import { holdNanos } from "../../../src/ledger/ledger-client";
+import type { RequestLogLine } from "../../../src/observability/request-log";
+import { isolateFleet } from "../../../src/routing/fleet";
+import { estimatePromptTokens } from "../../../src/stream/estimate";
+import { BASE, chat, createKey, engineRequests, gw, waitFor } from "../../support/gateway";
+import { expectBooks, ledger, usageRows } from "../../support/ledger";
+import { testGatewayConfig } from "../../support/test-config";
 
 /** The request log lines the worker wrote during this file (it runs in this isolate). */
 const lines: RequestLogLine[] = [];
@@ -333,7 +332,7 @@ describe("edge allowances with traffic stopping and starting around the idle rel
 	});
 });
 
-describe("bugs found this session (fixed)", () => {
+describe("allowances given back after the traffic that used them (regressions)", () => {
 	/**
 	 * Was: one idle check per allowance waited again at most IDLE_CHECK_WAITS (5) times, and a request
 	 * that left the allowance idle while that check was pending armed nothing. So when a key's traffic runs for about 5 idle-release periods and stops between the
