@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { ResponseStore } from "../../../src/responses/response-store";
 import { admin, createKey, engineRequestsSince, gw, lastEngineId, releaseEngine, waitFor } from "../../support/gateway";
 import { ledger } from "../../support/ledger";
+import { created, type ErrorJson, get, post, type ResponseJson, retrieved, settled } from "../../support/responses";
 
 const APP = "https://app.example.com";
 /**
@@ -18,49 +19,6 @@ const APP = "https://app.example.com";
 const SLOW = { model: "test/slowbody", max_output_tokens: 14, background: true };
 /** A background run that lasts until the test releases it (test/gated, releaseEngine). */
 const GATED = { model: "test/gated", max_output_tokens: 14, background: true };
-
-interface ResponseJson {
-	id: string;
-	status: string;
-	error: { code: string; message: string } | null;
-	output: Array<{ type: string; content?: Array<{ text: string }> }>;
-	usage: { input_tokens: number } | null;
-}
-
-interface ErrorJson {
-	error: { code: string | null; message: string; type: string };
-}
-
-function post(key: string, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<Response> {
-	return gw("/v1/responses", {
-		method: "POST",
-		headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
-		body: JSON.stringify(body),
-	});
-}
-
-async function created(key: string, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<ResponseJson> {
-	const res = await post(key, body, headers);
-	if (res.status !== 200) throw new Error(`POST /v1/responses: ${res.status} ${await res.text()}`);
-	return (await res.json()) as ResponseJson;
-}
-
-function get(key: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
-	return gw(`/v1/responses/${path}`, { headers: { authorization: `Bearer ${key}`, ...headers } });
-}
-
-async function retrieved(key: string, id: string): Promise<ResponseJson> {
-	const res = await get(key, id);
-	if (res.status !== 200) throw new Error(`GET ${id}: ${res.status} ${await res.text()}`);
-	return (await res.json()) as ResponseJson;
-}
-
-function settled(key: string, id: string, timeoutMs = 15_000): Promise<ResponseJson> {
-	return waitFor(async () => {
-		const r = await retrieved(key, id);
-		return r.status === "queued" || r.status === "in_progress" ? null : r;
-	}, timeoutMs);
-}
 
 /** The most intervals ([start, end], ms) open at one moment; one that ends as another starts does not overlap it. */
 function mostAtOnce(intervals: Array<[number, number]>): number {

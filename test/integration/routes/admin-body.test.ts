@@ -8,6 +8,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { ledgerFor } from "../../../src/ledger/ledger-client";
+import { balanceOf, credit, expect400, rawBody } from "../../support/admin-input";
 import { admin, createKey, gw } from "../../support/gateway";
 import { TEST_ADMIN_TOKEN } from "../../support/test-config";
 
@@ -46,37 +47,11 @@ type Json = Record<string, unknown>;
 
 const APP = "https://app.example";
 
-async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
-	const json = (await res.json()) as ErrorBody;
-	expect(res.status, JSON.stringify(json)).toBe(400);
-	expect(json.error.type).toBe("invalid_request_error");
-	expect(json.error.param).toBe(param);
-	expect(json.error.code).toBe(code);
-	return json;
-}
-
-/** A JSON body with a raw numeric literal (1e999 parses to Infinity), which JSON.stringify cannot write. */
-function rawBody(fields: Json, param: string, literal: string): string {
-	return JSON.stringify({ ...fields, [param]: "@@" }).replace('"@@"', literal);
-}
-
 function mint(key: string, fields: Json): Promise<Response> {
 	return gw("/v1/tokens", {
 		method: "POST",
 		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
 		body: JSON.stringify({ allowed_origins: [APP], ...fields }),
-	});
-}
-
-async function balanceOf(id: string): Promise<number> {
-	return ((await (await admin(`/keys/${id}`)).json()) as { balance_usd: number }).balance_usd;
-}
-
-function credit(id: string, body: Json | string, headers: Record<string, string> = {}): Promise<Response> {
-	return admin(`/keys/${id}/credits`, {
-		method: "POST",
-		headers,
-		body: typeof body === "string" ? body : JSON.stringify(body),
 	});
 }
 

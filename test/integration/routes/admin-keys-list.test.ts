@@ -7,6 +7,7 @@
 
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { expect400 } from "../../support/admin-input";
 import { admin, chat, createKey, gw, waitFor } from "../../support/gateway";
 
 interface ListedKey {
@@ -33,16 +34,6 @@ async function list(query: string): Promise<KeyList> {
 const tag = () => crypto.randomUUID().slice(0, 8);
 
 type Json = Record<string, unknown>;
-type ErrorBody = { error: { message: string; type: string; param: string | null; code: string | null } };
-
-async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
-	const json = (await res.json()) as ErrorBody;
-	expect(res.status, JSON.stringify(json)).toBe(400);
-	expect(json.error.type).toBe("invalid_request_error");
-	expect(json.error.param).toBe(param);
-	expect(json.error.code).toBe(code);
-	return json;
-}
 
 describe("GET /admin/keys name filter", () => {
 	it("keeps the keys whose name contains the text, ignoring case", async () => {

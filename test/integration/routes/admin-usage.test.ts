@@ -1,17 +1,9 @@
 /** GET /admin/usage: filters, paging with next_cursor, since, and the admin token. Amounts as in test/support/billing.ts. */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { expect400 } from "../../support/admin-input";
 import { type ErrorBody, ping, settledInfo, type UsagePage, usagePage } from "../../support/billing";
 import { admin, type CreatedKey, chat, createKey, gw } from "../../support/gateway";
-
-async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
-	const json = (await res.json()) as ErrorBody;
-	expect(res.status, JSON.stringify(json)).toBe(400);
-	expect(json.error.type).toBe("invalid_request_error");
-	expect(json.error.param).toBe(param);
-	expect(json.error.code).toBe(code);
-	return json;
-}
 
 describe("GET /admin/usage", () => {
 	async function fill(k: CreatedKey, n: number): Promise<string[]> {

@@ -5,6 +5,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { expect400 } from "../../support/admin-input";
 import { admin, chat, createKey, gw, waitFor } from "../../support/gateway";
 
 type Json = Record<string, unknown>;
@@ -36,15 +37,6 @@ async function expectError(res: Response, status: number, param?: string | null)
 }
 
 const fromApp = { headers: { origin: APP } };
-
-async function expect400(res: Response, param: string, code: string | null = null): Promise<ErrorBody> {
-	const json = (await res.json()) as ErrorBody;
-	expect(res.status, JSON.stringify(json)).toBe(400);
-	expect(json.error.type).toBe("invalid_request_error");
-	expect(json.error.param).toBe(param);
-	expect(json.error.code).toBe(code);
-	return json;
-}
 
 describe("minting", () => {
 	it("mints a vk-tmp- token bound to its origins that works from them only", async () => {
