@@ -6,10 +6,11 @@
  */
 import { env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { flushOutbox, type UsageRecordInput } from "../../../src/ledger/outbox";
+import { flushOutbox } from "../../../src/ledger/outbox";
 import { retentionCutoff, utcDay } from "../../../src/maintenance/retention-plan";
 import { admin, chat, createKey, gw, waitFor } from "../../support/gateway";
 import { freshKeyId, usageRows } from "../../support/ledger";
+import { usageRecordsFor } from "../../support/usage-records";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -18,31 +19,9 @@ const RETENTION_DAYS = 90; // the default: the test catalog sets no usage.retent
 let key: { id: string; key: string };
 /** No key row: the cleanup does not look at keys. */
 const OTHER = freshKeyId("maintenance", "other");
-const RUN = crypto.randomUUID().slice(0, 8);
-let seq = 0;
-
-function rec(keyId: string, createdAt: number): UsageRecordInput {
-	const i = ++seq;
-	return {
-		request_id: `req_mrun_${RUN}_${i}`,
-		key_id: keyId,
-		model: "test/ok",
-		node: "http://node.test/v1",
-		prompt_tokens: i,
-		completion_tokens: 2 * i,
-		cost_nanos: 1000 * i,
-		status: "completed",
-		estimated: false,
-		created_at: createdAt,
-	};
-}
-
-async function ids(): Promise<string[]> {
-	const { results } = await env.DB.prepare("SELECT request_id FROM usage_records WHERE key_id IN (?1, ?2) ORDER BY request_id")
-		.bind(key.id, OTHER)
-		.all<{ request_id: string }>();
-	return results.map((r) => r.request_id);
-}
+const records = usageRecordsFor("mrun");
+const rec = records.rec;
+const ids = () => records.ids(key.id, OTHER);
 
 /** Everything a run must leave alone: this file's rollups, their summary, and the key's money. */
 async function untouched() {

@@ -7,11 +7,12 @@
 import { createScheduledController, env } from "cloudflare:test";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import worker from "../../../src/index";
-import { flushOutbox, type UsageRecordInput } from "../../../src/ledger/outbox";
+import { flushOutbox } from "../../../src/ledger/outbox";
 import { enforceRetention, type RetentionEnv } from "../../../src/maintenance/retention";
 import { admin, createKey } from "../../support/gateway";
 import { freshKeyId } from "../../support/ledger";
 import { hideErrorsMentioning } from "../../support/quiet-errors";
+import { usageRecordsFor } from "../../support/usage-records";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -29,31 +30,10 @@ const archive = () => (env as unknown as { USAGE_ARCHIVE: R2Bucket }).USAGE_ARCH
  */
 let keyId: string;
 const OTHER = freshKeyId("retention", "other");
-const RUN = crypto.randomUUID().slice(0, 8);
-
-let seq = 0;
-function rec(key: string, createdAt: number, i = ++seq): UsageRecordInput {
-	return {
-		request_id: `req_${RUN}_${String(i).padStart(6, "0")}`,
-		key_id: key,
-		model: i % 2 ? "test/ok" : "test/reasoning",
-		node: "http://node.test/v1",
-		prompt_tokens: i,
-		completion_tokens: 2 * i,
-		cost_nanos: 1000 * i,
-		status: "completed",
-		estimated: false,
-		created_at: createdAt,
-	};
-}
-
+const records = usageRecordsFor("ret");
+const rec = records.rec;
 /** The request ids of this file's records still in D1. */
-async function ids(): Promise<string[]> {
-	const { results } = await env.DB.prepare("SELECT request_id FROM usage_records WHERE key_id IN (?1, ?2) ORDER BY request_id")
-		.bind(keyId, OTHER)
-		.all<{ request_id: string }>();
-	return results.map((r) => r.request_id);
-}
+const ids = () => records.ids(keyId, OTHER);
 
 async function rollups() {
 	return (
