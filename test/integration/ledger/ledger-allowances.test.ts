@@ -187,6 +187,7 @@ describe("KeyLedger allowances", () => {
 		expect(s.allowance).toBe("revoked");
 	});
 
+	// 300 seeded steps of ledger calls: CPU-bound, so a busy machine gets more than the default 20 s.
 	it("never overspends for any interleaving of isolates' takes, synchronous holds, settlements, adoptions, expiry and revocation", async () => {
 		const HEAD = 8;
 		const MAX_HOLD = 5000;
@@ -330,5 +331,5 @@ describe("KeyLedger allowances", () => {
 			(_i, state) => state.storage.sql.exec<{ t: number }>("SELECT COALESCE(SUM(cost), 0) AS t FROM settlements").one().t,
 		);
 		expect(debited).toBe(costs);
-	});
+	}, 60_000);
 });
