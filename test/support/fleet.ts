@@ -82,7 +82,8 @@ export function model(id: string, nodes: unknown[], extra: Record<string, unknow
 export function fleetConfig(models: unknown[], routing: Record<string, number> = {}) {
 	return {
 		models,
-		first_byte_timeout_ms: 600,
+		// As the shared test config: room for a busy 2-core box (a node that times out cools down).
+		first_byte_timeout_ms: 2000,
 		stream_idle_timeout_ms: 2000,
 		routing: { cooldown_ms: 60_000, health_check_interval_ms: 300, max_attempts: 3, ...routing },
 		// As the shared test config: test keys stay on the synchronous hold (no edge allowances, whose

@@ -40,7 +40,7 @@ const AFFINITY = [`${t}a1`, `${t}a2`, `${t}a3`];
 const config = fleetConfig([
 	...fleet.models,
 	model("test/failover", AFFINITY.map(nodeUrl)),
-	// Embeddings: a node that never answers (the first-byte timeout, 600 ms, leaves time to read the hold).
+	// Embeddings: a node that never answers (the first-byte timeout, 2 s, leaves time to read the hold).
 	model("test/embed", [nodeUrl(EMBED_HANG)], { capabilities: ["embeddings"], fallbacks: ["test/embed-dear"] }),
 	model("test/embed-dear", [nodeUrl(EMBED_DEAR)], { capabilities: ["embeddings"], pricing: { input_usd_per_mtok: 10 } }),
 	model("test/embed-cheap", [nodeUrl(EMBED_CHEAP)], { capabilities: ["embeddings"], pricing: { input_usd_per_mtok: 3 } }),
