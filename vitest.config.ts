@@ -2,12 +2,10 @@ import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
-import { fixPoolPrototypeProxy } from "./test/support/pool-proxy-fix.ts";
 import { quietOutboundDisconnects } from "./test/support/quiet-outbound-log.ts";
 import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, TEST_SEAL_SECRET, testGatewayConfig } from "./test/support/test-config.ts";
 
 quietOutboundDisconnects();
-fixPoolPrototypeProxy();
 
 const migrations = await readD1Migrations(fileURLToPath(new URL("./drizzle", import.meta.url)));
 
@@ -63,7 +61,7 @@ function workerPlugin(redis: boolean) {
 	});
 }
 
-const REDIS_TESTS = "test/integration/redis.test.ts";
+const REDIS_TESTS = "test/integration/redis/redis.test.ts";
 
 /** What every workerd project shares. */
 const WORKERD_PROJECT = {

@@ -24,6 +24,8 @@
 //   brokenToolArgs             tool-call arguments cut before their closing `"}`
 //   bodyMs                     the answer spread over that many ms, data throughout (a non-stream
 //                              one dribbled, a stream's frames paced)
+//   gate                       the answer waits after its first frame (a stream: empty chunks
+//                              every 200 ms) until a test releases it (dev/engine-gate.mjs)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
 //   failOn                     a request whose body contains this text answers 500 (an input
 //                              that crashes the engine); others are served as usual
@@ -189,6 +191,8 @@ export const SCENARIOS = {
 	brokentool: { brokenToolArgs: true },
 	// Headers arrive late but within the first-byte timeout.
 	slowheaders: { headerDelayMs: 600 },
+	// An answer that lasts until the test releases it (POST /_engine/release), data throughout.
+	gated: { gate: true, minWords: 40 },
 	// A non-stream answer that takes about 3 s, sending data throughout.
 	slowbody: { bodyMs: 3000, minWords: 40 },
 	// An agent's tool loop (Claude Code): call Bash with `echo hi` once, then answer with what it printed.

@@ -22,6 +22,7 @@ export type ScenarioName =
 	| "slow"
 	| "reasoning"
 	| "stall"
+	| "gated"
 	| "hugeusage"
 	| "bigprompt"
 	| "negusage"

@@ -10,6 +10,7 @@
 import http from "node:http";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { createGates, keepAliveUntil } from "./engine-gate.mjs";
 import { embeddings, legacyCompletions } from "./engine-legacy.mjs";
 import { createNodes, health, isProbe, metrics, nodeControl, splitNode } from "./engine-nodes.mjs";
 import { awkwardPieces, completion, encodeFrame, MODEL_IDS, planReply, searchResults, streamPayloads } from "./engine-reply.mjs";
@@ -46,6 +47,8 @@ async function sendStream(ctx, payloads) {
 	const pause = ctx.delayMs > 0 ? ctx.delayMs : ctx.behaviour.bodyMs ? Math.ceil(ctx.behaviour.bodyMs / payloads.length) : 0;
 	for (const [i, payload] of payloads.entries()) {
 		if (ctx.behaviour.stallAfter !== undefined && i >= ctx.behaviour.stallAfter) return stallForever(ctx);
+		if (i === 1 && ctx.behaviour.gate)
+			await keepAliveUntil(ctx, ctx.released, encodeFrame(emptyChunk(payloads[0]), ctx.behaviour));
 		if (i > 0 && pause > 0) await sleep(pause);
 		if (i > 0 && ctx.behaviour.comments) ctx.res.write(": ping\n\n");
 		if (ctx.gone) return;
@@ -55,11 +58,18 @@ async function sendStream(ctx, payloads) {
 	ctx.res.end();
 }
 
+/** A chunk with nothing in it, as engines send while they work: keeps a gated stream from going idle. */
+function emptyChunk(first) {
+	const { id, object, created, model } = typeof first === "object" && first !== null ? first : {};
+	return { id, object, created, model, choices: [{ index: 0, delta: {}, finish_reason: null }] };
+}
+
 // Non-stream answers take as long as the stream would have, so slow and delay scenarios
 // still give abort tests a window.
 async function sendCompletion(ctx, plan, meta) {
 	const { res, behaviour } = ctx;
 	if (ctx.delayMs > 0) await sleep(ctx.delayMs * Math.max(plan.usage.completion_tokens, 1));
+	if (behaviour.gate) await ctx.released;
 	if (ctx.gone) return;
 	if (behaviour.stallAfter !== undefined) {
 		res.writeHead(200, { "content-type": "application/json" });
@@ -184,6 +194,9 @@ async function control(req, res, route, params, state) {
 	if (req.method === "GET" && route === "/_engine/requests") return sendJson(res, 200, selectRequests(state, params));
 	const body = req.method === "POST" ? (await readBody(req)).json : null;
 	if (nodeControl(req, res, route, body, state.nodes)) return;
+	if (req.method === "POST" && route === "/_engine/release") {
+		return sendJson(res, 200, { released: state.gates.release(String(body?.contains ?? "")) });
+	}
 	if (req.method === "POST" && route === "/_engine/reset") {
 		state.reset();
 		return sendJson(res, 200, { ok: true });
@@ -235,6 +248,7 @@ async function handle(req, res, engine, quiet) {
 		nodeEntry,
 	};
 	watchClose(ctx, quiet || probe);
+	if (behaviour?.gate && !probe) ctx.released = state.gates.wait(ctx, text);
 	if (!behaviour) return sendJson(res, 404, nestedError(`unknown scenario "${scenario}"`, "not_found_error", 404));
 	const endpoint = ROUTES[`${req.method} ${route}`];
 	if (!endpoint) return sendJson(res, 404, nestedError(`no route ${req.method} ${route}`, "not_found_error", 404));
@@ -266,6 +280,7 @@ function createState() {
 	return {
 		requests,
 		nodes: createNodes(),
+		gates: createGates(),
 		record(fields, bodyText) {
 			const entry = { id: nextId++, ...fields, aborted: false, finished: false, receivedAt: Date.now(), closedAt: null };
 			requests.push(entry);

@@ -1,7 +1,7 @@
 // The development engine in plain Node: the wire shapes the gateway's integration and e2e
 // tests rely on. Uses only web-standard APIs so it type-checks with the Workers types.
 import Ajv from "ajv";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { type Engine, type RecordedRequest, type ScenarioName, scenarioNames, startEngine } from "../../dev/engine.mjs";
 
 let engine: Engine;
@@ -49,12 +49,14 @@ function frames(text: string): string[] {
 		.map((frame) => frame.slice("data: ".length));
 }
 
-async function waitFor(check: () => boolean, timeoutMs = 2000): Promise<void> {
-	const deadline = Date.now() + timeoutMs;
-	while (!check()) {
-		if (Date.now() > deadline) throw new Error("condition not met in time");
-		await new Promise((resolve) => setTimeout(resolve, 10));
-	}
+function waitFor(check: () => boolean, timeout = 5000): Promise<boolean> {
+	return vi.waitUntil(check, { timeout, interval: 10 });
+}
+
+function release(contains: string): Promise<{ released: number }> {
+	return fetch(`${engine.url}/_engine/release`, { method: "POST", body: JSON.stringify({ contains }) }).then(
+		(r) => r.json() as Promise<{ released: number }>,
+	);
 }
 
 describe("dev engine", () => {
@@ -211,6 +213,7 @@ describe("dev engine", () => {
 			searchslow: true,
 			"tool-loop": true,
 			codex: true,
+			gated: true,
 		};
 		expect([...scenarioNames].sort()).toEqual(Object.keys(declared).sort());
 	});
@@ -224,6 +227,47 @@ describe("dev engine", () => {
 		await reader.read().catch(() => undefined);
 		await waitFor(() => engine.requests[0]?.aborted === true);
 		expect(engine.requests[0]?.finished).toBe(false);
+	});
+});
+
+describe("dev engine: gated requests", () => {
+	it("holds a stream after its first frame, sending empty chunks, until a test releases it", async () => {
+		const res = await chat({ stream: true, messages: [{ role: "user", content: "gate-a" }] }, "/s/gated");
+		const reader = res.body!.getReader();
+		const decoder = new TextDecoder();
+		let text = "";
+		// The first frame and then empty chunks: more than one read while the gate is shut.
+		for (let reads = 0; reads < 3; reads++) text += decoder.decode((await reader.read()).value, { stream: true });
+		expect(text).toContain('"delta":{}');
+		expect(text).not.toContain("[DONE]");
+		expect(engine.requests[0]?.closedAt).toBeNull();
+		// Another body's text releases nothing; this one's lets the answer finish.
+		expect(await release("gate-b")).toEqual({ released: 0 });
+		expect(await release("gate-a")).toEqual({ released: 1 });
+		for (let r = await reader.read(); !r.done; r = await reader.read()) text += decoder.decode(r.value, { stream: true });
+		expect(text).toContain("data: [DONE]");
+		expect(await release("gate-a")).toEqual({ released: 0 });
+	});
+
+	it("holds a non-stream answer until released", async () => {
+		let answered = false;
+		const pending = chat({ messages: [{ role: "user", content: "gate-c" }] }, "/s/gated").then(async (res) => {
+			answered = true;
+			return completion(res);
+		});
+		await waitFor(() => engine.requests.length === 1);
+		expect(answered).toBe(false);
+		expect(await release("gate-c")).toEqual({ released: 1 });
+		expect((await pending).choices[0]?.finish_reason).toBe("stop");
+	});
+
+	it("lets a gated request go when its client leaves", async () => {
+		const controller = new AbortController();
+		const res = await chat({ stream: true, messages: [{ role: "user", content: "gate-d" }] }, "/s/gated", {}, controller.signal);
+		await res.body!.getReader().read();
+		controller.abort();
+		await waitFor(() => engine.requests[0]?.aborted === true);
+		expect(await release("gate-d")).toEqual({ released: 0 });
 	});
 });
 

@@ -82,7 +82,8 @@ export function model(id: string, nodes: unknown[], extra: Record<string, unknow
 export function fleetConfig(models: unknown[], routing: Record<string, number> = {}) {
 	return {
 		models,
-		first_byte_timeout_ms: 600,
+		// As the shared test config: room for a busy 2-core box (a node that times out cools down).
+		first_byte_timeout_ms: 2000,
 		stream_idle_timeout_ms: 2000,
 		routing: { cooldown_ms: 60_000, health_check_interval_ms: 300, max_attempts: 3, ...routing },
 		// As the shared test config: test keys stay on the synchronous hold (no edge allowances, whose
@@ -160,15 +161,17 @@ export async function waitForNode(
 	gateway: ReturnType<typeof gatewayWith>,
 	url: string,
 	ok: (row: NodeRow) => boolean,
-	timeoutMs = 8000,
+	timeoutMs = 10_000,
 ): Promise<NodeRow> {
-	const start = Date.now();
-	for (;;) {
-		const { json } = await gateway.admin("/nodes");
-		const row = (json?.data as NodeRow[] | undefined)?.find((r) => r.url === url);
-		if (row && ok(row)) return row;
-		if (Date.now() - start > timeoutMs) throw new Error(`waitForNode ${url}: last ${JSON.stringify(row)}`);
-		await new Promise((r) => setTimeout(r, 50));
+	let last: NodeRow | undefined;
+	try {
+		return await waitFor(async () => {
+			const { json } = await gateway.admin("/nodes");
+			last = (json?.data as NodeRow[] | undefined)?.find((r) => r.url === url);
+			return last && ok(last) ? last : null;
+		}, timeoutMs);
+	} catch {
+		throw new Error(`waitForNode ${url}: last ${JSON.stringify(last)}`);
 	}
 }
 

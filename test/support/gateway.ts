@@ -1,6 +1,6 @@
 import { env, SELF } from "cloudflare:test";
 import OpenAI from "openai";
-import { expect } from "vitest";
+import { expect, vi } from "vitest";
 import { TEST_ADMIN_TOKEN } from "./test-config";
 
 export const BASE = "http://gateway.test";
@@ -82,15 +82,22 @@ export async function lastEngineId(): Promise<number> {
 	return last?.id ?? 0;
 }
 
-/** Polls until `fn` returns a truthy value (settlement runs in waitUntil, after the response). */
-export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 5000): Promise<T> {
-	const start = Date.now();
-	for (;;) {
-		const v = await fn();
-		if (v) return v;
-		if (Date.now() - start > timeoutMs) throw new Error("waitFor: timed out");
-		await new Promise((r) => setTimeout(r, 25));
-	}
+/**
+ * Polls a real state until `fn` returns a truthy value, which it returns (settlement runs in
+ * waitUntil, after the response). The deadline only bounds a failing test: generous, so a busy
+ * machine never fails a passing one.
+ */
+export function waitFor<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 10_000): Promise<T> {
+	return vi.waitUntil(fn, { timeout: timeoutMs, interval: 25 }) as Promise<T>;
+}
+
+/**
+ * Lets the engine's open gated requests (the `gated` scenario, test/gated) whose body contains
+ * `contains` finish; how many there were. Until then they send empty chunks and never end.
+ */
+export async function releaseEngine(contains: string, engineUrl: string = env.ENGINE_URL): Promise<number> {
+	const res = await fetch(`${engineUrl}/_engine/release`, { method: "POST", body: JSON.stringify({ contains }) });
+	return ((await res.json()) as { released: number }).released;
 }
 
 /** Reads an SSE body into its data payloads (strings), including a trailing partial frame. */

@@ -38,6 +38,8 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/slowheaders", [node("slowheaders")]),
 			model("test/slowbody", [node("slowbody")]),
 			model("test/trickle", [node("trickle")]),
+			// Answers once the test releases it (test/support/gateway.ts releaseEngine): a request that lasts as long as a test needs.
+			model("test/gated", [node("gated")]),
 			model("test/bigprompt", [node("bigprompt")]),
 			// An agent's tool loop (the Messages lane, Claude Code): calls Bash once, then answers with its result.
 			model("test/tool-loop", [node("tool-loop")]),
@@ -71,7 +73,7 @@ export function testGatewayConfig(engineUrl: string) {
 		routing: { max_attempts: 6 },
 		// Edge allowances (docs/allowances.md) only for keys holding 200 million holds: a one-token embedding
 		// (1,000 nanos) needs $200, a small chat (about 1e6 nanos) about $210,000. The other tests' keys ($100 at
-		// most) keep the synchronous hold and their exact held amounts; test/integration/allowance.test.ts uses
+		// most) keep the synchronous hold and their exact held amounts; test/integration/ledger/allowance.test.ts uses
 		// keys of up to $1,000,000. A short lifetime, so that test sees allowances expire.
 		ledger: { allowance_ttl_ms: 3000, allowance_min_headroom: 200_000_000 },
 	};

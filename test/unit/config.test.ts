@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig, modelNodes, parseConfig, resolveModel } from "../../src/config";
 import { GatewayConfigSchema } from "../../src/config-schema";
 import { GatewayError, toErrorResponse } from "../../src/errors";
+import { HOLD_TTL_MS } from "../../src/ledger/durable/holds";
 import { worstCaseHold } from "../../src/money/hold-bound";
 import { MAX_REQUEST_NANOS } from "../../src/money/nanos";
 
@@ -287,4 +288,28 @@ describe("resolveModel", () => {
 			expect(body.error.param).toBe("model");
 		}
 	});
+});
+
+describe("idle timeouts that outlive a hold", () => {
+	const base = {
+		models: [
+			{
+				id: "a/m",
+				engine_model: "m",
+				nodes: ["http://10.0.0.1:8000/v1"],
+				max_output_tokens: 100,
+				context_length: 8192,
+				pricing: { input_usd_per_mtok: 1, output_usd_per_mtok: 2 },
+			},
+		],
+	};
+	// A request that moves nothing is not renewed (hold-keep-alive.ts): with an idle timeout past
+	// HOLD_TTL_MS the hold lapses while the request still runs, the ledger hands the balance out
+	// again, and the late settlement debits it anyway (key-ledger.ts settle has no hold to check):
+	// one paused stream per hold overspends the key. The config should refuse such a timeout.
+	for (const field of ["client_idle_timeout_ms", "stream_idle_timeout_ms"]) {
+		it(`refuses ${field} longer than a hold lives`, () => {
+			expect(() => parseConfig(JSON.stringify({ ...base, [field]: HOLD_TTL_MS + 60_000 }))).toThrow(new RegExp(field));
+		});
+	}
 });

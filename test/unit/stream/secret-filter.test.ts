@@ -1,0 +1,127 @@
+import { describe, expect, it } from "vitest";
+import { secretForms } from "../../../src/redact";
+import { ChatSseEncoder } from "../../../src/stream/chat-sse-encoder";
+import { type ChatStreamOptions, rewriteChatStream } from "../../../src/stream/chat-stream";
+import { StreamSecretFilter } from "../../../src/stream/secret-filter";
+import { upstreamOf } from "../../support/fake-upstream";
+
+const SECRET = "nodesecret-0123456789abcdef";
+const bytes = new TextEncoder();
+
+function frame(delta: Record<string, unknown>, finish: string | null = null, field = "delta"): Uint8Array {
+	const choice = field === "text" ? { index: 0, ...delta, finish_reason: finish } : { index: 0, delta, finish_reason: finish };
+	return bytes.encode(
+		`data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "e", choices: [choice] })}\n\n`,
+	);
+}
+
+async function relay(chunks: Uint8Array[], extra: Partial<ChatStreamOptions> = {}) {
+	const { stream, done } = rewriteChatStream(upstreamOf(chunks).stream, {
+		model: "venym/m",
+		promptTokensEstimate: 5,
+		secrets: [SECRET],
+		...extra,
+	});
+	const text = await new Response(stream).text();
+	await done;
+	const chunksOut = text
+		.split("\n\n")
+		.filter((f) => f.startsWith("data: {"))
+		.map((f) => JSON.parse(f.slice(6)) as { choices: Array<Record<string, unknown>> });
+	return { text, chunks: chunksOut };
+}
+
+function joined(
+	chunks: Array<{ choices: Array<Record<string, unknown>> }>,
+	pick: (c: Record<string, unknown>) => unknown,
+): string {
+	let out = "";
+	for (const c of chunks) for (const ch of c.choices) out += (pick(ch) as string | undefined) ?? "";
+	return out;
+}
+
+const content = (ch: Record<string, unknown>) => (ch.delta as Record<string, unknown> | undefined)?.content;
+
+const head = { id: "chatcmpl-eng", object: "chat.completion.chunk", created: 1700000000, model: "engine/m" };
+
+describe("node secrets in a relayed stream", () => {
+	const said = `key: Bearer ${SECRET} ok`;
+
+	it("are redacted wherever the engine splits them between chunks, and nothing else changes", async () => {
+		for (let cut = 1; cut < said.length; cut++) {
+			for (const finish of ["stop", null]) {
+				const upstream = [frame({ content: said.slice(0, cut) }), frame({ content: said.slice(cut) }), frame({}, finish)];
+				if (finish === null) upstream.pop();
+				const { text, chunks } = await relay([...upstream, bytes.encode("data: [DONE]\n\n")]);
+				expect(text, `cut at ${cut}`).not.toContain(SECRET.slice(0, 12));
+				expect(joined(chunks, content), `cut at ${cut}`).toBe("key: Bearer [redacted] ok");
+			}
+		}
+	});
+
+	it("are redacted across three pieces, in reasoning, tool-call arguments and legacy text", async () => {
+		const thirds = [SECRET.slice(0, 9), SECRET.slice(9, 18), SECRET.slice(18)];
+		const reasoning = await relay([...thirds.map((p) => frame({ reasoning_content: p })), frame({}, "stop")]);
+		expect(joined(reasoning.chunks, (ch) => (ch.delta as Record<string, unknown>).reasoning_content)).toBe("[redacted]");
+		const args = (p: string) => ({ tool_calls: [{ index: 0, function: { arguments: p } }] });
+		const tools = await relay([...thirds.map((p) => frame(args(p))), frame({}, "tool_calls")]);
+		expect(
+			joined(tools.chunks, (ch) =>
+				((ch.delta as { tool_calls?: Array<{ function: { arguments: string } }> }).tool_calls ?? [])
+					.map((c) => c.function.arguments)
+					.join(""),
+			),
+		).toBe("[redacted]");
+		const legacy = await relay([...thirds.map((p) => frame({ text: `${p}` }, null, "text")), bytes.encode("data: [DONE]\n\n")], {
+			encoder: new ChatSseEncoder("venym/m", undefined, "text_completion"),
+		});
+		expect(joined(legacy.chunks, (ch) => ch.text)).toBe("[redacted]");
+		for (const r of [reasoning, tools, legacy]) expect(r.text).not.toContain(SECRET.slice(9, 18));
+	});
+
+	it("hold back only a tail that could start a secret, and give it back when it does not", async () => {
+		const { chunks } = await relay([frame({ content: "the nodes" }), frame({ content: " are up" }), frame({}, "stop")]);
+		expect(chunks.map((c) => content(c.choices[0] ?? {}))).toEqual(["the ", "nodes are up", undefined, undefined]);
+	});
+
+	it("cost nothing without a secret: chunks pass as the engine wrote them", async () => {
+		const { chunks } = await relay([frame({ content: "the nodes" }), frame({ content: " are up" }), frame({}, "stop")], {
+			secrets: [],
+		});
+		expect(chunks.map((c) => content(c.choices[0] ?? {}))).toEqual(["the nodes", " are up", undefined, undefined]);
+	});
+});
+
+describe("a node key echoed outside content, reasoning and tool arguments", () => {
+	const SECRET = "node-key-0123456789abcdef";
+	const forms = secretForms([SECRET]);
+	const relayed = (chunk: Record<string, unknown>) => {
+		const filter = new StreamSecretFilter(forms);
+		const out = filter.chunk({ chunk, data: JSON.stringify(chunk) });
+		return JSON.stringify(out.chunk);
+	};
+
+	it("scrubs a refusal delta", () => {
+		// DELTA_FIELDS is content, reasoning_content, reasoning: `delta.refusal` is relayed as the engine sent it.
+		const text = relayed({ ...head, choices: [{ index: 0, delta: { refusal: `no: Bearer ${SECRET}` } }] });
+		expect(text).not.toContain(SECRET);
+	});
+
+	it("scrubs the logprobs tokens that spell the echoed key", () => {
+		// The content is scrubbed, but with `logprobs: true` the same text goes out as token strings.
+		const tokens = ["Bearer", " node", "-key", "-0123", "456789", "abcdef"];
+		const chunk = {
+			...head,
+			choices: [
+				{
+					index: 0,
+					delta: { content: tokens.join("") },
+					logprobs: { content: tokens.map((token) => ({ token, logprob: -0.1, bytes: [], top_logprobs: [] })) },
+				},
+			],
+		};
+		const out = JSON.parse(relayed(chunk)) as { choices: { logprobs: { content: { token: string }[] } }[] };
+		const spelled = (out.choices[0]?.logprobs.content ?? []).map((e) => e.token).join("");
+		expect(spelled).not.toContain(SECRET);
+	});
+});
