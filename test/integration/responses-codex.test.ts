@@ -175,6 +175,59 @@ describe("tool calls in the shape of the tool offered", () => {
 	});
 });
 
+describe("tool_choice", () => {
+	it("is not sent to the engine when no tool reaches it (vLLM refuses tool_choice without tools)", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		for (const [tools, choice] of [
+			[[{ type: "local_shell" }], "auto"],
+			[[{ type: "local_shell" }, { type: "file_search" }], "required"],
+			[[], "auto"],
+		] as const) {
+			const res = await post(key, {
+				model: "test/ok",
+				input: "hi",
+				tools,
+				tool_choice: choice,
+				parallel_tool_calls: true,
+				store: false,
+			});
+			expect(res.status).toBe(200);
+		}
+		const bodies = (await engineRequestsSince(since)).map((r) => r.body as Json);
+		expect(bodies).toHaveLength(3);
+		for (const body of bodies) {
+			expect(body).not.toHaveProperty("tools");
+			expect(body).not.toHaveProperty("tool_choice");
+			expect(body).not.toHaveProperty("parallel_tool_calls");
+		}
+	});
+
+	it("naming a tool the request does not offer is a 400 naming tool_choice, before the engine", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		for (const choice of [
+			{ type: "function", name: "nope" },
+			{ type: "custom", name: "apply_patch_2" },
+			{ type: "function", name: "spawn_agent", namespace: "other_ns" },
+			{ type: "function", name: "local_shell" },
+		]) {
+			const res = await post(key, {
+				model: "test/ok",
+				input: "hi",
+				tools: [EXEC, NAMESPACE, CUSTOM, { type: "local_shell" }],
+				tool_choice: choice,
+				store: false,
+			});
+			expect(res.status).toBe(400);
+			const error = ((await res.json()) as { error: { param: string; message: string } }).error;
+			expect(error.param).toBe("tool_choice");
+			expect(error.message).toContain(choice.name);
+		}
+		expect(await engineRequestsSince(since)).toHaveLength(0);
+	});
+});
+
 describe("the reasoning round trip", () => {
 	const ask = { input: "Run echo hi", tools: [EXEC], store: false, include: INCLUDE };
 
