@@ -102,19 +102,24 @@ export function offersWebSearch(tools: ReadonlyArray<ToolParam> | null | undefin
 	return (tools ?? []).some((t) => WEB_SEARCH_TYPES.has(t.type));
 }
 
+/** At most this many dropped tools are named in the header; the rest are counted (`+N`), so it stays a few KB. */
+export const MAX_IGNORED_LABELS = 32;
+
 /**
  * The tools the gateway does not serve, for the `x-venym-ignored-tools` header: each by its type
- * (and name, when it has one). A hosted web search is served when the gateway has a backend.
+ * (and name, when it has one), the first MAX_IGNORED_LABELS of them, then `+N` for the others. A
+ * hosted web search is served when the gateway has a backend.
  */
 export function ignoredTools(tools: ReadonlyArray<ToolParam> | null | undefined, webSearchBackend: boolean): string[] {
-	const out: string[] = [];
+	const labels = new Set<string>();
 	for (const t of tools ?? []) {
 		if (isTranslated(t) || (webSearchBackend && WEB_SEARCH_TYPES.has(t.type))) continue;
 		const name = typeof t.name === "string" && t.name ? `:${t.name}` : "";
-		const label = `${t.type}${name}`.replace(/[^\w.:-]/g, "_").slice(0, 80);
-		if (!out.includes(label)) out.push(label);
+		labels.add(`${t.type}${name}`.replace(/[^\w.:-]/g, "_").slice(0, 80));
 	}
-	return out;
+	const out = [...labels];
+	if (out.length <= MAX_IGNORED_LABELS) return out;
+	return [...out.slice(0, MAX_IGNORED_LABELS), `+${out.length - MAX_IGNORED_LABELS}`];
 }
 
 /** What an engine name stands for, when it is not a plain function of the same name. */

@@ -92,6 +92,20 @@ describe("Codex's first request, replayed", () => {
 		}
 	});
 
+	it("keeps x-venym-ignored-tools short however many tools are dropped", async () => {
+		const { key } = await createKey();
+		const tools = Array.from({ length: 3000 }, (_, i) => ({ type: "local_shell", name: `${i}_${"n".repeat(60)}` }));
+		const res = await post(key, { model: "test/ok", input: "hi", tools, store: false });
+		expect(res.status).toBe(200);
+		const header = res.headers.get("x-venym-ignored-tools") ?? "";
+		expect(header.length).toBeLessThanOrEqual(4096);
+		const labels = header.split(",");
+		expect(labels[0]).toBe(`local_shell:0_${"n".repeat(60)}`);
+		// The rest are counted, not listed.
+		expect(labels.at(-1)).toBe(`+${3000 - (labels.length - 1)}`);
+		await res.body?.cancel();
+	});
+
 	it("still refuses a malformed function tool, naming it", async () => {
 		const { key } = await createKey();
 		const tools = [...codexFirstRequest.tools, { type: "function", name: "x", parameters: "nope" }];
