@@ -5,6 +5,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { MAX_OPENED_SEALS } from "../../src/responses/reasoning-round-trip";
 import codexFirstRequest from "../fixtures/codex-first-request.json";
 import { chat, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../support/gateway";
 
@@ -288,6 +289,25 @@ describe("the reasoning round trip", () => {
 		expect(sent).not.toHaveProperty("reasoning_content");
 		expect(JSON.stringify(answer.output)).toContain("Tool said: hi.");
 		expect(JSON.stringify(answer.output)).not.toContain("Reasoning received");
+	});
+
+	it("opens at most MAX_OPENED_SEALS seals a request, the most recent ones", async () => {
+		const { key } = await createKey({ balance_usd: 50 });
+		const first = await post(key, { model: "test/codex", ...ask });
+		const reasoning = ((await first.json()) as { output: Item[] }).output.find((i) => i.type === "reasoning") as Item;
+		const turns = MAX_OPENED_SEALS + 20;
+		const input: Json[] = [{ type: "message", role: "user", content: "go on" }];
+		for (let i = 0; i < turns; i++) input.push(reasoning, { type: "message", role: "assistant", content: `step ${i}` });
+		input.push({ type: "message", role: "user", content: "done?" });
+		const since = await lastEngineId();
+		const res = await post(key, { model: "test/codex", input, store: false });
+		expect(res.status).toBe(200);
+		const sent = (await engineRequestsSince(since))[0]?.body?.messages as Json[];
+		const assistants = sent.filter((m) => m.role === "assistant");
+		expect(assistants).toHaveLength(turns);
+		const opened = assistants.map((m) => m.reasoning_content === "I plan the next step.");
+		expect(opened.filter(Boolean)).toHaveLength(MAX_OPENED_SEALS);
+		expect(opened.slice(-MAX_OPENED_SEALS).every(Boolean)).toBe(true);
 	});
 
 	it("gives no reasoning back to a model without the reasoning capability", async () => {
