@@ -59,8 +59,9 @@ describe("node secrets in a relayed stream", () => {
 		const call = { index: 0, id: `call_${SECRET}`, type: "function", function: { name: `run_${SECRET}`, arguments: "{}" } };
 		const { text, chunks } = await relay([frame({ tool_calls: [call] }), frame({}, "tool_calls")]);
 		expect(text).not.toContain(SECRET);
-		const sent = (chunks[0]?.choices[0]?.delta as { tool_calls: Array<{ id: string; function: { name: string } }> })
-			.tool_calls[0];
+		type Call = { id: string; function: { name: string } };
+		const delta = chunks[0]?.choices[0]?.delta as { tool_calls?: Call[] } | undefined;
+		const sent = delta?.tool_calls?.[0];
 		expect(sent?.function.name).toBe("run_[redacted]");
 		expect(sent?.id).toBe("call_[redacted]");
 	});
