@@ -12,7 +12,8 @@ import { parseBody } from "../http/parse-body";
 import { numberIn, TOP_LOGPROBS } from "../http/sampling-params";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { checkImages, InputItem } from "./item-schema";
-import { checkToolChoice, Tools } from "./tools";
+import { checkToolChoice } from "./tool-choice";
+import { Tools } from "./tools";
 
 const ToolChoice = z.union(
 	[

@@ -16,7 +16,8 @@ import type {
 } from "./item-schema";
 import { annotationsFromChat, outputTextPart } from "./output-items";
 import type { ResponsesRequest } from "./request-schema";
-import { chatToolFields, customArguments, flatName } from "./tools";
+import { chatToolFields } from "./tool-choice";
+import { customArguments, flatName } from "./tools";
 
 type ChatContentPart =
 	| { type: "text"; text: string }

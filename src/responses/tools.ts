@@ -8,7 +8,6 @@
  * tool as a `custom_tool_call` with its `input`.
  */
 import { z } from "zod";
-import { GatewayError } from "../errors";
 import type { CustomToolCallItemValue, FunctionCallItemValue, ItemStatusValue } from "./item-schema";
 
 export const FunctionTool = z.strictObject({
@@ -48,9 +47,26 @@ export type ToolParam = FunctionToolParam | CustomToolParam | NamespaceToolParam
 const CHECKED: Record<string, z.ZodType> = { function: FunctionTool, custom: CustomTool, namespace: NamespaceTool };
 export const WEB_SEARCH_TYPES: ReadonlySet<string> = new Set(["web_search", "web_search_preview", "web_search_2025_08_26"]);
 
-/** A namespace's tool as the engine sees it: one flat name, the same every turn (history replays it). */
+/** The longest tool name offered to an engine (OpenAI's limit, which OpenAI-compatible servers may enforce). */
+const MAX_ENGINE_NAME = 64;
+
+/** FNV-1a, 32 bits, as 8 hex digits: a flat name's short, stable tag. */
+function fnv1a(text: string): string {
+	let h = 0x811c9dc5;
+	for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+	return (h >>> 0).toString(16).padStart(8, "0");
+}
+
+/**
+ * A namespace's tool as the engine sees it: one flat name, the same every turn (history replays
+ * it), `<namespace>__<name>`, or when that is over 64 characters its first 55 code points, `_` and a
+ * hash of the whole (two tools landing on one name are refused by `Tools`, as any clash is).
+ */
 export function flatName(namespace: string, name: string): string {
-	return `${namespace}__${name}`;
+	const flat = `${namespace}__${name}`;
+	const points = Array.from(flat);
+	if (points.length <= MAX_ENGINE_NAME) return flat;
+	return `${points.slice(0, MAX_ENGINE_NAME - 9).join("")}_${fnv1a(flat)}`;
 }
 
 /**
@@ -171,47 +187,6 @@ export function chatTools(tools: ReadonlyArray<ToolParam>): Array<Record<string,
 			}
 		}
 	}
-	return out;
-}
-
-/** A named `tool_choice`: a function (maybe a namespace's) or a custom tool. */
-type NamedChoice = { type: string; name: string; namespace?: string };
-type Choice = "none" | "auto" | "required" | NamedChoice | null | undefined;
-
-/** The engine's name for a named tool_choice: a namespace's function and a custom tool as the engine knows them. */
-function choiceName(choice: NamedChoice): string {
-	return choice.namespace ? flatName(choice.namespace, choice.name) : choice.name;
-}
-
-/** A named tool_choice must name a tool the engine is offered: anything else is the client's 400, not the engine's. */
-export function checkToolChoice(tools: ReadonlyArray<ToolParam> | null | undefined, choice: Choice): void {
-	if (!choice || typeof choice === "string") return;
-	const name = choiceName(choice);
-	const offered = chatTools(tools ?? []).some((t) => (t.function as { name: string }).name === name);
-	if (offered) return;
-	const label = choice.namespace ? `${choice.namespace}.${choice.name}` : choice.name;
-	throw new GatewayError(
-		"invalid_request",
-		`Invalid value for 'tool_choice': no ${choice.type} tool named '${label.slice(0, 160)}' is offered in 'tools'.`,
-		{ param: "tool_choice" },
-	);
-}
-
-/**
- * The engine's `tools`, `tool_choice` and `parallel_tool_calls`: none of them when no tool reaches
- * the engine (every tool dropped or served by the gateway), as vLLM refuses a tool_choice without tools.
- */
-export function chatToolFields(
-	tools: ReadonlyArray<ToolParam> | null | undefined,
-	choice: Choice,
-	parallel: boolean | null | undefined,
-): Record<string, unknown> {
-	const chat = chatTools(tools ?? []);
-	if (chat.length === 0) return {};
-	const out: Record<string, unknown> = { tools: chat };
-	if (typeof choice === "string") out.tool_choice = choice;
-	else if (choice) out.tool_choice = { type: "function", function: { name: choiceName(choice) } };
-	if (parallel != null) out.parallel_tool_calls = parallel;
 	return out;
 }
 

@@ -150,6 +150,33 @@ describe("tool calls in the shape of the tool offered", () => {
 		});
 	}
 
+	it("offers a namespace's long names within 64 characters, and maps the call and its replay back", async () => {
+		const { key } = await createKey();
+		const [ns, fn] = ["n".repeat(64), "f".repeat(64)];
+		const tools = [{ type: "namespace", name: ns, tools: [{ type: "function", name: fn, parameters: { type: "object" } }] }];
+		const since = await lastEngineId();
+		const res = await post(key, { model: "test/ok", input: "do it", tools, tool_choice: "required", store: false });
+		expect(res.status).toBe(200);
+		const call = ((await res.json()) as { output: Item[] }).output.find((i) => i.type === "function_call") as Item;
+		expect(call).toMatchObject({ name: fn, namespace: ns });
+		const [first] = await engineRequestsSince(since);
+		const offeredTools = (first?.body?.tools ?? []) as Array<{ function: { name: string } }>;
+		const offered = offeredTools[0]?.function.name ?? "";
+		expect(offered.length).toBeLessThanOrEqual(64);
+		const again = await lastEngineId();
+		const replay = await post(key, {
+			model: "test/ok",
+			tools,
+			store: false,
+			input: [{ role: "user", content: "do it" }, call, { type: "function_call_output", call_id: call.call_id, output: "ok" }],
+		});
+		expect(replay.status).toBe(200);
+		const messages = (await engineRequestsSince(again))[0]?.body?.messages as Array<{
+			tool_calls?: Array<{ function: { name: string } }>;
+		}>;
+		expect(messages.find((m) => m.tool_calls)?.tool_calls?.[0]?.function.name).toBe(offered);
+	});
+
 	it("takes the calls and their outputs back in a stateless history", async () => {
 		const { key } = await createKey();
 		const since = await lastEngineId();
