@@ -29,6 +29,13 @@ function takesReasoning(config: GatewayConfig, model: string): boolean {
 	}
 }
 
+/**
+ * The most seals one request opens: the latest ones (a long agent session sends every earlier
+ * turn's); older reasoning is dropped. Opening runs before the hold, for any key, and each costs
+ * an AES-GCM decryption: a body of many tiny forged seals would otherwise buy seconds of CPU.
+ */
+export const MAX_OPENED_SEALS = 256;
+
 /** Opens the sealed reasoning of the request's input in place: only opened text stays as `content`. */
 export async function openInputReasoning(
 	req: ResponsesRequest,
@@ -40,8 +47,9 @@ export async function openInputReasoning(
 	const items = req.input.filter((i) => i.type === "reasoning") as Json[];
 	if (items.length === 0) return;
 	const secret = takesReasoning(config, req.model) ? sealSecret(env) : undefined;
-	for (const item of items) {
-		const text = await openReasoning(secret, keyId, item.encrypted_content);
+	const firstOpened = items.length - MAX_OPENED_SEALS;
+	for (const [i, item] of items.entries()) {
+		const text = i >= firstOpened ? await openReasoning(secret, keyId, item.encrypted_content) : undefined;
 		if (text) item.content = [{ type: "reasoning_text", text }];
 		else delete item.content;
 	}

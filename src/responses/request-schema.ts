@@ -12,6 +12,7 @@ import { parseBody } from "../http/parse-body";
 import { numberIn, TOP_LOGPROBS } from "../http/sampling-params";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { checkImages, InputItem } from "./item-schema";
+import { checkToolChoice } from "./tool-choice";
 import { Tools } from "./tools";
 
 const ToolChoice = z.union(
@@ -105,6 +106,7 @@ export function validateResponsesRequest(body: unknown): ResponsesRequest {
 	// Chat's own check, on a copy (it removes what it reads): the same 400s, naming the same entries.
 	takeRequestFallbacks({ models: req.models, fallbacks: req.fallbacks });
 	if (Array.isArray(req.input)) checkImages(req.input);
+	checkToolChoice(req.tools, req.tool_choice);
 	return req;
 }
 

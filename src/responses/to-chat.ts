@@ -16,7 +16,8 @@ import type {
 } from "./item-schema";
 import { annotationsFromChat, outputTextPart } from "./output-items";
 import type { ResponsesRequest } from "./request-schema";
-import { chatTools, customArguments, flatName } from "./tools";
+import { chatToolFields } from "./tool-choice";
+import { customArguments, flatName } from "./tools";
 
 type ChatContentPart =
 	| { type: "text"; text: string }
@@ -167,17 +168,12 @@ export function responsesToChat(req: ResponsesRequest, history: ReadonlyArray<Re
 	if (req.instructions) messages.push({ role: "system", content: req.instructions });
 	messages.push(...toMessages([...history, ...current]));
 
-	const body: Record<string, unknown> = { model: req.model, messages };
-	const tools = chatTools(req.tools ?? []);
-	if (tools.length) body.tools = tools;
-	const choice = req.tool_choice;
-	if (typeof choice === "string") body.tool_choice = choice;
-	else if (choice) {
-		// A namespace's function and a custom tool are named as the engine knows them (tools.ts).
-		const name = "namespace" in choice && choice.namespace ? flatName(choice.namespace, choice.name) : choice.name;
-		body.tool_choice = { type: "function", function: { name } };
-	}
-	if (req.parallel_tool_calls != null) body.parallel_tool_calls = req.parallel_tool_calls;
+	// A namespace's function and a custom tool are named as the engine knows them (tools.ts).
+	const body: Record<string, unknown> = {
+		model: req.model,
+		messages,
+		...chatToolFields(req.tools, req.tool_choice, req.parallel_tool_calls),
+	};
 	const format = responseFormat(req.text?.format);
 	if (format) body.response_format = format;
 	if (req.reasoning?.effort != null) body.reasoning_effort = req.reasoning.effort;

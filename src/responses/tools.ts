@@ -47,9 +47,26 @@ export type ToolParam = FunctionToolParam | CustomToolParam | NamespaceToolParam
 const CHECKED: Record<string, z.ZodType> = { function: FunctionTool, custom: CustomTool, namespace: NamespaceTool };
 export const WEB_SEARCH_TYPES: ReadonlySet<string> = new Set(["web_search", "web_search_preview", "web_search_2025_08_26"]);
 
-/** A namespace's tool as the engine sees it: one flat name, the same every turn (history replays it). */
+/** The longest tool name offered to an engine (OpenAI's limit, which OpenAI-compatible servers may enforce). */
+const MAX_ENGINE_NAME = 64;
+
+/** FNV-1a, 32 bits, as 8 hex digits: a flat name's short, stable tag. */
+function fnv1a(text: string): string {
+	let h = 0x811c9dc5;
+	for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+	return (h >>> 0).toString(16).padStart(8, "0");
+}
+
+/**
+ * A namespace's tool as the engine sees it: one flat name, the same every turn (history replays
+ * it), `<namespace>__<name>`, or when that is over 64 characters its first 55 code points, `_` and a
+ * hash of the whole (two tools landing on one name are refused by `Tools`, as any clash is).
+ */
 export function flatName(namespace: string, name: string): string {
-	return `${namespace}__${name}`;
+	const flat = `${namespace}__${name}`;
+	const points = Array.from(flat);
+	if (points.length <= MAX_ENGINE_NAME) return flat;
+	return `${points.slice(0, MAX_ENGINE_NAME - 9).join("")}_${fnv1a(flat)}`;
 }
 
 /**
@@ -101,19 +118,24 @@ export function offersWebSearch(tools: ReadonlyArray<ToolParam> | null | undefin
 	return (tools ?? []).some((t) => WEB_SEARCH_TYPES.has(t.type));
 }
 
+/** At most this many dropped tools are named in the header; the rest are counted (`+N`), so it stays a few KB. */
+export const MAX_IGNORED_LABELS = 32;
+
 /**
  * The tools the gateway does not serve, for the `x-venym-ignored-tools` header: each by its type
- * (and name, when it has one). A hosted web search is served when the gateway has a backend.
+ * (and name, when it has one), the first MAX_IGNORED_LABELS of them, then `+N` for the others. A
+ * hosted web search is served when the gateway has a backend.
  */
 export function ignoredTools(tools: ReadonlyArray<ToolParam> | null | undefined, webSearchBackend: boolean): string[] {
-	const out: string[] = [];
+	const labels = new Set<string>();
 	for (const t of tools ?? []) {
 		if (isTranslated(t) || (webSearchBackend && WEB_SEARCH_TYPES.has(t.type))) continue;
 		const name = typeof t.name === "string" && t.name ? `:${t.name}` : "";
-		const label = `${t.type}${name}`.replace(/[^\w.:-]/g, "_").slice(0, 80);
-		if (!out.includes(label)) out.push(label);
+		labels.add(`${t.type}${name}`.replace(/[^\w.:-]/g, "_").slice(0, 80));
 	}
-	return out;
+	const out = [...labels];
+	if (out.length <= MAX_IGNORED_LABELS) return out;
+	return [...out.slice(0, MAX_IGNORED_LABELS), `+${out.length - MAX_IGNORED_LABELS}`];
 }
 
 /** What an engine name stands for, when it is not a plain function of the same name. */

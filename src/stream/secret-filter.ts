@@ -2,7 +2,7 @@
  * Node secrets out of a relayed engine stream. An engine that echoes its request can put the
  * `Authorization` the gateway sent into its completion text, and a stream may split it over two
  * chunks, so each text field of each choice (content, reasoning, a tool call's arguments, a
- * legacy completion's text) keeps back the tail that could be the start of a secret (at most a
+ * legacy completion's text; a call's id and name, which come whole, are scrubbed as they are) keeps back the tail that could be the start of a secret (at most a
  * secret's length − 1, and usually nothing: only a suffix that matches a secret's beginning),
  * prepends it to the field's next piece, and gives it up with the choice's finish chunk or the
  * stream's end. Plugged in as an encoder wrapper (`withSecretsRedacted`), so every encoder (chat
@@ -81,6 +81,9 @@ export class StreamSecretFilter {
 				}
 				if (Array.isArray(delta.tool_calls)) {
 					delta.tool_calls.forEach((call, position) => {
+						// A call's id and name come whole in one chunk: scrubbed as they are.
+						if (isRecord(call)) changed = this.#scrubWhole(call, "id") || changed;
+						if (isRecord(call) && isRecord(call.function)) changed = this.#scrubWhole(call.function, "name") || changed;
 						if (!isRecord(call) || !isRecord(call.function) || typeof call.function.arguments !== "string") return;
 						const tool = typeof call.index === "number" ? call.index : position;
 						const text = this.#pass(index, "tool", tool, call.function.arguments);
@@ -131,6 +134,16 @@ export class StreamSecretFilter {
 			choices: [...byChoice.values()],
 		};
 		return { chunk, data: null };
+	}
+
+	/** `obj[field]` with every secret form replaced, when it is a string; true when it changed. */
+	#scrubWhole(obj: Json, field: string): boolean {
+		const value = obj[field];
+		if (typeof value !== "string") return false;
+		const text = redactForms(value, this.#forms);
+		if (text === value) return false;
+		obj[field] = text;
+		return true;
 	}
 
 	/** `text` scrubbed with the field's held tail before it, less the new tail it keeps back. */

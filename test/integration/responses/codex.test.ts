@@ -5,6 +5,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { MAX_OPENED_SEALS } from "../../../src/responses/reasoning-round-trip";
 import codexFirstRequest from "../../fixtures/codex-first-request.json";
 import { chat, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../../support/gateway";
 
@@ -92,6 +93,20 @@ describe("Codex's first request, replayed", () => {
 		}
 	});
 
+	it("keeps x-venym-ignored-tools short however many tools are dropped", async () => {
+		const { key } = await createKey();
+		const tools = Array.from({ length: 3000 }, (_, i) => ({ type: "local_shell", name: `${i}_${"n".repeat(60)}` }));
+		const res = await post(key, { model: "test/ok", input: "hi", tools, store: false });
+		expect(res.status).toBe(200);
+		const header = res.headers.get("x-venym-ignored-tools") ?? "";
+		expect(header.length).toBeLessThanOrEqual(4096);
+		const labels = header.split(",");
+		expect(labels[0]).toBe(`local_shell:0_${"n".repeat(60)}`);
+		// The rest are counted, not listed.
+		expect(labels.at(-1)).toBe(`+${3000 - (labels.length - 1)}`);
+		await res.body?.cancel();
+	});
+
 	it("still refuses a malformed function tool, naming it", async () => {
 		const { key } = await createKey();
 		const tools = [...codexFirstRequest.tools, { type: "function", name: "x", parameters: "nope" }];
@@ -135,6 +150,33 @@ describe("tool calls in the shape of the tool offered", () => {
 		});
 	}
 
+	it("offers a namespace's long names within 64 characters, and maps the call and its replay back", async () => {
+		const { key } = await createKey();
+		const [ns, fn] = ["n".repeat(64), "f".repeat(64)];
+		const tools = [{ type: "namespace", name: ns, tools: [{ type: "function", name: fn, parameters: { type: "object" } }] }];
+		const since = await lastEngineId();
+		const res = await post(key, { model: "test/ok", input: "do it", tools, tool_choice: "required", store: false });
+		expect(res.status).toBe(200);
+		const call = ((await res.json()) as { output: Item[] }).output.find((i) => i.type === "function_call") as Item;
+		expect(call).toMatchObject({ name: fn, namespace: ns });
+		const [first] = await engineRequestsSince(since);
+		const offeredTools = (first?.body?.tools ?? []) as Array<{ function: { name: string } }>;
+		const offered = offeredTools[0]?.function.name ?? "";
+		expect(offered.length).toBeLessThanOrEqual(64);
+		const again = await lastEngineId();
+		const replay = await post(key, {
+			model: "test/ok",
+			tools,
+			store: false,
+			input: [{ role: "user", content: "do it" }, call, { type: "function_call_output", call_id: call.call_id, output: "ok" }],
+		});
+		expect(replay.status).toBe(200);
+		const messages = (await engineRequestsSince(again))[0]?.body?.messages as Array<{
+			tool_calls?: Array<{ function: { name: string } }>;
+		}>;
+		expect(messages.find((m) => m.tool_calls)?.tool_calls?.[0]?.function.name).toBe(offered);
+	});
+
 	it("takes the calls and their outputs back in a stateless history", async () => {
 		const { key } = await createKey();
 		const since = await lastEngineId();
@@ -172,6 +214,59 @@ describe("tool calls in the shape of the tool offered", () => {
 				.filter((m) => m.role === "tool")
 				.map((m) => m.content),
 		).toEqual(["spawned", "applied"]);
+	});
+});
+
+describe("tool_choice", () => {
+	it("is not sent to the engine when no tool reaches it (vLLM refuses tool_choice without tools)", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		for (const [tools, choice] of [
+			[[{ type: "local_shell" }], "auto"],
+			[[{ type: "local_shell" }, { type: "file_search" }], "required"],
+			[[], "auto"],
+		] as const) {
+			const res = await post(key, {
+				model: "test/ok",
+				input: "hi",
+				tools,
+				tool_choice: choice,
+				parallel_tool_calls: true,
+				store: false,
+			});
+			expect(res.status).toBe(200);
+		}
+		const bodies = (await engineRequestsSince(since)).map((r) => r.body as Json);
+		expect(bodies).toHaveLength(3);
+		for (const body of bodies) {
+			expect(body).not.toHaveProperty("tools");
+			expect(body).not.toHaveProperty("tool_choice");
+			expect(body).not.toHaveProperty("parallel_tool_calls");
+		}
+	});
+
+	it("naming a tool the request does not offer is a 400 naming tool_choice, before the engine", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		for (const choice of [
+			{ type: "function", name: "nope" },
+			{ type: "custom", name: "apply_patch_2" },
+			{ type: "function", name: "spawn_agent", namespace: "other_ns" },
+			{ type: "function", name: "local_shell" },
+		]) {
+			const res = await post(key, {
+				model: "test/ok",
+				input: "hi",
+				tools: [EXEC, NAMESPACE, CUSTOM, { type: "local_shell" }],
+				tool_choice: choice,
+				store: false,
+			});
+			expect(res.status).toBe(400);
+			const error = ((await res.json()) as { error: { param: string; message: string } }).error;
+			expect(error.param).toBe("tool_choice");
+			expect(error.message).toContain(choice.name);
+		}
+		expect(await engineRequestsSince(since)).toHaveLength(0);
 	});
 });
 
@@ -221,6 +316,25 @@ describe("the reasoning round trip", () => {
 		expect(sent).not.toHaveProperty("reasoning_content");
 		expect(JSON.stringify(answer.output)).toContain("Tool said: hi.");
 		expect(JSON.stringify(answer.output)).not.toContain("Reasoning received");
+	});
+
+	it("opens at most MAX_OPENED_SEALS seals a request, the most recent ones", async () => {
+		const { key } = await createKey({ balance_usd: 50 });
+		const first = await post(key, { model: "test/codex", ...ask });
+		const reasoning = ((await first.json()) as { output: Item[] }).output.find((i) => i.type === "reasoning") as Item;
+		const turns = MAX_OPENED_SEALS + 20;
+		const input: Json[] = [{ type: "message", role: "user", content: "go on" }];
+		for (let i = 0; i < turns; i++) input.push(reasoning, { type: "message", role: "assistant", content: `step ${i}` });
+		input.push({ type: "message", role: "user", content: "done?" });
+		const since = await lastEngineId();
+		const res = await post(key, { model: "test/codex", input, store: false });
+		expect(res.status).toBe(200);
+		const sent = (await engineRequestsSince(since))[0]?.body?.messages as Json[];
+		const assistants = sent.filter((m) => m.role === "assistant");
+		expect(assistants).toHaveLength(turns);
+		const opened = assistants.map((m) => m.reasoning_content === "I plan the next step.");
+		expect(opened.filter(Boolean)).toHaveLength(MAX_OPENED_SEALS);
+		expect(opened.slice(-MAX_OPENED_SEALS).every(Boolean)).toBe(true);
 	});
 
 	it("gives no reasoning back to a model without the reasoning capability", async () => {

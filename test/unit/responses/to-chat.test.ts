@@ -155,11 +155,19 @@ describe("responsesToChat", () => {
 	});
 
 	it("translates a function tool_choice and passes the string ones", () => {
-		expect(chat({ input: "x", tool_choice: { type: "function", name: "a" } }).tool_choice).toEqual({
+		const tools = [{ type: "function", name: "a" }];
+		expect(chat({ input: "x", tools, tool_choice: { type: "function", name: "a" } }).tool_choice).toEqual({
 			type: "function",
 			function: { name: "a" },
 		});
-		expect(chat({ input: "x", tool_choice: "required" }).tool_choice).toBe("required");
+		expect(chat({ input: "x", tools, tool_choice: "required" }).tool_choice).toBe("required");
+	});
+
+	it("sends no tool_choice nor parallel_tool_calls when no tool reaches the engine", () => {
+		const body = chat({ input: "x", tools: [{ type: "local_shell" }], tool_choice: "required", parallel_tool_calls: true });
+		expect(body).not.toHaveProperty("tools");
+		expect(body).not.toHaveProperty("tool_choice");
+		expect(body).not.toHaveProperty("parallel_tool_calls");
 	});
 
 	it("translates text formats into response_format", () => {
@@ -179,7 +187,6 @@ describe("responsesToChat", () => {
 			max_output_tokens: 100,
 			temperature: 0.5,
 			top_p: 0.8,
-			parallel_tool_calls: false,
 			reasoning: { effort: "low", summary: "auto" },
 			user: "u1",
 			venym: { web_search: true },
@@ -194,7 +201,6 @@ describe("responsesToChat", () => {
 			max_tokens: 100,
 			temperature: 0.5,
 			top_p: 0.8,
-			parallel_tool_calls: false,
 			reasoning_effort: "low",
 			user: "u1",
 			venym: { web_search: true },

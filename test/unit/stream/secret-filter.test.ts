@@ -59,6 +59,17 @@ describe("node secrets in a relayed stream", () => {
 		}
 	});
 
+	it("are redacted in a tool call's name and id (relayed as a Responses function_call's name)", async () => {
+		const call = { index: 0, id: `call_${SECRET}`, type: "function", function: { name: `run_${SECRET}`, arguments: "{}" } };
+		const { text, chunks } = await relay([frame({ tool_calls: [call] }), frame({}, "tool_calls")]);
+		expect(text).not.toContain(SECRET);
+		type Call = { id: string; function: { name: string } };
+		const delta = chunks[0]?.choices[0]?.delta as { tool_calls?: Call[] } | undefined;
+		const sent = delta?.tool_calls?.[0];
+		expect(sent?.function.name).toBe("run_[redacted]");
+		expect(sent?.id).toBe("call_[redacted]");
+	});
+
 	it("are redacted across three pieces, in reasoning, tool-call arguments and legacy text", async () => {
 		const thirds = [SECRET.slice(0, 9), SECRET.slice(9, 18), SECRET.slice(18)];
 		const reasoning = await relay([...thirds.map((p) => frame({ reasoning_content: p })), frame({}, "stop")]);
