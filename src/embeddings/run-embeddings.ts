@@ -13,6 +13,7 @@ import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { GatewayError } from "../errors";
 import { estimateTokens } from "../estimate";
+import { clientLeft } from "../http/client-gone";
 import { parseBody } from "../http/parse-body";
 import { holdNanos } from "../ledger/ledger-client";
 import { MAX_BATCH_INPUTS } from "../money/hold-bound";
@@ -119,9 +120,13 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 			abort: (reason) => answer.abort(reason),
 		});
 	} catch (err) {
-		// No prompt estimate: a client that left before the answer pays nothing here.
-		void settlement.settle(noAnswerOutcome(err));
-		throw withHeaders(err, rateHeaders);
+		// A client that left pays its input's estimate, as on chat: the engine may have embedded it
+		// (leaving just before the answer must not make a batch free). A read that broke as the
+		// client left is the client's doing, even when the runtime broke it before the signal fired.
+		const gone = isClientClosed(err) || (!(err instanceof GatewayError) && (await clientLeft(run.clientSignal)));
+		const failure = gone ? clientClosed(err) : err;
+		void settlement.settle(noAnswerOutcome(failure, promptTokens));
+		throw withHeaders(failure, rateHeaders);
 	}
 	let json: Record<string, unknown> | null = null;
 	try {
@@ -170,6 +175,16 @@ function embeddingsPlan(model: ModelConfig, body: EmbeddingsRequest): CandidateP
 		reserveNanos: bound > largest ? costNanos(model.pricing, bound - largest, 0) : 0,
 		outputTokens: 0,
 	};
+}
+
+function isClientClosed(err: unknown): boolean {
+	return err instanceof GatewayError && err.kind === "client_closed";
+}
+
+function clientClosed(cause: unknown): GatewayError {
+	return isClientClosed(cause)
+		? (cause as GatewayError)
+		: new GatewayError("client_closed", "The client closed the request", { cause });
 }
 
 function withHeaders(err: unknown, headers: Record<string, string>): unknown {

@@ -1,0 +1,270 @@
+/**
+ * The settlement object (src/settlement/settlement.ts) attacked through every lane: clients that
+ * leave at random points on /v1/messages, /v1/completions, /v1/embeddings and /v1/responses,
+ * engines that fail at every point, an engine that keeps its stream open after `[DONE]`, and
+ * background responses cancelled and deleted while they run. Held throughout: one usage record
+ * per request that held money, the records add up to the debits, nothing stays held, and the
+ * engine nodes' in-flight counts return to 0.
+ */
+import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import worker from "../../src/index";
+import type { ResponseStore } from "../../src/responses/response-store";
+import { isolateFleet } from "../../src/routing/fleet";
+import { callsWith, fleetConfig, gatewayWith, marker, model, nodeUrl, setNode, waitForNode } from "../support/fleet";
+import { BASE, createKey, gw, waitFor } from "../support/gateway";
+import { expectBooks, usageRows } from "../support/ledger";
+
+beforeAll(() => {
+	vi.spyOn(console, "log").mockImplementation(() => {});
+	vi.spyOn(console, "warn").mockImplementation(() => {});
+	vi.spyOn(console, "error").mockImplementation(() => {});
+});
+afterAll(() => vi.restoreAllMocks());
+
+const CREDIT = 50_000_000_000;
+/** A scenario node of this file's engine tenant, as testGatewayConfig names it. */
+const node = (scenario?: string) => (scenario ? `${env.ENGINE_URL}/s/${scenario}/v1` : `${env.ENGINE_URL}/v1`);
+
+/** The worker with `config`, called with a client signal; the answer is not read here. */
+function direct(config: unknown) {
+	const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(config) };
+	return (path: string, key: string, body: unknown, signal?: AbortSignal) => {
+		const ctx = createExecutionContext();
+		const req = new Request(`${BASE}${path}`, {
+			method: "POST",
+			headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+			body: JSON.stringify(body),
+			signal,
+		}) as Request<unknown, IncomingRequestCfProperties>;
+		return { answer: Promise.resolve(worker.fetch(req, bindings, ctx)), ctx };
+	};
+}
+
+async function expectNodesIdle(urls: string[]) {
+	await waitFor(async () => urls.every((u) => isolateFleet.runtime(u).inFlight === 0), 3000).catch(() => null);
+	expect(Object.fromEntries(urls.map((u) => [u, isolateFleet.runtime(u).inFlight]))).toEqual(
+		Object.fromEntries(urls.map((u) => [u, 0])),
+	);
+}
+
+describe("a client that leaves while the engine works on its request", () => {
+	it("pays the prompt estimate on the embeddings lane, as it does on chat (the engine read the input)", async () => {
+		const t = marker("eh");
+		await setNode(`${t}e`, { scenario: "hang" });
+		await setNode(`${t}c`, { scenario: "hang" });
+		const config = fleetConfig([
+			model("emb", [nodeUrl(`${t}e`)], {
+				capabilities: ["embeddings"],
+				max_output_tokens: undefined,
+				pricing: { input_usd_per_mtok: 1 },
+			}),
+			model("chat", [nodeUrl(`${t}c`)]),
+		]);
+		// Long enough that the client leaves well within the first-byte timeout.
+		const call = direct({ ...config, first_byte_timeout_ms: 5000 });
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const text = `${t} ${"lorem ipsum ".repeat(200)}`;
+		for (const [path, body] of [
+			["/v1/embeddings", { model: "emb", input: [text, text] }],
+			["/v1/chat/completions", { model: "chat", messages: [{ role: "user", content: text }], max_tokens: 4 }],
+		] as const) {
+			const client = new AbortController();
+			const before = (await callsWith(t)).length;
+			const { answer, ctx } = call(path, k.key, body, client.signal);
+			// The engine has the request: it is working on it when the client goes.
+			await waitFor(async () => (await callsWith(t)).length > before);
+			client.abort();
+			await answer.then((r) => r.body?.cancel()).catch(() => undefined);
+			await waitOnExecutionContext(ctx);
+		}
+		const { rows } = await expectBooks(k.id, CREDIT);
+		expect(rows.map((r) => r.status)).toEqual(["client_disconnected", "client_disconnected"]);
+		// Each pays its prompt's estimate: the engine was asked, and may have done the work.
+		for (const r of rows) expect(r.cost_nanos).toBeGreaterThan(0);
+	});
+
+	it("pays the prompt estimate on the embeddings lane when it leaves while the answer is read", async () => {
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const call = direct(JSON.parse(env.GATEWAY_CONFIG));
+		// Many inputs: the engine's answer is large enough to be read in pieces.
+		const inputs = Array.from({ length: 1000 }, (_, i) => `input ${i} ${"x".repeat(40)}`);
+		let settledBeforeAnswer = 0;
+		for (let i = 0; i < 12; i++) {
+			const client = new AbortController();
+			const { answer, ctx } = call(
+				"/v1/embeddings",
+				k.key,
+				{ model: "test/embed", input: inputs, dimensions: 512 },
+				client.signal,
+			);
+			setTimeout(() => client.abort(), 5 + i * 4);
+			const res = await answer.catch(() => null);
+			if (res) await res.body?.cancel().catch(() => undefined);
+			await waitOnExecutionContext(ctx);
+			if (res?.status !== 200) settledBeforeAnswer++;
+		}
+		const { rows } = await expectBooks(k.id, CREDIT);
+		// Every request that left while its engine call was out paid for its input.
+		const free = rows.filter((r) => r.cost_nanos === 0);
+		expect(free).toEqual([]);
+		expect(settledBeforeAnswer).toBeGreaterThan(0);
+	});
+});
+
+describe("an engine that keeps its stream open after [DONE]", () => {
+	for (const stream of [true, false]) {
+		it(`answers, bills and frees the node (${stream ? "stream" : "non-stream"})`, async () => {
+			const t = marker("do");
+			await setNode(`${t}d`, { scenario: "doneopen" });
+			const gateway = gatewayWith(fleetConfig([model("done", [nodeUrl(`${t}d`)])]));
+			const k = await createKey({ balance_usd: 1 });
+			const answers = await Promise.all(
+				Array.from({ length: 4 }, () =>
+					gateway.chat(k.key, { model: "done", stream, messages: [{ role: "user", content: "hi" }], max_tokens: 8 }),
+				),
+			);
+			for (const a of answers) {
+				expect(a.res.status, a.text).toBe(200);
+				expect(a.text).toContain("Hello there");
+				// The body's end is read for at most DRAIN_MS, not until the engine closes it.
+				expect(a.ms).toBeLessThan(1500);
+			}
+			const { rows } = await expectBooks(k.id, 1e9);
+			expect(rows.map((r) => r.status)).toEqual(["completed", "completed", "completed", "completed"]);
+			await waitForNode(gateway, nodeUrl(`${t}d`), (r) => r.in_flight === 0, 3000);
+		});
+	}
+});
+
+type Leave = "never" | "headers" | "first" | number;
+
+/** One request on `path` whose client leaves as `leave` says. */
+async function hostile(path: string, key: string, body: Record<string, unknown>, leave: Leave, i: number) {
+	const client = new AbortController();
+	const timer = typeof leave === "number" ? setTimeout(() => client.abort(), leave) : undefined;
+	try {
+		const res = await gw(path, {
+			method: "POST",
+			headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+			body: JSON.stringify(body),
+			signal: client.signal,
+		});
+		if (leave === "headers") client.abort();
+		else if (leave === "first" && res.body) {
+			const reader = res.body.getReader();
+			await reader.read();
+			if (i % 2) await reader.cancel().catch(() => undefined);
+			client.abort();
+		} else await res.text();
+		clearTimeout(timer);
+		return res.status;
+	} catch {
+		return 0;
+	}
+}
+
+describe("every lane, clients leaving at random points, engines failing at every point", () => {
+	it("settles each held request once; the records add up to the debits; the nodes go idle", async () => {
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const msg = (model: string, stream: boolean, i: number) => ({
+			model,
+			stream,
+			max_tokens: 8,
+			messages: [{ role: "user", content: `lane walk ${i}` }],
+		});
+		const resp = (model: string, stream: boolean, i: number) => ({
+			model,
+			stream,
+			store: i % 3 !== 0,
+			input: `lane walk ${i}`,
+			max_output_tokens: 16,
+		});
+		const legacy = (model: string, stream: boolean, i: number) => ({ model, stream, prompt: `lane walk ${i}`, max_tokens: 8 });
+		const kinds: Array<[string, (i: number) => Record<string, unknown>, Leave]> = [
+			["/v1/messages", (i) => msg("test/slow", true, i), "first"],
+			["/v1/messages", (i) => msg("test/slow", false, i), 60],
+			["/v1/messages", (i) => msg("test/midstream", true, i), "never"],
+			["/v1/messages", (i) => msg("test/cut", false, i), "never"],
+			["/v1/messages", (i) => msg("test/stall", true, i), "first"],
+			["/v1/messages", (i) => msg("test/error200", true, i), "never"],
+			["/v1/responses", (i) => resp("test/slow", true, i), "first"],
+			["/v1/responses", (i) => resp("test/slow", false, i), 40],
+			["/v1/responses", (i) => resp("test/midstream", true, i), "never"],
+			["/v1/responses", (i) => resp("test/stall", false, i), 200],
+			["/v1/responses", (i) => resp("test/failover", true, i), "headers"],
+			["/v1/completions", (i) => legacy("test/slow", true, i), "first"],
+			["/v1/completions", (i) => legacy("test/cut", true, i), "never"],
+			["/v1/completions", (i) => legacy("test/slowbody", false, i), 150],
+			["/v1/embeddings", (i) => ({ model: "test/embed", input: `lane walk ${i}` }), 3],
+		];
+		const statuses = await Promise.all(
+			Array.from({ length: 90 }, (_, i) => {
+				const [path, body, leave] = kinds[i % kinds.length] as (typeof kinds)[number];
+				return hostile(path, k.key, body(i), leave, i);
+			}),
+		);
+		expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(20);
+		const { rows } = await expectBooks(k.id, CREDIT, 20_000);
+		expect(rows.length).toBeGreaterThan(60);
+		await expectNodesIdle(
+			[
+				"",
+				"slow",
+				"midstream",
+				"cut",
+				"stall",
+				"error200",
+				"slowbody",
+				"fail500",
+				"drop",
+				"fail429",
+				"hang",
+				"fail503",
+				"ok",
+			].map((s) => node(s || undefined)),
+		);
+	});
+});
+
+function store(keyId: string): DurableObjectStub<ResponseStore> {
+	return env.RESPONSES.get(env.RESPONSES.idFromName(keyId)) as DurableObjectStub<ResponseStore>;
+}
+
+async function statusOf(keyId: string, id: string): Promise<string | undefined> {
+	return runInDurableObject(store(keyId), (instance) => (instance.get(id) as { status?: string } | null)?.status);
+}
+
+describe("background responses cancelled and deleted while they wait or run", () => {
+	it("hold nothing once the dust settles, and bill only what ran", async () => {
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const auth = { authorization: `Bearer ${k.key}`, "content-type": "application/json" };
+		const ids = await Promise.all(
+			Array.from({ length: 8 }, async (_, i) => {
+				const res = await gw("/v1/responses", {
+					method: "POST",
+					headers: auth,
+					body: JSON.stringify({ model: "test/slow", input: `bg ${i}`, max_output_tokens: 20, background: true }),
+				});
+				expect(res.status).toBe(200);
+				return ((await res.json()) as { id: string }).id;
+			}),
+		);
+		// Cancel some, delete others, at once and again a moment later (some then run, some still wait).
+		const hit = (id: string, i: number) =>
+			i % 2
+				? gw(`/v1/responses/${id}/cancel`, { method: "POST", headers: auth }).then((r) => r.text())
+				: gw(`/v1/responses/${id}`, { method: "DELETE", headers: auth }).then((r) => r.text());
+		await Promise.all(ids.slice(0, 4).map(hit));
+		await new Promise((r) => setTimeout(r, 150));
+		await Promise.all(ids.slice(4).map((id, i) => hit(id, i + 4)));
+		await Promise.all(ids.map((id, i) => hit(id, i)));
+		await waitFor(async () => {
+			const s = await Promise.all(ids.map((id) => statusOf(k.id, id)));
+			return s.every((x) => x !== "queued" && x !== "in_progress");
+		}, 20_000);
+		const { rows } = await expectBooks(k.id, CREDIT, 20_000);
+		for (const r of rows) expect(["client_disconnected", "completed"]).toContain(r.status);
+		expect(await usageRows(k.id)).toHaveLength(rows.length);
+	});
+});
