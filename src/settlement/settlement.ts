@@ -191,12 +191,14 @@ export function releasedOutcome(): Outcome {
 
 /**
  * An engine call that ended without an answer (every node refused or failed, the client left):
- * nothing is billed, except a client that left, which pays its prompt's estimate when the lane
- * gives one (the engine may have read it).
+ * nothing is billed, except a client that left once an engine had been asked, which pays its
+ * prompt's estimate (the engine may have read it). One that left before any engine was asked
+ * pays nothing for tokens (a web search that ran is still charged).
  */
 export function noAnswerOutcome(err: unknown, promptTokens?: number): Outcome {
 	if (err instanceof GatewayError && err.kind === "client_closed") {
-		if (promptTokens === undefined) return { status: "client_disconnected", usage: NO_USAGE, estimated: false, node: null };
+		if (promptTokens === undefined || err.options.beforeEngine)
+			return { status: "client_disconnected", usage: NO_USAGE, estimated: false, node: null };
 		const usage = { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens };
 		return { status: "client_disconnected", usage, estimated: true, node: null };
 	}

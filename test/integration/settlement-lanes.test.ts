@@ -112,6 +112,40 @@ describe("a client that leaves while the engine works on its request", () => {
 	});
 });
 
+describe("a client that leaves before any engine is asked", () => {
+	it("pays nothing: no engine read its prompt (chat, Messages, embeddings)", async () => {
+		const t = marker("nb");
+		const call = direct(JSON.parse(env.GATEWAY_CONFIG));
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const lanes = [
+			[
+				"/v1/chat/completions",
+				(i: number) => ({ model: "test/ok", max_tokens: 4, messages: [{ role: "user", content: `${t} ${i}` }] }),
+			],
+			["/v1/messages", (i: number) => ({ model: "test/ok", max_tokens: 4, messages: [{ role: "user", content: `${t} ${i}` }] })],
+			["/v1/embeddings", (i: number) => ({ model: "test/embed", input: `${t} ${i}` })],
+		] as const;
+		await Promise.all(
+			Array.from({ length: 60 }, async (_, i) => {
+				const [path, body] = lanes[i % lanes.length] as (typeof lanes)[number];
+				const client = new AbortController();
+				const { answer, ctx } = call(path, k.key, body(i), client.signal);
+				// Gone at once, or a moment later: many while their hold is being placed.
+				if (i % 4 === 0) client.abort();
+				else setTimeout(() => client.abort(), i % 7);
+				await answer.then((r) => r.body?.cancel()).catch(() => undefined);
+				await waitOnExecutionContext(ctx);
+			}),
+		);
+		const { rows } = await expectBooks(k.id, CREDIT);
+		const charged = rows.filter((r) => r.cost_nanos > 0);
+		// Each engine call is one request: a request charged without one paid for work nobody did.
+		const calls = await callsWith(t);
+		expect(rows.length).toBeGreaterThan(calls.length);
+		expect(charged.length).toBeLessThanOrEqual(calls.length);
+	});
+});
+
 describe("an engine that keeps its stream open after [DONE]", () => {
 	for (const stream of [true, false]) {
 		it(`answers, bills and frees the node (${stream ? "stream" : "non-stream"})`, async () => {
@@ -266,5 +300,55 @@ describe("background responses cancelled and deleted while they wait or run", ()
 		const { rows } = await expectBooks(k.id, CREDIT, 20_000);
 		for (const r of rows) expect(["client_disconnected", "completed"]).toContain(r.status);
 		expect(await usageRows(k.id)).toHaveLength(rows.length);
+	});
+});
+
+describe("the node's in-flight count after every kind of ending", () => {
+	it("returns to 0 after first-token failover, idle timeouts, mid-stream failures and clients leaving", async () => {
+		const t = marker("if");
+		const scenarios = { mute: "mute", e200: "error200", stall: "stall", mid: "midstream", cut: "cut", slow: "slow", ok: "ok" };
+		for (const [name, scenario] of Object.entries(scenarios)) await setNode(`${t}${name}`, { scenario });
+		const url = (name: string) => nodeUrl(`${t}${name}`);
+		// The first node always tried first (weight), the next one serving.
+		const first = (a: string, b: string) => [
+			{ url: url(a), weight: 1000 },
+			{ url: url(b), weight: 1 },
+		];
+		const config = fleetConfig([
+			model("mute", first("mute", "ok")),
+			model("e200", first("e200", "ok")),
+			model("stall", [url("stall")]),
+			model("mid", [url("mid")]),
+			model("cut", [url("cut")]),
+			model("slow", [url("slow")]),
+		]);
+		const call = direct({ ...config, first_byte_timeout_ms: 400, stream_idle_timeout_ms: 400 });
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const runs = ["mute", "e200", "stall", "mid", "cut", "slow"].flatMap((m) =>
+			[true, false].flatMap((stream) =>
+				(["never", "first", 30] as Leave[]).map(async (leave, i) => {
+					const client = new AbortController();
+					const timer = typeof leave === "number" ? setTimeout(() => client.abort(), leave) : undefined;
+					const body = { model: m, stream, max_tokens: 12, messages: [{ role: "user", content: `inflight ${i}` }] };
+					const { answer, ctx } = call("/v1/chat/completions", k.key, body, client.signal);
+					try {
+						const res = await answer;
+						if (leave === "first" && res.body) {
+							const reader = res.body.getReader();
+							await reader.read();
+							client.abort();
+							await reader.cancel().catch(() => undefined);
+						} else await res.text();
+					} catch {
+						// The client left.
+					}
+					clearTimeout(timer);
+					await waitOnExecutionContext(ctx);
+				}),
+			),
+		);
+		await Promise.all(runs);
+		await expectBooks(k.id, CREDIT);
+		await expectNodesIdle(Object.keys(scenarios).map(url));
 	});
 });
