@@ -352,3 +352,56 @@ describe("the node's in-flight count after every kind of ending", () => {
 		await expectNodesIdle(Object.keys(scenarios).map(url));
 	});
 });
+
+describe("a browser token's spend cap under concurrency on every lane", () => {
+	it("holds within one request's hold, with clients leaving at random points", async () => {
+		const APP = "https://app.example";
+		const parent = await createKey({ balance_usd: CREDIT / 1e9 });
+		const mint = await gw("/v1/tokens", {
+			method: "POST",
+			headers: { authorization: `Bearer ${parent.key}`, "content-type": "application/json" },
+			body: JSON.stringify({ allowed_origins: [APP], spend_limit_usd: 0.004 }),
+		});
+		const token = ((await mint.json()) as { token: string }).token;
+		const msg = { max_tokens: 8, messages: [{ role: "user", content: "capped" }] };
+		const kinds: Array<[string, Record<string, unknown>, Leave]> = [
+			["/v1/chat/completions", { model: "test/slow", stream: true, ...msg }, "first"],
+			["/v1/messages", { model: "test/slow", ...msg }, 40],
+			["/v1/responses", { model: "test/slow", input: "capped", max_output_tokens: 16, store: false }, "never"],
+			["/v1/completions", { model: "test/slow", prompt: "capped", max_tokens: 8 }, "never"],
+			["/v1/embeddings", { model: "test/embed", input: "capped" }, 2],
+		];
+		const statuses: number[] = [];
+		for (let wave = 0; wave < 4; wave++) {
+			statuses.push(
+				...(await Promise.all(
+					Array.from({ length: 15 }, (_, i) => {
+						const [path, body, leave] = kinds[i % kinds.length] as (typeof kinds)[number];
+						const client = new AbortController();
+						const timer = typeof leave === "number" ? setTimeout(() => client.abort(), leave) : undefined;
+						return gw(path, {
+							method: "POST",
+							headers: { authorization: `Bearer ${token}`, "content-type": "application/json", origin: APP },
+							body: JSON.stringify(body),
+							signal: client.signal,
+						})
+							.then(async (res) => {
+								if (leave === "first" && res.body) {
+									await res.body.getReader().read();
+									client.abort();
+								} else await res.text();
+								clearTimeout(timer);
+								return res.status;
+							})
+							.catch(() => 0);
+					}),
+				)),
+			);
+		}
+		expect(statuses.filter((s) => s === 403).length).toBeGreaterThan(10);
+		const { charged } = await expectBooks(parent.id, CREDIT);
+		// The largest hold here: a chat prompt's billing bound (estimate + 1,024 template tokens) and 16 output tokens.
+		const oneHold = 1_100_000;
+		expect(charged).toBeLessThanOrEqual(4_000_000 + oneHold);
+	});
+});
