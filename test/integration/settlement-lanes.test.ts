@@ -199,66 +199,68 @@ async function hostile(path: string, key: string, body: Record<string, unknown>,
 }
 
 describe("every lane, clients leaving at random points, engines failing at every point", () => {
-	it("settles each held request once; the records add up to the debits; the nodes go idle", async () => {
-		const k = await createKey({ balance_usd: CREDIT / 1e9 });
-		const msg = (model: string, stream: boolean, i: number) => ({
-			model,
-			stream,
-			max_tokens: 8,
-			messages: [{ role: "user", content: `lane walk ${i}` }],
+	// The second key is large enough to be served from edge allowances (docs/allowances.md).
+	for (const credit of [CREDIT, 300_000 * 1e9])
+		it(`settles each held request once; the records add up to the debits; the nodes go idle ($${credit / 1e9})`, async () => {
+			const k = await createKey({ balance_usd: credit / 1e9 });
+			const msg = (model: string, stream: boolean, i: number) => ({
+				model,
+				stream,
+				max_tokens: 8,
+				messages: [{ role: "user", content: `lane walk ${i}` }],
+			});
+			const resp = (model: string, stream: boolean, i: number) => ({
+				model,
+				stream,
+				store: i % 3 !== 0,
+				input: `lane walk ${i}`,
+				max_output_tokens: 16,
+			});
+			const legacy = (model: string, stream: boolean, i: number) => ({ model, stream, prompt: `lane walk ${i}`, max_tokens: 8 });
+			const kinds: Array<[string, (i: number) => Record<string, unknown>, Leave]> = [
+				["/v1/messages", (i) => msg("test/slow", true, i), "first"],
+				["/v1/messages", (i) => msg("test/slow", false, i), 60],
+				["/v1/messages", (i) => msg("test/midstream", true, i), "never"],
+				["/v1/messages", (i) => msg("test/cut", false, i), "never"],
+				["/v1/messages", (i) => msg("test/stall", true, i), "first"],
+				["/v1/messages", (i) => msg("test/error200", true, i), "never"],
+				["/v1/responses", (i) => resp("test/slow", true, i), "first"],
+				["/v1/responses", (i) => resp("test/slow", false, i), 40],
+				["/v1/responses", (i) => resp("test/midstream", true, i), "never"],
+				["/v1/responses", (i) => resp("test/stall", false, i), 200],
+				["/v1/responses", (i) => resp("test/failover", true, i), "headers"],
+				["/v1/completions", (i) => legacy("test/slow", true, i), "first"],
+				["/v1/completions", (i) => legacy("test/cut", true, i), "never"],
+				["/v1/completions", (i) => legacy("test/slowbody", false, i), 150],
+				["/v1/embeddings", (i) => ({ model: "test/embed", input: `lane walk ${i}` }), 3],
+			];
+			const statuses = await Promise.all(
+				Array.from({ length: 90 }, (_, i) => {
+					const [path, body, leave] = kinds[i % kinds.length] as (typeof kinds)[number];
+					return hostile(path, k.key, body(i), leave, i);
+				}),
+			);
+			expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(20);
+			const { rows } = await expectBooks(k.id, credit, 20_000);
+			expect(rows.length).toBeGreaterThan(60);
+			await expectNodesIdle(
+				[
+					"",
+					"slow",
+					"midstream",
+					"cut",
+					"stall",
+					"error200",
+					"slowbody",
+					"fail500",
+					"drop",
+					"fail429",
+					"hang",
+					"fail503",
+					"ok",
+				].map((s) => node(s || undefined)),
+			);
 		});
-		const resp = (model: string, stream: boolean, i: number) => ({
-			model,
-			stream,
-			store: i % 3 !== 0,
-			input: `lane walk ${i}`,
-			max_output_tokens: 16,
-		});
-		const legacy = (model: string, stream: boolean, i: number) => ({ model, stream, prompt: `lane walk ${i}`, max_tokens: 8 });
-		const kinds: Array<[string, (i: number) => Record<string, unknown>, Leave]> = [
-			["/v1/messages", (i) => msg("test/slow", true, i), "first"],
-			["/v1/messages", (i) => msg("test/slow", false, i), 60],
-			["/v1/messages", (i) => msg("test/midstream", true, i), "never"],
-			["/v1/messages", (i) => msg("test/cut", false, i), "never"],
-			["/v1/messages", (i) => msg("test/stall", true, i), "first"],
-			["/v1/messages", (i) => msg("test/error200", true, i), "never"],
-			["/v1/responses", (i) => resp("test/slow", true, i), "first"],
-			["/v1/responses", (i) => resp("test/slow", false, i), 40],
-			["/v1/responses", (i) => resp("test/midstream", true, i), "never"],
-			["/v1/responses", (i) => resp("test/stall", false, i), 200],
-			["/v1/responses", (i) => resp("test/failover", true, i), "headers"],
-			["/v1/completions", (i) => legacy("test/slow", true, i), "first"],
-			["/v1/completions", (i) => legacy("test/cut", true, i), "never"],
-			["/v1/completions", (i) => legacy("test/slowbody", false, i), 150],
-			["/v1/embeddings", (i) => ({ model: "test/embed", input: `lane walk ${i}` }), 3],
-		];
-		const statuses = await Promise.all(
-			Array.from({ length: 90 }, (_, i) => {
-				const [path, body, leave] = kinds[i % kinds.length] as (typeof kinds)[number];
-				return hostile(path, k.key, body(i), leave, i);
-			}),
-		);
-		expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(20);
-		const { rows } = await expectBooks(k.id, CREDIT, 20_000);
-		expect(rows.length).toBeGreaterThan(60);
-		await expectNodesIdle(
-			[
-				"",
-				"slow",
-				"midstream",
-				"cut",
-				"stall",
-				"error200",
-				"slowbody",
-				"fail500",
-				"drop",
-				"fail429",
-				"hang",
-				"fail503",
-				"ok",
-			].map((s) => node(s || undefined)),
-		);
-	});
 });
 
 function store(keyId: string): DurableObjectStub<ResponseStore> {
