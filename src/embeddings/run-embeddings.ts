@@ -11,6 +11,7 @@ import type { ChatRun } from "../chat/chat-run";
 import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallback-plans";
 import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
+import { isOversized } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import { estimateTokens } from "../estimate";
 import { clientLeft } from "../http/client-gone";
@@ -21,7 +22,7 @@ import { costNanos } from "../money/pricing";
 import { hostOf, logEvent } from "../observability/log-event";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { engineRouting } from "../routing/shared-view";
-import { engineFailedOutcome, noAnswerOutcome, placeHold } from "../settlement/settlement";
+import { engineFailedOutcome, noAnswerOutcome, oversizedOutcome, placeHold } from "../settlement/settlement";
 import { boundedUsage } from "../stream/usage-bounds";
 import type { Outcome } from "../types";
 
@@ -97,7 +98,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 
 	const authorized = { req, prepared: primary, bounds: primary.bounds, fallbacks };
 	let text: string;
-	let node: string;
+	let node: string | undefined;
 	let bound: number;
 	try {
 		const answer = await callEngine({
@@ -125,7 +126,9 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 		// client left is the client's doing, even when the runtime broke it before the signal fired.
 		const gone = isClientClosed(err) || (!(err instanceof GatewayError) && (await clientLeft(run.clientSignal)));
 		const failure = gone ? clientClosed(err) : err;
-		void settlement.settle(noAnswerOutcome(failure, promptTokens));
+		const outcome =
+			node !== undefined && isOversized(err) ? oversizedOutcome(node, promptTokens) : noAnswerOutcome(failure, promptTokens);
+		void settlement.settle(outcome);
 		throw withHeaders(failure, rateHeaders);
 	}
 	let json: Record<string, unknown> | null = null;

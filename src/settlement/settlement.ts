@@ -206,6 +206,15 @@ export function noAnswerOutcome(err: unknown, promptTokens?: number): Outcome {
 	return { status, usage: NO_USAGE, estimated: false, node: null };
 }
 
+/**
+ * A non-stream answer over the size cap whose usage cannot be read (embeddings): it was generated
+ * at the client's asking (a large batch, many dimensions), so the input's estimate is billed.
+ */
+export function oversizedOutcome(node: string, promptTokens: number): Outcome {
+	const usage = { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens };
+	return { status: "engine_error", usage, estimated: true, node };
+}
+
 /** The engine answered and then failed (or sent something unusable) before the client got anything: free. */
 export function engineFailedOutcome(node: string): Outcome {
 	return { status: "engine_error", usage: NO_USAGE, estimated: false, node };
