@@ -31,6 +31,7 @@ export type ScenarioName =
 	| "echoauthmid"
 	| "echoauth200"
 	| "trickle"
+	| "doneopen"
 	| "slowheaders"
 	| "slowbody"
 	| "tool-loop"
