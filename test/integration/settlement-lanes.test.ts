@@ -428,3 +428,37 @@ describe("an embeddings answer over the size cap", () => {
 		expect(rows[0]?.cost_nanos).toBeGreaterThan(0);
 	});
 });
+
+describe("background responses on a balance they drain while queued", () => {
+	it("admit what the balance holds, refuse the rest with 402, and settle every queued run exactly", async () => {
+		const credit = 3_500_000;
+		const k = await createKey({ balance_usd: credit / 1e9 });
+		const auth = { authorization: `Bearer ${k.key}`, "content-type": "application/json" };
+		const post = (body: Record<string, unknown>) =>
+			gw("/v1/responses", { method: "POST", headers: auth, body: JSON.stringify(body) });
+		const queued = await Promise.all(
+			Array.from({ length: 8 }, (_, i) =>
+				post({ model: "test/slow", input: `drain ${i}`, max_output_tokens: 20, background: true }),
+			),
+		);
+		const statuses = queued.map((r) => r.status);
+		expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+		expect(statuses.filter((s) => s === 402).length).toBeGreaterThan(0);
+		const ids = await Promise.all(
+			queued.map(async (r) => (r.status === 200 ? ((await r.json()) as { id: string }).id : (await r.text(), null))),
+		);
+		// While they wait or run, the balance is held: a synchronous request is refused too.
+		expect((await post({ model: "test/ok", input: "sync", max_output_tokens: 20, store: false })).status).toBe(402);
+		const final = await waitFor(async () => {
+			const s = await Promise.all(ids.filter((id) => id !== null).map((id) => statusOf(k.id, id as string)));
+			return s.every((x) => x !== "queued" && x !== "in_progress") ? s : null;
+		}, 8000).catch(async () => Promise.all(ids.filter((id) => id !== null).map((id) => statusOf(k.id, id as string))));
+		// test/slow says more than 20 tokens: each run ends at its cap.
+		for (const s of final) expect(["completed", "incomplete"]).toContain(s);
+		const { rows, info } = await expectBooks(k.id, credit, 8000);
+		expect(rows).toHaveLength(ids.filter((id) => id !== null).length);
+		for (const r of rows) expect(r.status).toBe("completed");
+		// Admission asks for a positive balance, not the whole hold: overspend is at most one hold.
+		expect(info.balanceNanos).toBeGreaterThan(-1_100_000);
+	});
+});
