@@ -163,6 +163,23 @@ export const SCENARIOS = {
 			}
 		},
 	},
+	// A whole answer and `data: [DONE]`, then the response left open with `: ping` comments until
+	// the gateway goes (a proxy that keeps the stream alive): the gateway must not wait on it.
+	doneopen: {
+		early: async (ctx) => {
+			ctx.res.writeHead(200, { "content-type": "text/event-stream" });
+			const chunk = { id: "chatcmpl-doneopen", object: "chat.completion.chunk", created: 1, model: "m" };
+			const choice = (delta, finish) => ({ ...chunk, choices: [{ index: 0, delta, finish_reason: finish }] });
+			ctx.res.write(`data: ${JSON.stringify(choice({ role: "assistant", content: "Hello there" }, null))}\n\n`);
+			ctx.res.write(`data: ${JSON.stringify(choice({}, "stop"))}\n\n`);
+			const usage = { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 };
+			ctx.res.write(`data: ${JSON.stringify({ ...chunk, choices: [], usage })}\n\ndata: [DONE]\n\n`);
+			while (!ctx.gone) {
+				await sleep(200);
+				if (!ctx.gone) ctx.res.write(": ping\n\n");
+			}
+		},
+	},
 	// A node that accepts a stream and never produces a token (vLLM sends a stream's headers at
 	// once): headers, the role chunk, then `: ping` keep-alives until the gateway gives up. A
 	// non-stream request gets nothing at all (vLLM answers it only when it is done).

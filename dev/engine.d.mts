@@ -32,6 +32,7 @@ export type ScenarioName =
 	| "echoauthmid"
 	| "echoauth200"
 	| "trickle"
+	| "doneopen"
 	| "slowheaders"
 	| "slowbody"
 	| "tool-loop"

@@ -35,6 +35,8 @@ interface ErrorOptions {
 	/** Extra fields merged into `error` (e.g. available/required for 402). */
 	extra?: Record<string, unknown>;
 	cause?: unknown;
+	/** client_closed only: the client left before any engine was asked, so none read the request. */
+	beforeEngine?: boolean;
 }
 
 export class GatewayError extends Error {

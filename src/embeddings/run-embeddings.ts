@@ -11,8 +11,10 @@ import type { ChatRun } from "../chat/chat-run";
 import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallback-plans";
 import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
+import { isOversized } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import { estimateTokens } from "../estimate";
+import { clientLeft } from "../http/client-gone";
 import { parseBody } from "../http/parse-body";
 import { holdNanos } from "../ledger/ledger-client";
 import { MAX_BATCH_INPUTS } from "../money/hold-bound";
@@ -20,7 +22,7 @@ import { costNanos } from "../money/pricing";
 import { hostOf, logEvent } from "../observability/log-event";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { engineRouting } from "../routing/shared-view";
-import { engineFailedOutcome, noAnswerOutcome, placeHold } from "../settlement/settlement";
+import { engineFailedOutcome, noAnswerOutcome, oversizedOutcome, placeHold } from "../settlement/settlement";
 import { boundedUsage } from "../stream/usage-bounds";
 import type { Outcome } from "../types";
 
@@ -96,7 +98,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 
 	const authorized = { req, prepared: primary, bounds: primary.bounds, fallbacks };
 	let text: string;
-	let node: string;
+	let node: string | undefined;
 	let bound: number;
 	try {
 		const answer = await callEngine({
@@ -119,9 +121,15 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 			abort: (reason) => answer.abort(reason),
 		});
 	} catch (err) {
-		// No prompt estimate: a client that left before the answer pays nothing here.
-		void settlement.settle(noAnswerOutcome(err));
-		throw withHeaders(err, rateHeaders);
+		// A client that left pays its input's estimate, as on chat: the engine may have embedded it
+		// (leaving just before the answer must not make a batch free). A read that broke as the
+		// client left is the client's doing, even when the runtime broke it before the signal fired.
+		const gone = isClientClosed(err) || (!(err instanceof GatewayError) && (await clientLeft(run.clientSignal)));
+		const failure = gone ? clientClosed(err) : err;
+		const outcome =
+			node !== undefined && isOversized(err) ? oversizedOutcome(node, promptTokens) : noAnswerOutcome(failure, promptTokens);
+		void settlement.settle(outcome);
+		throw withHeaders(failure, rateHeaders);
 	}
 	let json: Record<string, unknown> | null = null;
 	try {
@@ -170,6 +178,16 @@ function embeddingsPlan(model: ModelConfig, body: EmbeddingsRequest): CandidateP
 		reserveNanos: bound > largest ? costNanos(model.pricing, bound - largest, 0) : 0,
 		outputTokens: 0,
 	};
+}
+
+function isClientClosed(err: unknown): boolean {
+	return err instanceof GatewayError && err.kind === "client_closed";
+}
+
+function clientClosed(cause: unknown): GatewayError {
+	return isClientClosed(cause)
+		? (cause as GatewayError)
+		: new GatewayError("client_closed", "The client closed the request", { cause });
 }
 
 function withHeaders(err: unknown, headers: Record<string, string>): unknown {

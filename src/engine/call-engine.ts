@@ -39,8 +39,9 @@ function nodeSecrets(call: EngineCall): string[] {
 	return out;
 }
 
-function clientClosed(cause?: unknown): GatewayError {
-	return new GatewayError("client_closed", "The client closed the request", { cause });
+/** The client left; `beforeEngine` when no node had been asked yet (settlement charges nothing then). */
+function clientClosed(cause?: unknown, beforeEngine = false): GatewayError {
+	return new GatewayError("client_closed", "The client closed the request", { cause, ...(beforeEngine ? { beforeEngine } : {}) });
 }
 
 /**
@@ -98,6 +99,8 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? ROUTING_DEFAULTS;
 	routing?.refresh?.();
 	const request = ++callSeq;
+	/** Whether any node has been sent the request (it may have read it). */
+	let asked = false;
 	const failures: NodeFailure[] = [];
 	/** Nodes that answered this request with a 5xx that may be its own doing. */
 	const serverErrors: NodeFailure[] = [];
@@ -112,7 +115,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 		let body: string | undefined;
 		let saltedBody: string | undefined;
 		for (let attempt = 0; attempt < maxAttempts; attempt++) {
-			if (call.clientSignal?.aborted) throw clientClosed();
+			if (call.clientSignal?.aborted) throw clientClosed(undefined, !asked);
 			const picked = fleet.route(target.model, target.nodes, {
 				now: Date.now(),
 				random,
@@ -149,6 +152,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			};
 			const started = Date.now();
 			fleet.started(node.url);
+			asked = true;
 			let response: Response;
 			try {
 				response = await (call.fetch ? call.fetch(`${node.url}${call.path}`, init) : fetch(`${node.url}${call.path}`, init));

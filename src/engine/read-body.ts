@@ -6,6 +6,14 @@ import { GatewayError } from "../errors";
  */
 export const MAX_ENGINE_BODY_BYTES = 8 * 1024 * 1024;
 
+/** The errors readEngineBody threw for an answer over `maxBytes`. */
+const oversized = new WeakSet<object>();
+
+/** Whether `err` is an answer over the size cap: the engine did the work the client asked for (billed). */
+export function isOversized(err: unknown): boolean {
+	return typeof err === "object" && err !== null && oversized.has(err);
+}
+
 export interface ReadBodyOptions {
 	/** Ends the read when no byte arrives for this long. */
 	idleTimeoutMs: number;
@@ -57,9 +65,11 @@ export async function readEngineBody(response: Response, opts: ReadBodyOptions):
 			size += result.value.byteLength;
 			if (size > max) {
 				stop(new Error("engine answer too large"));
-				throw new GatewayError("upstream_unavailable", "The inference node sent an answer that is too large.", {
+				const err = new GatewayError("upstream_unavailable", "The inference node sent an answer that is too large.", {
 					status: 502,
 				});
+				oversized.add(err);
+				throw err;
 			}
 			if (hasData(result.value)) {
 				lastDataAt = Date.now();

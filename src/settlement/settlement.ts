@@ -191,17 +191,28 @@ export function releasedOutcome(): Outcome {
 
 /**
  * An engine call that ended without an answer (every node refused or failed, the client left):
- * nothing is billed, except a client that left, which pays its prompt's estimate when the lane
- * gives one (the engine may have read it).
+ * nothing is billed, except a client that left once an engine had been asked, which pays its
+ * prompt's estimate (the engine may have read it). One that left before any engine was asked
+ * pays nothing for tokens (a web search that ran is still charged).
  */
 export function noAnswerOutcome(err: unknown, promptTokens?: number): Outcome {
 	if (err instanceof GatewayError && err.kind === "client_closed") {
-		if (promptTokens === undefined) return { status: "client_disconnected", usage: NO_USAGE, estimated: false, node: null };
+		if (promptTokens === undefined || err.options.beforeEngine)
+			return { status: "client_disconnected", usage: NO_USAGE, estimated: false, node: null };
 		const usage = { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens };
 		return { status: "client_disconnected", usage, estimated: true, node: null };
 	}
 	const status = err instanceof GatewayError && err.kind === "engine_refused" ? "engine_error" : "failed";
 	return { status, usage: NO_USAGE, estimated: false, node: null };
+}
+
+/**
+ * A non-stream answer over the size cap whose usage cannot be read (embeddings): it was generated
+ * at the client's asking (a large batch, many dimensions), so the input's estimate is billed.
+ */
+export function oversizedOutcome(node: string, promptTokens: number): Outcome {
+	const usage = { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens };
+	return { status: "engine_error", usage, estimated: true, node };
 }
 
 /** The engine answered and then failed (or sent something unusable) before the client got anything: free. */

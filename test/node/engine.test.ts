@@ -207,6 +207,7 @@ describe("dev engine", () => {
 			overcached: true,
 			long90: true,
 			trickle: true,
+			doneopen: true,
 			slowheaders: true,
 			slowbody: true,
 			searchfail: true,

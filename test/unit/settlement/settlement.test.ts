@@ -253,6 +253,9 @@ describe("what each ending bills", () => {
 			node: null,
 		});
 		expect(noAnswerOutcome(gone)).toMatchObject({ status: "client_disconnected", usage: { prompt_tokens: 0 }, estimated: false });
+		// Gone before any engine was asked: nothing read the prompt.
+		const before = new GatewayError("client_closed", "gone", { beforeEngine: true });
+		expect(noAnswerOutcome(before, 40)).toMatchObject({ status: "client_disconnected", usage: { prompt_tokens: 0 } });
 		expect(noAnswerOutcome(new GatewayError("engine_refused", "no"), 40)).toMatchObject({
 			status: "engine_error",
 			usage: { prompt_tokens: 0, completion_tokens: 0 },
