@@ -8,12 +8,12 @@
  */
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import worker from "../../src/index";
-import type { ResponseStore } from "../../src/responses/response-store";
-import { isolateFleet } from "../../src/routing/fleet";
-import { callsWith, fleetConfig, gatewayWith, marker, model, nodeUrl, setNode, waitForNode } from "../support/fleet";
-import { BASE, createKey, gw, waitFor } from "../support/gateway";
-import { expectBooks, usageRows } from "../support/ledger";
+import worker from "../../../src/index";
+import type { ResponseStore } from "../../../src/responses/response-store";
+import { isolateFleet } from "../../../src/routing/fleet";
+import { callsWith, fleetConfig, gatewayWith, marker, model, nodeUrl, setNode, waitForNode } from "../../support/fleet";
+import { BASE, createKey, gw, waitFor } from "../../support/gateway";
+import { expectBooks, usageRows } from "../../support/ledger";
 
 beforeAll(() => {
 	vi.spyOn(console, "log").mockImplementation(() => {});
