@@ -5,7 +5,9 @@
  * atomic step as the hold. The period arithmetic is pure and takes `now`.
  */
 
-export type SpendPeriod = "daily" | "weekly" | "monthly";
+import { type PeriodKey, periodEnd, periodStart, type SpendPeriod } from "./spend-periods";
+
+export type { SpendPeriod } from "./spend-periods";
 
 /** The limits of one key that pays through this ledger: the ledger's own key, or a token it minted. */
 export interface ScopeLimits {
@@ -52,7 +54,6 @@ export type LimitRefusal =
 	  };
 
 export const RATE_WINDOW_MS = 60_000;
-type PeriodKey = "total" | SpendPeriod;
 
 /** The tables are created by the ledger's migrations (schema.ts). */
 const PERIOD_COLUMNS = {
@@ -64,24 +65,6 @@ const PERIOD_COLUMNS = {
 
 export function isLimited(s: ScopeLimits): boolean {
 	return Boolean(s.rpm || s.tpm || s.spendLimitNanos);
-}
-
-/** Start of the UTC period containing `now` (days, ISO weeks starting Monday, calendar months). */
-export function periodStart(period: PeriodKey, now: number): number {
-	if (period === "total") return 0;
-	const d = new Date(now);
-	const day = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
-	if (period === "daily") return day;
-	if (period === "weekly") return day - ((d.getUTCDay() + 6) % 7) * 86_400_000;
-	return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
-}
-
-/** End (exclusive) of the UTC period containing `now`. */
-export function periodEnd(period: SpendPeriod, now: number): number {
-	const start = new Date(periodStart(period, now));
-	if (period === "daily") return start.getTime() + 86_400_000;
-	if (period === "weekly") return start.getTime() + 7 * 86_400_000;
-	return Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, 1);
 }
 
 /** The ledger's limit tables, operated synchronously on its SQLite storage. */

@@ -5,7 +5,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { periodEnd, periodStart } from "../../../src/ledger/durable/limits";
+import { periodEnd, periodStart } from "../../../src/ledger/durable/spend-periods";
 import { admin, chat, createKey, engineRequests, gw, waitFor } from "../../support/gateway";
 import { ledger } from "../../support/ledger";
 

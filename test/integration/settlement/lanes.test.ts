@@ -445,7 +445,11 @@ describe("background responses on a balance they drain while queued", () => {
 		expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
 		expect(statuses.filter((s) => s === 402).length).toBeGreaterThan(0);
 		const ids = await Promise.all(
-			queued.map(async (r) => (r.status === 200 ? ((await r.json()) as { id: string }).id : (await r.text(), null))),
+			queued.map(async (r) => {
+				if (r.status === 200) return ((await r.json()) as { id: string }).id;
+				await r.text();
+				return null;
+			}),
 		);
 		// While they wait or run, the balance is held: a synchronous request is refused too.
 		expect((await post({ model: "test/ok", input: "sync", max_output_tokens: 20, store: false })).status).toBe(402);
