@@ -113,9 +113,18 @@ function isTranslated(t: ToolParam): t is Translated {
 	return t.type === "function" || t.type === "custom" || t.type === "namespace";
 }
 
-/** Whether the request offers a hosted web search tool. */
+/**
+ * A hosted web search tool the gateway's backend may serve: `external_web_access: false` asks for
+ * OpenAI's cached index only (Codex CLI's default), which a live backend is not, so such a tool is
+ * dropped like any other hosted tool, and no search is run or billed for it.
+ */
+function isServableSearch(t: ToolParam): boolean {
+	return WEB_SEARCH_TYPES.has(t.type) && (t as { external_web_access?: unknown }).external_web_access !== false;
+}
+
+/** Whether the request offers a hosted web search tool the gateway may serve. */
 export function offersWebSearch(tools: ReadonlyArray<ToolParam> | null | undefined): boolean {
-	return (tools ?? []).some((t) => WEB_SEARCH_TYPES.has(t.type));
+	return (tools ?? []).some(isServableSearch);
 }
 
 /** At most this many dropped tools are named in the header; the rest are counted (`+N`), so it stays a few KB. */
@@ -129,7 +138,7 @@ export const MAX_IGNORED_LABELS = 32;
 export function ignoredTools(tools: ReadonlyArray<ToolParam> | null | undefined, webSearchBackend: boolean): string[] {
 	const labels = new Set<string>();
 	for (const t of tools ?? []) {
-		if (isTranslated(t) || (webSearchBackend && WEB_SEARCH_TYPES.has(t.type))) continue;
+		if (isTranslated(t) || (webSearchBackend && isServableSearch(t))) continue;
 		const name = typeof t.name === "string" && t.name ? `:${t.name}` : "";
 		labels.add(`${t.type}${name}`.replace(/[^\w.:-]/g, "_").slice(0, 80));
 	}

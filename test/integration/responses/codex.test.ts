@@ -54,10 +54,34 @@ const CUSTOM = { type: "custom", name: "apply_patch", description: "Apply a patc
 const INCLUDE = ["reasoning.encrypted_content"];
 
 describe("Codex's first request, replayed", () => {
-	it("answers 200 as a stream, its hosted web_search served by the gateway's backend", async () => {
+	it("answers 200 as a stream; its cached-only web_search is dropped, searched for nothing, billed nothing", async () => {
 		const { key } = await createKey();
 		const since = await lastEngineId();
+		// Codex's default tool: {"type": "web_search", "external_web_access": false}, OpenAI's cached
+		// index only. The gateway's live backend is not that: no search runs on every turn.
 		const res = await post(key, { ...codexFirstRequest, model: "test/codex" });
+		expect(res.status).toBe(200);
+		expect(res.headers.get("x-venym-ignored-tools")).toBe("web_search");
+		expect(res.headers.get("x-venym-web-search")).toBeNull();
+		const { output, events } = await streamed(res);
+		expect(output.map((i) => i.type)).toEqual(["reasoning", "message"]);
+		expect(output[0]?.encrypted_content).toMatch(/^v1\./);
+		const sent = await engineRequestsSince(since);
+		expect(sent.map((r) => r.path).filter((p) => p.endsWith("/search"))).toEqual([]);
+		const body = sent.find((r) => r.path.endsWith("/chat/completions"))?.body as Json;
+		expect(body).not.toHaveProperty("client_metadata");
+		expect(body.prompt_cache_key).toBe(codexFirstRequest.prompt_cache_key);
+		expect(body.parallel_tool_calls).toBe(true);
+		expect(JSON.stringify(events)).not.toContain("web_search_call");
+	});
+
+	it("answers 200 as a stream, a live web_search served by the gateway's backend", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		const tools = codexFirstRequest.tools.map((t) =>
+			t.type === "web_search" ? { type: "web_search", external_web_access: true } : t,
+		);
+		const res = await post(key, { ...codexFirstRequest, tools, model: "test/codex" });
 		expect(res.status).toBe(200);
 		// The only hosted tool is web_search, which this deployment serves: nothing is ignored.
 		expect(res.headers.get("x-venym-ignored-tools")).toBeNull();
@@ -87,7 +111,7 @@ describe("Codex's first request, replayed", () => {
 				{ origin: "https://app.example" },
 			);
 			expect(res.status).toBe(200);
-			expect(res.headers.get("x-venym-ignored-tools")).toBe("local_shell,file_search");
+			expect(res.headers.get("x-venym-ignored-tools")).toBe("web_search,local_shell,file_search");
 			expect(res.headers.get("access-control-expose-headers")).toContain("x-venym-ignored-tools");
 			await res.body?.cancel();
 		}

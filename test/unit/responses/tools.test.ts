@@ -59,8 +59,11 @@ describe("Codex's first request", () => {
 		const names = (body.tools as Array<{ function: { name: string } }>).map((t) => t.function.name);
 		expect(names).toContain("multi_agent_v1__spawn_agent");
 		expect(names).not.toContain("multi_agent_v1");
+		// Codex's web_search asks for the cached index only (external_web_access: false): never served.
 		expect(ignoredTools(req.tools, false)).toEqual(["web_search"]);
-		expect(ignoredTools(req.tools, true)).toEqual([]);
+		expect(ignoredTools(req.tools, true)).toEqual(["web_search"]);
+		const live = req.tools?.map((t) => (t.type === "web_search" ? { type: "web_search" } : t)) as typeof req.tools;
+		expect(ignoredTools(live, true)).toEqual([]);
 	});
 });
 
@@ -96,7 +99,7 @@ describe("tools offered → chat functions", () => {
 	it("names every dropped tool, by type and name", () => {
 		const req = request({ tools: [...TOOLS, { type: "file_search", vector_store_ids: [] }, { type: "mcp", name: "x y" }] });
 		expect(ignoredTools(req.tools, false)).toEqual(["web_search", "local_shell", "file_search", "mcp:x_y"]);
-		expect(ignoredTools(req.tools, true)).toEqual(["local_shell", "file_search", "mcp:x_y"]);
+		expect(ignoredTools(req.tools, true)).toEqual(["web_search", "local_shell", "file_search", "mcp:x_y"]);
 	});
 
 	it("points tool_choice at a namespace's function or a custom tool by its engine name", () => {
@@ -229,7 +232,7 @@ describe("earlier turns → chat messages", () => {
 describe("the hosted web_search tool", () => {
 	const backend = { web_search: { provider: "searxng", url: "http://search.test" } } as unknown as GatewayConfig;
 	const none = {} as GatewayConfig;
-	const web = { type: "web_search", external_web_access: false };
+	const web = { type: "web_search", external_web_access: true };
 	const searched = (body: Json, config: GatewayConfig) => withHostedSearch(request(body), config).venym?.web_search === true;
 
 	it("searches on a turn that starts from a user message, when the gateway has a backend", () => {
@@ -238,6 +241,9 @@ describe("the hosted web_search tool", () => {
 		expect(searched({ tools: [web], input: "news?" }, none)).toBe(false);
 		expect(searched({ tools: [FUNCTION], input: "news?" }, backend)).toBe(false);
 		expect(searched({ tools: [web], input: "news?", venym: { web_search: false } }, backend)).toBe(false);
+		// Cached-only (Codex's default): the live backend is not what it asked for.
+		expect(searched({ tools: [{ type: "web_search", external_web_access: false }], input: "news?" }, backend)).toBe(false);
+		expect(searched({ tools: [{ type: "web_search_preview" }], input: "news?" }, backend)).toBe(true);
 	});
 
 	it("does not search again on a turn that continues a tool loop", () => {
