@@ -87,8 +87,8 @@ export async function runBackground(
 			log,
 		};
 		const body = responsesToChat({ ...p.request, input: [], stream: false }, [
-			...(conversation.history as unknown as ResponseInputItem[]),
-			...(conversation.input as unknown as ResponseInputItem[]),
+			...conversation.history,
+			...conversation.input,
 		]);
 		// Finds the hold placed at enqueue (a replay: nothing counted twice) and extends it.
 		authorized = await authorizeChat(chatRun, body, { synchronousHold: true });

@@ -45,7 +45,7 @@ type Conversation = BeginResult;
 
 /** The refusals of the store, as the errors the client gets. */
 function conversationOf(result: Conversation | HistoryResult, req: ResponsesRequest, config: GatewayConfig): ResponseInputItem[] {
-	if (result.ok) return result.history as unknown as ResponseInputItem[];
+	if (result.ok) return result.history;
 	switch (result.reason) {
 		case "not_found":
 			throw new GatewayError("not_found", `Previous response with id '${req.previous_response_id}' not found.`, {
@@ -196,7 +196,7 @@ async function conversationBefore(
 		// Items are JSON objects (`Record<string, unknown>`), which the RPC types cannot express.
 		const result = (await stub.history(req.previous_response_id ?? null, chars, MAX_CONVERSATION_CHARS, refs)) as HistoryResult;
 		const prior = conversationOf(result, req, config);
-		const referenced = result.ok ? (result.referenced as unknown as ResponseInputItem[]) : [];
+		const referenced = result.ok ? result.referenced : [];
 		return { prior, items: resolveReferences(requested, referenced) };
 	}
 	if (chars > MAX_CONVERSATION_CHARS) conversationOf({ ok: false, reason: "too_large", chars }, req, config);
