@@ -29,6 +29,9 @@ export function outputCap(model: ModelConfig, promptTokens: number): number {
 export function prepareChat(body: ChatRequest, resolved: ResolvedModel, promptTokens: number): PreparedChat {
 	const cap = outputCap(resolved.model, promptTokens);
 	const out = body as Record<string, unknown>;
+	// Earlier reasoning goes back only to a model whose engine takes it (the `reasoning`
+	// capability): a Responses turn stored or resealed for one model may be continued on another.
+	if (!resolved.model.capabilities.includes("reasoning")) out.messages = withoutReasoning(out.messages);
 	const venym = body.venym;
 	delete out.venym;
 	out.model = resolved.model.engine_model;
@@ -65,4 +68,14 @@ export function prepareChat(body: ChatRequest, resolved: ResolvedModel, promptTo
 		},
 		...(venym?.tool_call_repair === false ? { toolCallRepair: false } : {}),
 	};
+}
+
+/** The messages without `reasoning_content` (a new array; the candidates share the message objects). */
+function withoutReasoning(messages: unknown): unknown {
+	if (!Array.isArray(messages) || !messages.some((m) => m && typeof m === "object" && "reasoning_content" in m)) return messages;
+	return messages.map((m) => {
+		if (!m || typeof m !== "object" || !("reasoning_content" in m)) return m;
+		const { reasoning_content: _, ...rest } = m as Record<string, unknown>;
+		return rest;
+	});
 }

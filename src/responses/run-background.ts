@@ -14,7 +14,6 @@ import { releaseStoredHold } from "../settlement/settlement";
 import type { BackgroundJob } from "./background-job";
 import { failureOf } from "./failure";
 import { responseFromCompletion } from "./from-chat";
-import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
 import { failedResponse, itemIds, type ResponseMeta, type ResponseObject, servedMeta } from "./response-object";
 import type { ResponseStoreApi } from "./store-api";
@@ -86,10 +85,7 @@ export async function runBackground(
 			waitUntil: (q) => settlements.push(q),
 			log,
 		};
-		const body = responsesToChat({ ...p.request, input: [], stream: false }, [
-			...conversation.history,
-			...conversation.input,
-		]);
+		const body = responsesToChat({ ...p.request, input: [], stream: false }, [...conversation.history, ...conversation.input]);
 		// Finds the hold placed at enqueue (a replay: nothing counted twice) and extends it.
 		authorized = await authorizeChat(chatRun, body, { synchronousHold: true });
 		const result = await runAuthorized(chatRun, authorized);

@@ -13,6 +13,14 @@ const cfg = parseConfig({
 			pricing: { input_usd_per_mtok: 0.3, output_usd_per_mtok: 1.2 },
 		},
 		{
+			id: "venym/thinker",
+			engine_model: "thinker-engine",
+			nodes: ["http://10.0.0.7:8000/v1"],
+			max_output_tokens: 1000,
+			pricing: { input_usd_per_mtok: 0.3, output_usd_per_mtok: 1.2 },
+			capabilities: ["reasoning"],
+		},
+		{
 			id: "venym/small",
 			engine_model: "small-engine",
 			nodes: ["http://10.0.0.6:8000/v1"],
@@ -52,6 +60,23 @@ describe("outputCap", () => {
 });
 
 describe("prepareChat", () => {
+	it("gives earlier reasoning back only to a model with the reasoning capability", () => {
+		const messages = [
+			{ role: "user", content: "hi" },
+			{ role: "assistant", content: "hello", reasoning_content: "I greet back." },
+			{ role: "user", content: "again" },
+		];
+		const thinker = prepareChat(request({ messages }), resolveModel(cfg, "venym/thinker"), 10).engineBody;
+		expect((thinker.messages as Array<Record<string, unknown>>)[1]?.reasoning_content).toBe("I greet back.");
+		const plain = request({ messages });
+		const shared = plain.messages;
+		const sent = prepareChat(plain, big, 10).engineBody.messages as Array<Record<string, unknown>>;
+		expect(sent.map((m) => "reasoning_content" in m)).toEqual([false, false, false]);
+		expect(sent[1]).toEqual({ role: "assistant", content: "hello" });
+		// The candidates share the message objects: the caller's are left as they were.
+		expect((shared as Array<Record<string, unknown>>)[1]?.reasoning_content).toBe("I greet back.");
+	});
+
 	it("sends the catalog's engine model", () => {
 		expect(prepare().engineBody.model).toBe("Qwen/Qwen3-27B");
 	});
