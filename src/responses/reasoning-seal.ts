@@ -8,6 +8,8 @@
  * never an error.
  */
 
+import { logEvent } from "../observability/log-event";
+
 /** The env var holding the deployment's seal secret. */
 export const SEAL_SECRET_ENV = "REASONING_SEAL_SECRET";
 /** Reasoning longer than this is not sealed (the item then has no `encrypted_content`). */
@@ -28,8 +30,18 @@ const MAX_KEYS = 4;
 /** The deployment's secret, when one long enough is set. */
 export function sealSecret(env: unknown): string | undefined {
 	const v = env && typeof env === "object" ? (env as Record<string, unknown>)[SEAL_SECRET_ENV] : undefined;
-	return typeof v === "string" && v.length >= MIN_SECRET_CHARS ? v : undefined;
+	if (typeof v === "string" && v.length >= MIN_SECRET_CHARS) return v;
+	if (typeof v === "string" && v.length > 0 && !warnedShort) {
+		// Set but too short: sealing stays off, and the operator hears of it once per isolate.
+		warnedShort = true;
+		logEvent("warn", `${SEAL_SECRET_ENV} is shorter than ${MIN_SECRET_CHARS} characters: reasoning is not sealed`, {
+			length: v.length,
+		});
+	}
+	return undefined;
 }
+
+let warnedShort = false;
 
 function keyFor(secret: string): Promise<CryptoKey> {
 	let key = keys.get(secret);

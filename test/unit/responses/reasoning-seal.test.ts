@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import {
 	MAX_SEAL_CHARS,
 	MAX_SEALED_REASONING_CHARS,
@@ -39,6 +39,22 @@ describe("sealed reasoning", () => {
 		expect(sealSecret({})).toBeUndefined();
 		expect(sealSecret({ REASONING_SEAL_SECRET: "short" })).toBeUndefined();
 		expect(sealSecret({ REASONING_SEAL_SECRET: SECRET })).toBe(SECRET);
+	});
+
+	it("says once, in the log, that a secret too short to use leaves sealing off", async () => {
+		const log = vi.spyOn(console, "warn").mockImplementation(() => {});
+		try {
+			// A fresh module: the warning is once per isolate, and earlier tests used a short secret.
+			vi.resetModules();
+			const fresh = await import("../../../src/responses/reasoning-seal");
+			expect(fresh.sealSecret({ REASONING_SEAL_SECRET: "tooshort" })).toBeUndefined();
+			expect(fresh.sealSecret({ REASONING_SEAL_SECRET: "tooshort" })).toBeUndefined();
+			const lines = log.mock.calls.map((c) => String(c[0])).filter((l) => l.includes("REASONING_SEAL_SECRET"));
+			expect(lines).toHaveLength(1);
+			expect(lines.join("")).not.toContain("tooshort");
+		} finally {
+			log.mockRestore();
+		}
 	});
 
 	it("is bounded: reasoning over the limit is not sealed, and a seal over its limit is not opened", async () => {
