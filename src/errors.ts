@@ -37,6 +37,8 @@ interface ErrorOptions {
 	cause?: unknown;
 	/** client_closed only: the client left before any engine was asked, so none read the request. */
 	beforeEngine?: boolean;
+	/** client_closed only: the index of the model (0, or a fallback) whose engine was last asked, which prices the estimate. */
+	target?: number;
 }
 
 export class GatewayError extends Error {

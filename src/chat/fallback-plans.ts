@@ -4,10 +4,12 @@
  * covers the most expensive of them, and the switch to the candidate that served once the
  * engine answered.
  */
+
 import type { Principal } from "../app-env";
 import { modelAllowed } from "../auth/scopes";
 import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel } from "../config";
 import type { EngineTarget } from "../engine/call-types";
+import { GatewayError } from "../errors";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos } from "../money/pricing";
 import { fallbackChain, type RequestedFallback } from "../routing/fallback-chain";
@@ -140,6 +142,15 @@ export function servedBy(a: Authorized, target: number): { requestedId: string; 
 	a.req.requestedModel = f.requestedId;
 	a.req.model = f.model;
 	return { requestedId: f.requestedId, bounds: f.bounds };
+}
+
+/**
+ * A client that left while a fallback model's engine had the request: its prompt estimate is
+ * priced at that model's rate (the one that read it), as an answer from it would be.
+ */
+export function pricedByLeftTarget(a: Authorized, err: unknown): void {
+	const target = err instanceof GatewayError && err.kind === "client_closed" ? err.options.target : undefined;
+	if (target !== undefined && target > 0) servedBy(a, target);
 }
 
 /**

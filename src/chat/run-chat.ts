@@ -15,7 +15,7 @@ import type { AuthorizedChat } from "./authorize-chat";
 import { completeAnswer, settleChat, streamAnswer } from "./chat-answer";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { groundWithSearch } from "./chat-search";
-import { affinityKey, engineTargets, servedBy } from "./fallback-plans";
+import { affinityKey, engineTargets, pricedByLeftTarget, servedBy } from "./fallback-plans";
 
 export type { AuthorizedChat } from "./authorize-chat";
 export { authorizeChat } from "./authorize-chat";
@@ -109,6 +109,7 @@ async function callChatEngine(
 		});
 		return { answer, events: events as EngineEventReader };
 	} catch (err) {
+		pricedByLeftTarget(authorized, err);
 		void settleChat(authorized.settlement, noAnswerOutcome(err, authorized.promptTokens));
 		throw err;
 	}

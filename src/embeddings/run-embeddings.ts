@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { assertFitsContext, requestContext, resolveFor, withScopes } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
-import { type CandidatePlan, engineTargets, planFallbacks, servedBy } from "../chat/fallback-plans";
+import { type CandidatePlan, engineTargets, planFallbacks, pricedByLeftTarget, servedBy } from "../chat/fallback-plans";
 import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { isOversized } from "../engine/read-body";
@@ -126,6 +126,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 		// client left is the client's doing, even when the runtime broke it before the signal fired.
 		const gone = isClientClosed(err) || (!(err instanceof GatewayError) && (await clientLeft(run.clientSignal)));
 		const failure = gone ? clientClosed(err) : err;
+		if (node === undefined) pricedByLeftTarget(authorized, failure);
 		const outcome =
 			node !== undefined && isOversized(err) ? oversizedOutcome(node, promptTokens) : noAnswerOutcome(failure, promptTokens);
 		void settlement.settle(outcome);

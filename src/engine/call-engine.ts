@@ -39,9 +39,15 @@ function nodeSecrets(call: EngineCall): string[] {
 	return out;
 }
 
-/** The client left; `beforeEngine` when no node had been asked yet (settlement charges nothing then). */
-function clientClosed(cause?: unknown, beforeEngine = false): GatewayError {
-	return new GatewayError("client_closed", "The client closed the request", { cause, ...(beforeEngine ? { beforeEngine } : {}) });
+/**
+ * The client left; `beforeEngine` when no node had been asked yet (settlement charges nothing then),
+ * else `target`, the model whose engine was last asked (its price is the estimate's).
+ */
+function clientClosed(cause: unknown, asked: number | null): GatewayError {
+	return new GatewayError("client_closed", "The client closed the request", {
+		cause,
+		...(asked === null ? { beforeEngine: true } : { target: asked }),
+	});
 }
 
 /**
@@ -99,8 +105,8 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	const { cooldown_ms: cooldownMs, max_attempts: maxAttempts } = routing?.settings ?? ROUTING_DEFAULTS;
 	routing?.refresh?.();
 	const request = ++callSeq;
-	/** Whether any node has been sent the request (it may have read it). */
-	let asked = false;
+	/** The target whose node was last sent the request (it may have read it), or null before any. */
+	let asked: number | null = null;
 	const failures: NodeFailure[] = [];
 	/** Nodes that answered this request with a 5xx that may be its own doing. */
 	const serverErrors: NodeFailure[] = [];
@@ -115,7 +121,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 		let body: string | undefined;
 		let saltedBody: string | undefined;
 		for (let attempt = 0; attempt < maxAttempts; attempt++) {
-			if (call.clientSignal?.aborted) throw clientClosed(undefined, !asked);
+			if (call.clientSignal?.aborted) throw clientClosed(undefined, asked);
 			const picked = fleet.route(target.model, target.nodes, {
 				now: Date.now(),
 				random,
@@ -152,7 +158,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			};
 			const started = Date.now();
 			fleet.started(node.url);
-			asked = true;
+			asked = t;
 			let response: Response;
 			try {
 				response = await (call.fetch ? call.fetch(`${node.url}${call.path}`, init) : fetch(`${node.url}${call.path}`, init));
@@ -164,7 +170,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				// connection before it fired the client's signal.
 				const gone = !timedOut && (await clientLeft(call.clientSignal));
 				call.clientSignal?.removeEventListener("abort", onClientAbort);
-				if (gone) throw clientClosed(err);
+				if (gone) throw clientClosed(err, asked);
 				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", Date.now(), cooldownMs);
 				failures.push({
 					node: node.url,
@@ -189,7 +195,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				call.clientSignal?.removeEventListener("abort", onClientAbort);
 				const timedOut = controller.signal.aborted && !call.clientSignal?.aborted;
 				answer.abort(new Error("no first token"));
-				if (!timedOut && (await clientLeft(call.clientSignal))) throw clientClosed();
+				if (!timedOut && (await clientLeft(call.clientSignal))) throw clientClosed(undefined, asked);
 				if (first === "error") {
 					// Nothing reached the client: the next node may serve. An error in place of an answer
 					// may be the request's doing, so it is weighed as a 5xx is (a second one stops here).

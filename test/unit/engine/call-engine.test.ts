@@ -308,6 +308,28 @@ describe("callEngine", () => {
 		await expect(p).rejects.toMatchObject({ kind: "client_closed" });
 		expect(t.fleet.runtime("http://a").coolingUntil).toBe(0);
 	});
+
+	it("says which model's engine had the request when the client left (its price is the estimate's)", async () => {
+		const t = setup({ "http://a": 503, "http://fb": "hang" });
+		const controller = new AbortController();
+		const targets = [
+			{ model: "m", nodes: nodes("http://a"), body: "{}" },
+			{ model: "fallback", nodes: nodes("http://fb"), body: "{}" },
+		];
+		const p = t.run(targets, { clientSignal: controller.signal, firstByteTimeoutMs: 60_000 });
+		await vi.waitFor(() => expect(t.calls.map((c) => c.url)).toContain("http://fb"));
+		controller.abort(new Error("gone"));
+		const err = (await p.catch((e: unknown) => e)) as GatewayError;
+		expect(err.kind).toBe("client_closed");
+		expect(err.options).toMatchObject({ target: 1 });
+		expect(err.options.beforeEngine).toBeUndefined();
+		// Gone before any node was asked: nothing read the request.
+		const early = new AbortController();
+		early.abort(new Error("gone"));
+		const before = (await t.run(targets, { clientSignal: early.signal }).catch((e: unknown) => e)) as GatewayError;
+		expect(before.options).toMatchObject({ beforeEngine: true });
+		expect(before.options.target).toBeUndefined();
+	});
 });
 
 /** A counted body function. */
