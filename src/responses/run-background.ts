@@ -104,5 +104,5 @@ export async function runBackground(
 	}
 	await Promise.all(settlements);
 	log.write(status);
-	store.finish(job.id, response as unknown as Record<string, unknown>);
+	store.finish(job.id, response);
 }

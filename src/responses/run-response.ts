@@ -89,7 +89,7 @@ function chatBody(req: ResponsesRequest, prior: ResponseInputItem[], items: Resp
 /** Stores the final response; a failure is logged and shows on the stored response, which is marked failed. */
 async function finish(env: Env, callerKeyId: string, response: ResponseObject): Promise<void> {
 	try {
-		await responseStore(env, callerKeyId).finish(response.id, response as unknown as Record<string, unknown>);
+		await responseStore(env, callerKeyId).finish(response.id, response);
 	} catch (err) {
 		console.error(`response ${response.id}: storing its output failed`, err);
 		try {
@@ -208,8 +208,8 @@ function beginInput(meta: ResponseMeta, req: ResponsesRequest, items: ResponseIn
 		id: meta.id,
 		previousId: req.previous_response_id ?? null,
 		createdAt: meta.createdAt * 1000,
-		response: shell as unknown as Record<string, unknown>,
-		input: items as unknown as Record<string, unknown>[],
+		response: shell,
+		input: items,
 		maxChars: MAX_CONVERSATION_CHARS,
 	};
 }

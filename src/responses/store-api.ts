@@ -3,12 +3,13 @@
  * methods, and what a background run sees of it from inside the object. Kept apart from the
  * class, so the lane code that calls the store does not import the Durable Object (which runs
  * that same lane code for background responses): the stub is typed by the generated `Env`.
- * Items read back are typed as the items they were stored as (the store keeps only what the
- * request schema and the output builders made), so callers need no cast to read them.
+ * Items are typed both ways as the items the request schema and the output builders made (the
+ * store keeps only those), so callers need no cast to write or to read them.
  */
 import type { BackgroundJob } from "./background-job";
 import type { ResponseInputItem } from "./item-schema";
-import type { ConversationRefusal, Item } from "./turns";
+import type { ResponseObject } from "./response-object";
+import type { ConversationRefusal } from "./turns";
 
 /** The ResponseStore of a key: the caller's own, a paying key's, or a token's that queued a job. */
 export function responseStore(env: Env, keyId: string) {
@@ -23,9 +24,9 @@ export interface BeginInput {
 	/** Unix milliseconds. */
 	createdAt: number;
 	/** The response object so far (queued or in_progress, no output yet). */
-	response: Item;
+	response: ResponseObject;
 	/** This turn's input items. */
-	input: Item[];
+	input: ResponseInputItem[];
 	/** The largest conversation (earlier turns and this input, as JSON characters) accepted. */
 	maxChars: number;
 	/** A background response: reserves a queue slot, when fewer than `cap` are reserved, queued or running. */
@@ -47,5 +48,5 @@ export interface ResponseStoreApi {
 	conversation(id: string): { history: ResponseInputItem[]; input: ResponseInputItem[] } | null;
 	/** Marks a queued response in progress; false when it was cancelled or deleted meanwhile. */
 	start(id: string): boolean;
-	finish(id: string, response: Item): void;
+	finish(id: string, response: ResponseObject): void;
 }

@@ -77,7 +77,7 @@ export class Turns {
 		previousId: string | null,
 		createdAt: number,
 		response: Item,
-		input: { items: readonly Item[]; texts: readonly string[] },
+		input: { items: readonly unknown[]; texts: readonly string[] },
 		also?: () => void,
 	): void {
 		this.transaction(() => {

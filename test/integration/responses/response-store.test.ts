@@ -5,6 +5,8 @@
  */
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import type { ResponseInputItem } from "../../../src/responses/item-schema";
+import type { ResponseObject } from "../../../src/responses/response-object";
 import type { ResponseStore } from "../../../src/responses/response-store";
 import { createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../../support/gateway";
 import { created, get, post, type ResponseJson, retrieved, settled } from "../../support/responses";
@@ -233,14 +235,17 @@ describe("the conversation size limit", () => {
 	it("refuses a conversation that could never be stored (the store's own check)", async () => {
 		const { id } = await createKey();
 		const stub = env.RESPONSES.get(env.RESPONSES.idFromName(id)) as DurableObjectStub<ResponseStore>;
-		const item = (text: string) => ({
-			type: "message",
-			id: `msg_${text.length}`,
-			role: "user",
-			status: "completed",
-			content: [{ type: "input_text", text }],
-		});
-		const shell = (rid: string) => ({ id: rid, object: "response", status: "completed", output: [] });
+		const item = (text: string) =>
+			({
+				type: "message",
+				id: `msg_${text.length}`,
+				role: "user",
+				status: "completed",
+				content: [{ type: "input_text", text }],
+			}) as ResponseInputItem;
+		// The store keeps what it is given: a shell and items with only the fields this test reads.
+		const shell = (rid: string) =>
+			({ id: rid, object: "response", status: "completed", output: [] }) as unknown as ResponseObject;
 		const result = await runInDurableObject(stub, (instance) => {
 			const first = instance.begin({
 				id: "resp_a",
