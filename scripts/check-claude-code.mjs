@@ -10,18 +10,14 @@
 // Claude Code is not a dependency of this repository (its native binary is ~250 MB):
 // `npm i --prefix ~/tools/claude @anthropic-ai/claude-code`, then CLAUDE_BIN=~/tools/claude/node_modules/.bin/claude
 // (default: `claude` on PATH). It runs with a throwaway HOME, so your own Claude Code settings are untouched.
-import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { startEngine } from "../dev/engine.mjs";
-import { startGateway } from "../dev/gateway-process.mjs";
+import { checkGateway, runCli } from "./check-stack.mjs";
 
 const { values: args } = parseArgs({ options: { url: { type: "string" }, key: { type: "string" } } });
 const CLAUDE = process.env.CLAUDE_BIN ?? "claude";
-const RUN_TIMEOUT_MS = 180_000;
 
 function catalog(engineUrl) {
 	const model = (id, scenario, capabilities) => ({
@@ -41,78 +37,19 @@ function catalog(engineUrl) {
 	};
 }
 
-/** A gateway to talk to: the one named on the command line, or our own engine and `wrangler dev`. */
-async function gateway() {
-	if (args.url && args.key) return { url: args.url.replace(/\/+$/, ""), key: args.key, close: async () => {} };
-	const engine = await startEngine({ port: Number(process.env.ENGINE_PORT ?? 8871) });
-	const persistTo = await mkdtemp(join(tmpdir(), "venym-claude-check-"));
-	const adminToken = `check-${randomBytes(12).toString("hex")}`;
-	let gw;
-	try {
-		gw = await startGateway({
-			port: Number(process.env.PORT ?? 8870),
-			persistTo,
-			timeoutMs: 120_000,
-			vars: { GATEWAY_CONFIG: JSON.stringify(catalog(engine.url)), ADMIN_TOKEN: adminToken },
-		});
-	} catch (err) {
-		await engine.close();
-		await rm(persistTo, { recursive: true, force: true });
-		throw err;
-	}
-	const res = await fetch(`${gw.url}/admin/keys`, {
-		method: "POST",
-		headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-		body: JSON.stringify({ name: "claude-code check", balance_usd: 5 }),
-	});
-	if (res.status !== 201) throw new Error(`creating a key failed: ${res.status} ${await res.text()}`);
-	const { key } = await res.json();
-	return {
-		url: gw.url,
-		key,
-		close: async () => {
-			await gw.close();
-			await engine.close();
-			await rm(persistTo, { recursive: true, force: true });
-		},
-	};
-}
-
 /** Runs `claude -p`; resolves with its output, rejects on a non-zero exit or the timeout. */
 function claude(gw, home, cliArgs) {
-	return new Promise((resolve, reject) => {
-		const env = {
-			...process.env,
-			HOME: home,
-			ANTHROPIC_BASE_URL: gw.url,
-			ANTHROPIC_API_KEY: gw.key,
-			CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-			// Claude Code's background tasks ask for a small model by Anthropic's name: give it one of ours.
-			ANTHROPIC_SMALL_FAST_MODEL: "venym/dev-echo",
-			ANTHROPIC_DEFAULT_HAIKU_MODEL: "venym/dev-echo",
-		};
-		const child = spawn(CLAUDE, cliArgs, { env, stdio: ["ignore", "pipe", "pipe"] });
-		let out = "";
-		child.stdout.on("data", (d) => {
-			out += d;
-		});
-		child.stderr.on("data", (d) => {
-			out += d;
-		});
-		const timer = setTimeout(() => {
-			child.kill("SIGKILL");
-			reject(new Error(`claude ${cliArgs.join(" ")} timed out after ${RUN_TIMEOUT_MS} ms:\n${out}`));
-		}, RUN_TIMEOUT_MS);
-		child.on("error", (err) => {
-			clearTimeout(timer);
-			reject(new Error(`could not run ${CLAUDE} (set CLAUDE_BIN): ${err.message}`));
-		});
-		child.on("exit", (code) => {
-			clearTimeout(timer);
-			if (code === 0) resolve(out.trim());
-			else reject(new Error(`claude exited with ${code}:\n${out}`));
-		});
-	});
+	const env = {
+		...process.env,
+		HOME: home,
+		ANTHROPIC_BASE_URL: gw.url,
+		ANTHROPIC_API_KEY: gw.key,
+		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+		// Claude Code's background tasks ask for a small model by Anthropic's name: give it one of ours.
+		ANTHROPIC_SMALL_FAST_MODEL: "venym/dev-echo",
+		ANTHROPIC_DEFAULT_HAIKU_MODEL: "venym/dev-echo",
+	};
+	return runCli({ bin: CLAUDE, binEnv: "CLAUDE_BIN", args: cliArgs, env });
 }
 
 function check(name, output, expected) {
@@ -121,7 +58,13 @@ function check(name, output, expected) {
 	return ok;
 }
 
-const gw = await gateway();
+const gw = await checkGateway({
+	...args,
+	catalog,
+	enginePort: 8871,
+	gatewayPort: 8870,
+	name: "claude-code check",
+});
 const home = await mkdtemp(join(tmpdir(), "venym-claude-home-"));
 let passed = false;
 try {

@@ -16,20 +16,17 @@
 // Codex is not a dependency of this repository: `npm i --prefix ~/tools/codex @openai/codex`, then
 // CODEX_BIN=~/tools/codex/node_modules/.bin/codex (default: `codex` on PATH). It runs offline with a
 // throwaway CODEX_HOME, so your own Codex settings are untouched. Exits non-zero on any failure.
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { startEngine } from "../dev/engine.mjs";
-import { startGateway } from "../dev/gateway-process.mjs";
+import { checkGateway, runCli } from "./check-stack.mjs";
 
 const { values: args } = parseArgs({
 	options: { url: { type: "string" }, key: { type: "string" }, model: { type: "string" } },
 });
 const CODEX = process.env.CODEX_BIN ?? "codex";
-const RUN_TIMEOUT_MS = 180_000;
 const MODEL = args.model ?? "venym/dev-codex";
 const CONTEXT_WINDOW = 200_000;
 
@@ -46,47 +43,6 @@ function catalog(engineUrl) {
 				capabilities: ["tools", "reasoning"],
 			},
 		],
-	};
-}
-
-/** A gateway to talk to: the one named on the command line, or our own engine and `wrangler dev`. */
-async function gateway() {
-	if (args.url && args.key) return { url: args.url.replace(/\/+$/, ""), key: args.key, close: async () => {} };
-	const engine = await startEngine({ port: Number(process.env.ENGINE_PORT ?? 8873) });
-	const persistTo = await mkdtemp(join(tmpdir(), "venym-codex-check-"));
-	const adminToken = `check-${randomBytes(12).toString("hex")}`;
-	let gw;
-	try {
-		gw = await startGateway({
-			port: Number(process.env.PORT ?? 8872),
-			persistTo,
-			timeoutMs: 120_000,
-			vars: {
-				GATEWAY_CONFIG: JSON.stringify(catalog(engine.url)),
-				ADMIN_TOKEN: adminToken,
-				REASONING_SEAL_SECRET: randomBytes(32).toString("hex"),
-			},
-		});
-	} catch (err) {
-		await engine.close();
-		await rm(persistTo, { recursive: true, force: true });
-		throw err;
-	}
-	const res = await fetch(`${gw.url}/admin/keys`, {
-		method: "POST",
-		headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-		body: JSON.stringify({ name: "codex check", balance_usd: 5 }),
-	});
-	if (res.status !== 201) throw new Error(`creating a key failed: ${res.status} ${await res.text()}`);
-	const { key } = await res.json();
-	return {
-		url: gw.url,
-		key,
-		close: async () => {
-			await gw.close();
-			await engine.close();
-			await rm(persistTo, { recursive: true, force: true });
-		},
 	};
 }
 
@@ -110,30 +66,8 @@ stream_max_retries = 0
 
 /** Runs `codex exec …` in `work`; resolves with its output, rejects on a non-zero exit or the timeout. */
 function codex(gw, home, work, cliArgs) {
-	return new Promise((resolve, reject) => {
-		const env = { ...process.env, CODEX_HOME: home, VENYM_API_KEY: gw.key, NO_COLOR: "1" };
-		const child = spawn(CODEX, ["exec", ...cliArgs], { env, cwd: work, stdio: ["ignore", "pipe", "pipe"] });
-		let out = "";
-		child.stdout.on("data", (d) => {
-			out += d;
-		});
-		child.stderr.on("data", (d) => {
-			out += d;
-		});
-		const timer = setTimeout(() => {
-			child.kill("SIGKILL");
-			reject(new Error(`codex exec ${cliArgs.join(" ")} timed out after ${RUN_TIMEOUT_MS} ms:\n${out}`));
-		}, RUN_TIMEOUT_MS);
-		child.on("error", (err) => {
-			clearTimeout(timer);
-			reject(new Error(`could not run ${CODEX} (set CODEX_BIN): ${err.message}`));
-		});
-		child.on("exit", (code) => {
-			clearTimeout(timer);
-			if (code === 0) resolve(out.trim());
-			else reject(new Error(`codex exited with ${code}:\n${out}`));
-		});
-	});
+	const env = { ...process.env, CODEX_HOME: home, VENYM_API_KEY: gw.key, NO_COLOR: "1" };
+	return runCli({ bin: CODEX, binEnv: "CODEX_BIN", args: ["exec", ...cliArgs], env, cwd: work });
 }
 
 /** The lines of Codex's output that matter (its banner and warnings left out). */
@@ -150,7 +84,14 @@ function check(name, output, expected) {
 	return ok;
 }
 
-const gw = await gateway();
+const gw = await checkGateway({
+	...args,
+	catalog,
+	enginePort: 8873,
+	gatewayPort: 8872,
+	name: "codex check",
+	vars: { REASONING_SEAL_SECRET: randomBytes(32).toString("hex") },
+});
 const home = await mkdtemp(join(tmpdir(), "venym-codex-home-"));
 const work = await mkdtemp(join(tmpdir(), "venym-codex-work-"));
 let passed = false;
