@@ -44,6 +44,11 @@ export type StoredHold = Pick<RequestContext, "payerKeyId" | "requestId" | "mode
 
 const NO_USAGE: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 
+/** A prompt's estimate as the usage billed, nothing generated. */
+function promptEstimate(promptTokens: number): Usage {
+	return { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens };
+}
+
 /**
  * Places the request's hold (ledger-client.ts `authorizeRequest`: 402/403/429 here) and opens its
  * settlement. A refused hold settles nothing and leaves nothing under `waitUntil`.
@@ -199,8 +204,7 @@ export function noAnswerOutcome(err: unknown, promptTokens?: number): Outcome {
 	if (err instanceof GatewayError && err.kind === "client_closed") {
 		if (promptTokens === undefined || err.options.beforeEngine)
 			return { status: "client_disconnected", usage: NO_USAGE, estimated: false, node: null };
-		const usage = { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens };
-		return { status: "client_disconnected", usage, estimated: true, node: null };
+		return { status: "client_disconnected", usage: promptEstimate(promptTokens), estimated: true, node: null };
 	}
 	const status = err instanceof GatewayError && err.kind === "engine_refused" ? "engine_error" : "failed";
 	return { status, usage: NO_USAGE, estimated: false, node: null };
@@ -211,8 +215,7 @@ export function noAnswerOutcome(err: unknown, promptTokens?: number): Outcome {
  * at the client's asking (a large batch, many dimensions), so the input's estimate is billed.
  */
 export function oversizedOutcome(node: string, promptTokens: number): Outcome {
-	const usage = { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens };
-	return { status: "engine_error", usage, estimated: true, node };
+	return { status: "engine_error", usage: promptEstimate(promptTokens), estimated: true, node };
 }
 
 /** The engine answered and then failed (or sent something unusable) before the client got anything: free. */
