@@ -186,11 +186,14 @@ export class EngineEventReader {
 		return this.#takeDrained();
 	}
 
-	/** #take, and after a `[DONE]` the body's end read before the events are handed on. */
-	async #takeDrained(): Promise<EngineEvent[]> {
+	/**
+	 * #take, and after a `[DONE]` the body's end read before the events are handed on. Only that
+	 * last read waits on the drain: every other read returns its events with no extra promise.
+	 */
+	#takeDrained(): EngineEvent[] | Promise<EngineEvent[]> {
 		const events = this.#take();
-		if (events.at(-1)?.type === "done") await this.#drain();
-		return events;
+		if (events.at(-1)?.type !== "done") return events;
+		return this.#drain().then(() => events);
 	}
 
 	/** Parses one piece of the body into the queue. */
