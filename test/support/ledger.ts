@@ -1,4 +1,4 @@
-import { env, runDurableObjectAlarm } from "cloudflare:test";
+import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { expect } from "vitest";
 import type { KeyLedger } from "../../src/ledger/durable/key-ledger";
 import type { UsageRecordInput } from "../../src/ledger/durable/usage-flush";
@@ -67,4 +67,14 @@ export async function expectBooks(keyId: string, creditNanos: number, timeoutMs 
 	expect(info.spentNanos).toBe(charged);
 	expect(info.balanceNanos).toBe(creditNanos - charged);
 	return { info, rows, charged };
+}
+
+/** When the open hold of `requestId` on `keyId`'s ledger expires (Unix ms), or null once it is settled. */
+export function holdExpiry(keyId: string, requestId: string): Promise<number | null> {
+	return runInDurableObject(
+		ledger(keyId),
+		(_i, state) =>
+			state.storage.sql.exec<{ e: number }>("SELECT expires_at AS e FROM holds WHERE request_id = ?", requestId).toArray()[0]
+				?.e ?? null,
+	);
 }

@@ -9,7 +9,7 @@ import { app } from "../../../src/app";
 import type { ResponseStore } from "../../../src/responses/response-store";
 import { HOLD_KEEPALIVE_MS } from "../../../src/settlement/hold-keep-alive";
 import { admin, BASE, createKey, gw, waitFor } from "../../support/gateway";
-import { ledger } from "../../support/ledger";
+import { holdExpiry, ledger } from "../../support/ledger";
 
 const APP = "https://app.example.com";
 
@@ -156,18 +156,13 @@ describe("a hold outlives no running request", () => {
 			);
 			expect(res.status).toBe(200);
 			const requestId = res.headers.get("x-request-id") as string;
-			const expiry = () =>
-				runInDurableObject(
-					ledger(k.id),
-					(_i, state) =>
-						state.storage.sql.exec<{ e: number }>("SELECT expires_at AS e FROM holds WHERE request_id = ?", requestId).one().e,
-				);
+			const expiry = () => holdExpiry(k.id, requestId);
 			const reader = (res.body as ReadableStream<Uint8Array>).getReader();
 			await reader.read();
-			const first = await expiry();
+			const first = (await expiry()) as number;
 			// A keep-alive period passes while the stream moves: the hold is renewed from now.
 			vi.advanceTimersByTime(HOLD_KEEPALIVE_MS);
-			await waitFor(async () => (await expiry()) > first);
+			await waitFor(async () => ((await expiry()) ?? 0) > first);
 			while (!(await reader.read()).done) {}
 			await waitOnExecutionContext(ctx);
 			expect((await ledger(k.id).info()).openHolds).toBe(0);

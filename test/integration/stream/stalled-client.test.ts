@@ -5,12 +5,12 @@
  * hold settles for what was forwarded; meanwhile the hold keep-alive does not renew it. Every
  * streaming lane goes through the same stream driver.
  */
-import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../../src/app";
 import { HOLD_KEEPALIVE_MS } from "../../../src/settlement/hold-keep-alive";
 import { BASE, createKey, engineRequests, waitFor } from "../../support/gateway";
-import { expectBooks, ledger, usageRows } from "../../support/ledger";
+import { expectBooks, holdExpiry, usageRows } from "../../support/ledger";
 
 const CLIENT_IDLE_MS = 300;
 const CREDIT_NANOS = 10_000_000_000;
@@ -115,13 +115,7 @@ describe("a streaming client that reads one frame and stops reading", () => {
 		);
 		expect(res.status).toBe(200);
 		const requestId = res.headers.get("x-request-id") as string;
-		const expiry = () =>
-			runInDurableObject(
-				ledger(k.id),
-				(_i, state) =>
-					state.storage.sql.exec<{ e: number }>("SELECT expires_at AS e FROM holds WHERE request_id = ?", requestId).toArray()[0]
-						?.e ?? null,
-			);
+		const expiry = () => holdExpiry(k.id, requestId);
 		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
 		await reader.read();
 		// The keep-alive notices the request stopped moving...
