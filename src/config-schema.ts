@@ -24,6 +24,14 @@ const NodeSchema = z.union([
 	}),
 ]);
 
+/** A node URL as routing tells nodes apart: scheme, host and path, without trailing slashes. */
+function nodeIdentity(raw: string): string {
+	// Refinements run on a URL the schema already refused too; it is reported there.
+	const u = URL.parse(raw);
+	if (!u) return raw;
+	return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, "")}${u.search}`;
+}
+
 /** How the gateway spreads requests over a model's nodes and remembers their health. */
 const RoutingSchema = z.strictObject({
 	/** How long a node that just failed is skipped (growing while it keeps failing). */
@@ -78,6 +86,14 @@ const ModelSchema = z
 		tool_call_repair: z.boolean().optional(),
 	})
 	.superRefine((m, ctx) => {
+		// A node listed twice would take twice its share, and its health is kept per URL anyway.
+		const urls = new Set<string>();
+		m.nodes.forEach((n, i) => {
+			const key = nodeIdentity(typeof n === "string" ? n : n.url);
+			if (urls.has(key))
+				ctx.addIssue({ code: "custom", path: ["nodes", i], message: "this node is already listed for the model" });
+			urls.add(key);
+		});
 		const cached = m.pricing.cached_input_usd_per_mtok;
 		if (cached !== undefined && cached > m.pricing.input_usd_per_mtok) {
 			ctx.addIssue({
@@ -180,10 +196,17 @@ export const GatewayConfigSchema = z
 		ledger: LedgerSchema.prefault({}),
 	})
 	.superRefine((cfg, ctx) => {
-		const seen = new Set<string>();
+		// Ids are matched exactly, so two that differ only in case would be two models a client
+		// (and an operator reading the console) can hardly tell apart.
+		const seen = new Map<string, string>();
 		cfg.models.forEach((m, i) => {
-			if (seen.has(m.id)) ctx.addIssue({ code: "custom", path: ["models", i, "id"], message: `duplicate model id "${m.id}"` });
-			seen.add(m.id);
+			const earlier = seen.get(m.id.toLowerCase());
+			if (earlier !== undefined) {
+				const message =
+					earlier === m.id ? `duplicate model id "${m.id}"` : `model id "${m.id}" differs from "${earlier}" only in case`;
+				ctx.addIssue({ code: "custom", path: ["models", i, "id"], message });
+			}
+			seen.set(m.id.toLowerCase(), m.id);
 		});
 		cfg.models.forEach((m, i) => {
 			const issue = holdIssue(m, cfg);

@@ -48,6 +48,25 @@ describe("parseConfig", () => {
 		expect(fromObject.web_search?.url).toBe("https://search.example/search");
 	});
 
+	it("refuses a node listed twice for one model, trailing slashes and host case aside", () => {
+		const err = configError(config({ models: [model({ nodes: ["http://10.0.0.5:8000/v1", "http://10.0.0.5:8000/v1/"] })] }));
+		expect(err.message).toContain("models.0.nodes.1");
+		expect(err.message).toContain("already listed");
+		const byObject = configError(
+			config({ models: [model({ nodes: ["https://Node-B.example/v1", { url: "https://node-b.example/v1/", weight: 2 }] })] }),
+		);
+		expect(byObject.message).toContain("models.0.nodes.1");
+		// The same node may serve two models.
+		expect(() => parseConfig(config({ models: [model(), model({ id: "venym/other" })] }))).not.toThrow();
+	});
+
+	it("refuses model ids that differ only in case", () => {
+		const err = configError(config({ models: [model(), model({ id: "Venym/Qwen-27B" })] }));
+		expect(err.message).toContain("models.1.id");
+		expect(err.message).toContain("only in case");
+		expect(configError(config({ models: [model(), model()] })).message).toContain('duplicate model id "venym/qwen-27b"');
+	});
+
 	it("fills defaults for optional settings", () => {
 		const cfg = parseConfig({ models: [model({ context_length: undefined, capabilities: undefined })] });
 		const m = cfg.models[0]!;
