@@ -26,6 +26,7 @@ import {
 import { nanosToUsd } from "../money/pricing";
 import type { RequestLog } from "../observability/request-log";
 import type { StreamEnd } from "../stream/chat-reducer";
+import { sumUsage } from "../stream/usage-bounds";
 import type { Outcome, Usage } from "../types";
 import { HOLD_KEEPALIVE_MS, type HoldKeepAlive, keepHoldAlive } from "./hold-keep-alive";
 
@@ -140,6 +141,11 @@ export class Settlement {
 			: { usage, estimated };
 	}
 
+	/** The usage of the request's earlier engine calls, if any: the client is shown it added to the answer's. */
+	get earlierUsage(): Usage | undefined {
+		return this.#earlier?.usage;
+	}
+
 	/** `outcome` with the earlier calls' usage added: what is billed and recorded. */
 	total(outcome: Outcome): Outcome {
 		const earlier = this.#earlier;
@@ -209,18 +215,6 @@ export class Settlement {
 		this.#finish(settled);
 		return settled;
 	}
-}
-
-/** Two calls' usage as one: every count summed, cached tokens only when some were. */
-export function sumUsage(a: Usage, b: Usage): Usage {
-	const usage: Usage = {
-		prompt_tokens: a.prompt_tokens + b.prompt_tokens,
-		completion_tokens: a.completion_tokens + b.completion_tokens,
-		total_tokens: a.total_tokens + b.total_tokens,
-	};
-	const cached = (a.cached_tokens ?? 0) + (b.cached_tokens ?? 0);
-	if (cached > 0) usage.cached_tokens = cached;
-	return usage;
 }
 
 /** A hold given back unused: no tokens, no cost. */
