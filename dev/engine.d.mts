@@ -38,6 +38,8 @@ export type ScenarioName =
 	| "tool-loop"
 	| "codex"
 	| "searchfail"
+	| "search-slow-answer"
+	| "search-failed-answer"
 	| "searchslow"
 	| "mute"
 	| "brokentool"
