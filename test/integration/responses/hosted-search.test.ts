@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import worker from "../../../src/index";
 import { settled, type UsageRow } from "../../support/billing";
 import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse } from "../../support/gateway";
-import { expectBooks } from "../../support/ledger";
+import { expectBooks, ledger } from "../../support/ledger";
 
 type Json = Record<string, unknown>;
 type Item = Json & { type: string };
@@ -255,6 +255,9 @@ describe("a search round that does not end well settles once, billing what was u
 		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
 		let seen = "";
 		while (!seen.includes("response.web_search_call.completed")) seen += new TextDecoder().decode((await reader.read()).value);
+		// One hold covers both calls and the search (test/ok's prices, context 8192, output cap 1000): each
+		// call's prompt bound, with the search's result, is the context.
+		expect((await ledger(id).info()).heldNanos).toBe(2 * (8192 * 1_000 + 1000 * 2_000) + SEARCH_NANOS);
 		client.abort();
 		await reader.cancel().catch(() => undefined);
 		await waitOnExecutionContext(ctx);
