@@ -106,7 +106,9 @@ export function planReply(body, behaviour, n) {
 		: replyText(messages, last, userText);
 	// Structured output is JSON as asked, never padded by a scenario (a cap can still cut it, as engines do).
 	const structured = toolCall ? null : structuredText(body.response_format, userText);
-	const fullWords = toolCall ? [] : structured !== null ? words(structured) : shapeWords(words(reply), behaviour);
+	// `sayBeforeTool`: a model that starts answering, then calls the tool in the same answer.
+	const before = toolCall && behaviour.sayBeforeTool ? words(behaviour.sayBeforeTool) : [];
+	const fullWords = toolCall ? before : structured !== null ? words(structured) : shapeWords(words(reply), behaviour);
 	const cap = body.max_completion_tokens ?? body.max_tokens;
 	const capped = Number.isInteger(cap) && cap >= 0 && fullWords.length > cap;
 	const contentWords = capped ? fullWords.slice(0, cap) : fullWords;
@@ -238,7 +240,7 @@ export function awkwardPieces(bytes) {
 
 export function completion(plan, meta, behaviour) {
 	const { toolCall, reasoningField } = plan;
-	const message = { role: "assistant", content: toolCall ? null : plan.contentWords.join(" ") };
+	const message = { role: "assistant", content: toolCall && !plan.contentWords.length ? null : plan.contentWords.join(" ") };
 	if (reasoningField) message[reasoningField] = plan.reasoningWords.join(" ");
 	if (toolCall) message.tool_calls = [toolCall];
 	const choices = Array.from({ length: plan.choices ?? 1 }, (_, index) => ({ index, message, finish_reason: plan.finish }));

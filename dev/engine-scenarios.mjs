@@ -27,6 +27,7 @@
 //   gate                       the answer waits after its first frame (a stream: empty chunks
 //                              every 200 ms) until a test releases it (dev/engine-gate.mjs)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
+//   sayBeforeTool              this text first, then the tool call, in one answer
 //   afterTool                  behaviour merged in when the conversation ends with a tool's result
 //                              (the second call of the gateway's search round)
 //   failOn                     a request whose body contains this text answers 500 (an input
@@ -223,6 +224,8 @@ export const SCENARIOS = {
 	// A search round's second call (the conversation ends with the search's result) answers slowly, or fails.
 	"search-slow-answer": { afterTool: { bodyMs: 3000, minWords: 40 } },
 	"search-failed-answer": { failOn: '"tool_call_id"' },
+	// Says something first, then calls the tool in the same answer.
+	"search-late": { sayBeforeTool: "Let me look that up." },
 	searchslow: { searchDelayMs: 5000 },
 };
 

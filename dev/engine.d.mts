@@ -40,6 +40,7 @@ export type ScenarioName =
 	| "searchfail"
 	| "search-slow-answer"
 	| "search-failed-answer"
+	| "search-late"
 	| "searchslow"
 	| "mute"
 	| "brokentool"

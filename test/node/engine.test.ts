@@ -242,6 +242,7 @@ describe("dev engine", () => {
 			searchslow: true,
 			"search-slow-answer": true,
 			"search-failed-answer": true,
+			"search-late": true,
 			"tool-loop": true,
 			codex: true,
 			gated: true,

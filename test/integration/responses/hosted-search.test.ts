@@ -320,3 +320,25 @@ describe("a search round that does not end well settles once, billing what was u
 		expect(record.cost_nanos).toBe(prompt * 1_000 + record.completion_tokens * 2_000);
 	});
 });
+
+describe("a model that starts answering and calls the search later", () => {
+	for (const stream of [false, true]) {
+		it(`keeps its answer, the call taken out, and searches nothing (${stream ? "stream" : "JSON"})`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const call = direct("search-late");
+			const since = await lastEngineId();
+			const { answer, ctx } = call(key, { input: "search the late tides", tools: [WEB, EXEC], stream, store: false });
+			const res = await answer;
+			expect(res.headers.get("x-venym-web-search")).toBeNull();
+			const { response, events } = await answered(res, stream);
+			await waitOnExecutionContext(ctx);
+			expect(response.output.map((i) => i.type)).toEqual(["message"]);
+			expect(messageText(response.output)).toBe("Let me look that up.");
+			expect(response.status).toBe("completed");
+			expect(JSON.stringify([response, events])).not.toMatch(/function_call|web_search_call/);
+			const { chats, searches } = await engineCalls(since);
+			expect([chats.length, searches.length]).toEqual([1, 0]);
+			expect((await onlyRecord(id)).search_count).toBe(0);
+		});
+	}
+});
