@@ -26,24 +26,47 @@ export function promptTokens(messages) {
 	return Math.ceil(chars / 4);
 }
 
-// Web-search grounding arrives as numbered sources in system text; cite the first two
-// so the gateway's source handling has something real to carry.
+/** The gateway's web search result (a search round's tool message), as src/search/grounding.ts writes it. */
+export const isGrounding = (message) => message?.role === "tool" && textOf(message.content).startsWith("Web search results");
+
+// Web-search grounding arrives as numbered sources in system text (or as the gateway's search
+// tool's result); cite the first two so the gateway's source handling has something real to carry.
 function citedSources(messages) {
-	const system = messages.filter((m) => m?.role === "system" || m?.role === "developer");
+	const system = messages.filter((m) => m?.role === "system" || m?.role === "developer" || isGrounding(m));
 	const found = system.flatMap((m) => textOf(m.content).match(/\[\d+\]/g) ?? []);
 	return [...new Set(found)].slice(0, 2);
 }
 
 function replyText(messages, last, userText) {
-	if (last.role === "tool") return `Tool said: ${textOf(last.content)}`;
+	if (last.role === "tool" && !isGrounding(last)) return `Tool said: ${textOf(last.content)}`;
 	const [first, second] = citedSources(messages);
 	if (first) return `According to ${first}, ${userText} is covered in the results${second ? ` ${second}` : ""}.`;
 	return `Echo: ${userText}`;
 }
 
-function chooseTool(body, last, userText, n, behaviour) {
+/** The gateway's web search offered as a tool (`web_search`, or `venym_web_search[_n]` beside a client's own). */
+const SEARCH_TOOL = /^(web_search|venym_web_search(_\d+)?)$/;
+
+/**
+ * The search tool this model calls: the gateway's (offered last), when the user asks to search
+ * (or `tool_choice` names it); otherwise it is never called, as if not offered.
+ */
+export function searchToolCall(body, userText, n) {
 	const tools = Array.isArray(body.tools) ? body.tools : [];
-	if (tools.length === 0 || last.role === "tool" || body.tool_choice === "none") return null;
+	const search = tools.findLast((t) => SEARCH_TOOL.test(t?.function?.name ?? ""))?.function?.name;
+	const forced = body.tool_choice?.function?.name;
+	if (!search || body.tool_choice === "none" || (forced && forced !== search)) return null;
+	if (forced !== search && !/\bsearch\b/i.test(userText)) return null;
+	return { id: `call_search${n}`, type: "function", function: { name: search, arguments: JSON.stringify({ query: userText }) } };
+}
+
+function chooseTool(body, last, userText, n, behaviour) {
+	if (last.role === "tool") return null;
+	const searched = searchToolCall(body, userText, n);
+	if (searched) return searched;
+	const search = (Array.isArray(body.tools) ? body.tools : []).findLast((t) => SEARCH_TOOL.test(t?.function?.name ?? ""));
+	const tools = (Array.isArray(body.tools) ? body.tools : []).filter((t) => t !== search);
+	if (tools.length === 0 || body.tool_choice === "none") return null;
 	const name = body.tool_choice?.function?.name ?? tools[0]?.function?.name ?? "tool";
 	const whole = JSON.stringify({ query: userText });
 	// A weak model's arguments: the closing quote and brace never come.
@@ -83,7 +106,9 @@ export function planReply(body, behaviour, n) {
 		: replyText(messages, last, userText);
 	// Structured output is JSON as asked, never padded by a scenario (a cap can still cut it, as engines do).
 	const structured = toolCall ? null : structuredText(body.response_format, userText);
-	const fullWords = toolCall ? [] : structured !== null ? words(structured) : shapeWords(words(reply), behaviour);
+	// `sayBeforeTool`: a model that starts answering, then calls the tool in the same answer.
+	const before = toolCall && behaviour.sayBeforeTool ? words(behaviour.sayBeforeTool) : [];
+	const fullWords = toolCall ? before : structured !== null ? words(structured) : shapeWords(words(reply), behaviour);
 	const cap = body.max_completion_tokens ?? body.max_tokens;
 	const capped = Number.isInteger(cap) && cap >= 0 && fullWords.length > cap;
 	const contentWords = capped ? fullWords.slice(0, cap) : fullWords;
@@ -215,7 +240,7 @@ export function awkwardPieces(bytes) {
 
 export function completion(plan, meta, behaviour) {
 	const { toolCall, reasoningField } = plan;
-	const message = { role: "assistant", content: toolCall ? null : plan.contentWords.join(" ") };
+	const message = { role: "assistant", content: toolCall && !plan.contentWords.length ? null : plan.contentWords.join(" ") };
 	if (reasoningField) message[reasoningField] = plan.reasoningWords.join(" ");
 	if (toolCall) message.tool_calls = [toolCall];
 	const choices = Array.from({ length: plan.choices ?? 1 }, (_, index) => ({ index, message, finish_reason: plan.finish }));

@@ -27,6 +27,9 @@
 //   gate                       the answer waits after its first frame (a stream: empty chunks
 //                              every 200 ms) until a test releases it (dev/engine-gate.mjs)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
+//   sayBeforeTool              this text first, then the tool call, in one answer
+//   afterTool                  behaviour merged in when the conversation ends with a tool's result
+//                              (the second call of the gateway's search round)
 //   failOn                     a request whose body contains this text answers 500 (an input
 //                              that crashes the engine); others are served as usual
 //   echoAuth                   the request's Authorization is echoed in the answer: in the
@@ -218,6 +221,11 @@ export const SCENARIOS = {
 	// run something, answers with the tool's output, and says what earlier reasoning it was given.
 	codex: { plan: planCodex },
 	searchfail: { searchFail: true },
+	// A search round's second call (the conversation ends with the search's result) answers slowly, or fails.
+	"search-slow-answer": { afterTool: { bodyMs: 3000, minWords: 40 } },
+	"search-failed-answer": { failOn: '"tool_call_id"' },
+	// Says something first, then calls the tool in the same answer.
+	"search-late": { sayBeforeTool: "Let me look that up." },
 	searchslow: { searchDelayMs: 5000 },
 };
 

@@ -101,7 +101,13 @@ async function dribble(ctx, text, ms) {
 }
 
 async function chat(ctx) {
-	const { body, behaviour, record } = ctx;
+	const { body, record } = ctx;
+	// `afterTool`: how the scenario behaves once the conversation ends with a tool's result (a search round's second call).
+	const behaviour =
+		ctx.behaviour.afterTool && body?.messages?.at?.(-1)?.role === "tool"
+			? { ...ctx.behaviour, ...ctx.behaviour.afterTool }
+			: ctx.behaviour;
+	ctx.behaviour = behaviour;
 	if (!body || !Array.isArray(body.messages)) {
 		return sendJson(ctx.res, 400, {
 			error: { message: "messages must be an array", type: "BadRequestError", param: "messages", code: 400 },

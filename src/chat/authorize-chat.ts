@@ -16,6 +16,7 @@ import { promptBound, type UsageBounds } from "../stream/usage-bounds";
 import type { ChatRun } from "./chat-run";
 import { type ChatFallback, chatFallbacks } from "./fallback-plans";
 import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
+import { offerSearchTool, type SearchToolRequest, searchRoundTokenBound } from "./search-tool";
 import { type ChatRequest, validateChatRequest } from "./validate";
 
 /** A chat request that passed every check and holds its worst-case cost in the ledger. */
@@ -44,6 +45,12 @@ export interface AuthorizeOptions {
 	 * already placed (a queued background response), so its replay finds that hold.
 	 */
 	synchronousHold?: boolean;
+	/**
+	 * Offer the gateway's web search to the engine as a tool, run when the engine calls it
+	 * (search-round.ts); with a search backend only, and not beside an up-front search
+	 * (`:online`, `venym.web_search`), which already grounds the request.
+	 */
+	searchTool?: SearchToolRequest;
 }
 
 /**
@@ -61,11 +68,21 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	assertModelAllowed(principal, resolved.model.id);
 	const ceiling = outputCeiling(principal);
 	const webSearch = isWebSearch(body, resolved);
+	// Offered before anything is estimated or copied for a fallback: every candidate sees the tool.
+	const toolName =
+		opts.searchTool && config.web_search && !webSearch
+			? offerSearchTool(body as Record<string, unknown>, opts.searchTool)
+			: undefined;
 	const promptTokens = estimatePromptTokens(body);
 	assertFitsContext(resolved.model, promptTokens);
-	// The grounding message is added after the hold: its largest possible size is held now.
-	const heldPromptTokens = promptTokens + (webSearch ? groundingTokenBound(searchResultCount(body)) : 0);
-	const searchPrice = webSearch ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
+	const results = searchResultCount(body);
+	// The grounding message (or a search round's call and result) is added after the hold: its
+	// largest possible size is held now. A search round calls the engine twice: each call's prompt
+	// and output are bounded alone, and the hold is both calls' worth, and the search.
+	const heldPromptTokens =
+		promptTokens + (webSearch ? groundingTokenBound(results) : 0) + (toolName ? searchRoundTokenBound(results) : 0);
+	const calls = toolName ? 2 : 1;
+	const searchPrice = webSearch || toolName ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
 	// Before prepareChat, which rewrites the body for the requested model.
 	const fallbacks = chatFallbacks({
 		config,
@@ -78,15 +95,20 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		choices,
 		ceiling,
 		searchPrice,
+		calls,
 	});
 	const prepared = prepareChat(body, ceiling === null ? resolved : withCeiling(resolved, ceiling), promptTokens);
+	if (toolName) prepared.searchTool = { name: toolName, results };
 	const req = requestContext(run, resolved);
 	const outputTokens = prepared.maxOutputTokens * choices;
-	withScopes(run, req, heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens)));
-	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output, the search,
-	// on the most expensive model that may serve.
+	withScopes(run, req, calls * (heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens))));
+	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output (each
+	// engine call's), the search, on the most expensive model that may serve.
 	const promptLimit = promptBound(resolved.model, heldPromptTokens);
-	const hold = Math.max(holdNanos(resolved.model, promptLimit, outputTokens, searchPrice), ...fallbacks.map((f) => f.holdNanos));
+	const hold = Math.max(
+		holdNanos(resolved.model, calls * promptLimit, calls * outputTokens, searchPrice),
+		...fallbacks.map((f) => f.holdNanos),
+	);
 	// Beyond one choice, the extra choices' worst case must be covered before admission, so an
 	// n-choice request can overspend no more than a single-choice one.
 	const reserve = Math.max(

@@ -5,26 +5,32 @@ import { clientLeft } from "../http/client-gone";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { isolateFleet } from "../routing/fleet";
 import { answerOutcome, type Settled, type Settlement, streamOutcome } from "../settlement/settlement";
-import { assembleAnswer } from "../stream/assemble-answer";
+import { type AssembledAnswer, assembleAnswer } from "../stream/assemble-answer";
 import { ChatSseEncoder } from "../stream/chat-sse-encoder";
 import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
-import type { EngineEventReader } from "../stream/engine-events";
+import type { EngineEvents } from "../stream/engine-events";
+import type { ChunkTransform } from "../stream/pipe-engine-stream";
 import { repairBodyToolCalls, type ToolCallRepairStream } from "../stream/tool-call-repair";
 import type { UsageBounds } from "../stream/usage-bounds";
 import type { Outcome, Source } from "../types";
 import type { AuthorizedChat } from "./authorize-chat";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { attachSources } from "./chat-search";
+import type { SearchRound } from "./search-tool";
 
 /** What the engine call gave the answer step. */
 export interface Served {
 	answer: EngineAnswer;
-	events: EngineEventReader;
+	events: EngineEvents;
 	/** The model id the answer names (a fallback's once one served). */
 	requestedId: string;
 	bounds: UsageBounds;
 	repair: ToolCallRepairStream | undefined;
+	/** Rewrites the answer's chunks before the client's encoder (a search call taken out, the repair). */
+	transform?: ChunkTransform;
 	sources: Source[];
+	/** The search round the answer follows, when the engine called the gateway's search (search-round.ts). */
+	search?: SearchRound;
 	headers: Record<string, string>;
 }
 
@@ -42,7 +48,7 @@ export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: S
 	const { answer, requestedId, repair, sources } = served;
 	const completions = authorized.lane === "completions";
 	const encoder =
-		run.streamEncoder?.(sources) ??
+		run.streamEncoder?.(sources, served.search) ??
 		new ChatSseEncoder(
 			requestedId,
 			completions ? undefined : sources,
@@ -58,7 +64,8 @@ export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: S
 			encoder,
 			// workerd fires the request's signal when the client goes, without cancelling the body.
 			clientSignal,
-			transform: repair,
+			transform: served.transform,
+			earlierUsage: settlement.earlierUsage,
 			// A client that reads nothing (or left without the runtime saying so) ends the stream.
 			clientIdleTimeoutMs: config.client_idle_timeout_ms,
 			// Node keys never reach the client, even split over chunks (secret-filter.ts).
@@ -81,9 +88,40 @@ export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: S
 }
 
 export async function completeAnswer(run: ChatRun, authorized: AuthorizedChat, served: Served): Promise<ChatResult> {
+	const { req, settlement } = authorized;
+	const { requestedId, repair, sources, headers } = served;
+	const { assembled, outcome } = await readAnswer(run, authorized, served);
+	void settleChat(settlement, outcome);
+	if (assembled.end.usageOutOfBounds)
+		logEvent("warn", "engine usage out of bounds; billed the estimate", {
+			request_id: req.requestId,
+			node: hostOf(served.answer.node),
+		});
+	const body = assembled.body(requestedId);
+	if (repair) {
+		req.toolCallsRepaired = repairBodyToolCalls(body);
+		body.venym = { tool_calls_repaired: req.toolCallsRepaired };
+	}
+	if (sources.length) attachSources(body, sources);
+	// Settled under waitUntil rather than before the answer: the cost is known here, and the
+	// balance shown is the one this request started from, less its cost.
+	Object.assign(headers, settlement.costHeaders(outcome));
+	return { kind: "completion", body, usage: assembled.end.usage, headers, ...(served.search ? { search: served.search } : {}) };
+}
+
+/**
+ * Reads an engine answer whole (a non-stream client's, or a search round's first call). A client
+ * that left, or an engine that failed, is settled here and thrown; a completed answer is returned
+ * with its outcome, not settled.
+ */
+export async function readAnswer(
+	run: ChatRun,
+	authorized: AuthorizedChat,
+	served: Pick<Served, "answer" | "events" | "bounds" | "transform">,
+): Promise<{ assembled: AssembledAnswer; outcome: Outcome }> {
 	const { config, clientSignal } = run;
 	const { req, settlement } = authorized;
-	const { answer, requestedId, repair, sources, headers } = served;
+	const { answer } = served;
 	const assembled = await assembleAnswer(
 		served.events,
 		{
@@ -94,6 +132,8 @@ export async function completeAnswer(run: ChatRun, authorized: AuthorizedChat, s
 			clientSignal,
 			secrets: answer.secrets,
 			onData: () => settlement.progressed(),
+			transform: served.transform,
+			earlierUsage: settlement.earlierUsage,
 		},
 		(reason) => answer.abort(reason),
 	);
@@ -105,27 +145,19 @@ export async function completeAnswer(run: ChatRun, authorized: AuthorizedChat, s
 		clientSignal.aborted ||
 		(end.status === "engine_error" && !end.idleTimedOut && !overflowed && (await clientLeft(clientSignal)));
 	const outcome = answerOutcome(end, answer.node, { clientGone, overflowed });
-	void settleChat(settlement, outcome);
-	if (clientGone) throw new GatewayError("client_closed", "The client closed the request");
+	if (clientGone) {
+		void settleChat(settlement, outcome);
+		throw new GatewayError("client_closed", "The client closed the request");
+	}
 	if (outcome.status === "engine_error") {
+		void settleChat(settlement, outcome);
 		logStreamEnd(req.requestId, answer.node, end, false, overflowed);
 		if (end.idleTimedOut) {
 			throw new GatewayError("upstream_timeout", "The model engine stopped sending data before the response was complete.");
 		}
 		throw new GatewayError("upstream_unavailable", "The inference node sent an invalid response.", { status: 502 });
 	}
-	if (end.usageOutOfBounds)
-		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: req.requestId, node: hostOf(answer.node) });
-	const body = assembled.body(requestedId);
-	if (repair) {
-		req.toolCallsRepaired = repairBodyToolCalls(body);
-		body.venym = { tool_calls_repaired: req.toolCallsRepaired };
-	}
-	if (sources.length) attachSources(body, sources);
-	// Settled under waitUntil rather than before the answer: the cost is known here, and the
-	// balance shown is the one this request started from, less its cost.
-	Object.assign(headers, settlement.costHeaders(outcome));
-	return { kind: "completion", body, usage: end.usage, headers };
+	return { assembled, outcome };
 }
 
 /** Why a stream did not complete, for the operator (the client only sees a generic frame). */

@@ -5,6 +5,7 @@ import type { RequestLog } from "../observability/request-log";
 import type { StreamEnd } from "../stream/chat-reducer";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
 import type { Source, Usage } from "../types";
+import type { SearchRound } from "./search-tool";
 
 export interface ChatRun {
 	env: Env;
@@ -25,7 +26,7 @@ export interface ChatRun {
 	 * The stream's encoder when the lane is not chat SSE (Responses events); given the web-search
 	 * sources, which the encoder puts where its wire format wants them.
 	 */
-	streamEncoder?: (sources: Source[]) => StreamEncoder;
+	streamEncoder?: (sources: Source[], search?: SearchRound) => StreamEncoder;
 	/** The request's log line (src/observability): the engine call and settlement fill it in. */
 	log?: RequestLog;
 }
@@ -38,4 +39,11 @@ export type ChatResult =
 			/** The stream's one end (settlement is already attached to it). */
 			done: Promise<StreamEnd>;
 	  }
-	| { kind: "completion"; body: Record<string, unknown>; usage: Usage; headers: Record<string, string> };
+	| {
+			kind: "completion";
+			body: Record<string, unknown>;
+			usage: Usage;
+			headers: Record<string, string>;
+			/** The search round the answer follows, when the engine called the gateway's search. */
+			search?: SearchRound;
+	  };

@@ -48,6 +48,8 @@ export interface FallbackInput {
 	/** The key's output ceiling, or null. */
 	ceiling: number | null;
 	searchPrice: number;
+	/** Engine calls the request may make (2 with a search round): each bounded alone, all held. */
+	calls: number;
 }
 
 /** What serving a request on one candidate model takes; null when the model cannot take it (its context). */
@@ -101,7 +103,7 @@ export function chatFallbacks(input: FallbackInput): ChatFallback[] {
 		return {
 			engineBody: prepared.engineBody,
 			bounds: { maxPromptTokens: promptLimit, maxCompletionTokens: outputTokens },
-			holdNanos: holdNanos(model, promptLimit, outputTokens, input.searchPrice),
+			holdNanos: holdNanos(model, input.calls * promptLimit, input.calls * outputTokens, input.searchPrice),
 			reserveNanos: input.choices > 1 ? costNanos(model.pricing, 0, prepared.maxOutputTokens * (input.choices - 1)) : 0,
 			outputTokens,
 		};
@@ -136,12 +138,26 @@ export function engineTargets(a: Authorized): EngineTarget[] {
  * `requested_model`), its usage bounds.
  */
 export function servedBy(a: Authorized, target: number): { requestedId: string; bounds: UsageBounds } {
-	const f = target > 0 ? a.fallbacks?.[target - 1] : undefined;
+	const f = fallbackAt(a, target);
 	if (!f) return { requestedId: a.req.requestedModel, bounds: a.bounds };
 	a.req.fallbackFrom = a.req.requestedModel;
 	a.req.requestedModel = f.requestedId;
 	a.req.model = f.model;
 	return { requestedId: f.requestedId, bounds: f.bounds };
+}
+
+function fallbackAt(a: Authorized, target: number): ChatFallback | undefined {
+	return target > 0 ? a.fallbacks?.[target - 1] : undefined;
+}
+
+/** The usage bounds of one engine call on `target` (the request stays on the requested model). */
+export function targetBounds(a: Authorized, target: number): UsageBounds {
+	return fallbackAt(a, target)?.bounds ?? a.bounds;
+}
+
+/** Every target's engine body, the requested model's first (a search round rewrites them all). */
+export function targetBodies(a: Authorized): Array<Record<string, unknown>> {
+	return [a.prepared.engineBody, ...(a.fallbacks ?? []).map((f) => f.engineBody)];
 }
 
 /**

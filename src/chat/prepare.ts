@@ -10,6 +10,11 @@ export interface PreparedChat {
 	/** The output token cap the engine was given. */
 	maxOutputTokens: number;
 	webSearch: { enabled: boolean; results: number };
+	/**
+	 * The gateway's web search offered to the engine as a function tool under `name`, run when the
+	 * engine calls it (chat/search-round.ts); set by authorize-chat.ts when a lane asks for it.
+	 */
+	searchTool?: { name: string; results: number };
 	/** `venym.tool_call_repair`: false turns the model's repair off for this request. */
 	toolCallRepair?: boolean;
 }

@@ -10,12 +10,14 @@ import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { engineRouting } from "../routing/shared-view";
 import { noAnswerOutcome } from "../settlement/settlement";
 import { EngineEventReader } from "../stream/engine-events";
+import { chainTransforms } from "../stream/pipe-engine-stream";
 import { ToolCallRepairStream } from "../stream/tool-call-repair";
 import type { AuthorizedChat } from "./authorize-chat";
 import { completeAnswer, settleChat, streamAnswer } from "./chat-answer";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { groundWithSearch } from "./chat-search";
 import { affinityKey, engineTargets, pricedByLeftTarget, servedBy } from "./fallback-plans";
+import { searchToolRound } from "./search-round";
 
 export type { AuthorizedChat } from "./authorize-chat";
 export { authorizeChat } from "./authorize-chat";
@@ -49,8 +51,11 @@ async function serve(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResu
 	// Before a web search puts its grounding message first: the conversation's own prefix.
 	const affinity = affinityKey(prepared.engineBody);
 	const headers: Record<string, string> = { "x-request-id": req.requestId, ...authorized.rateHeaders };
-	const sources = await groundWithSearch(run, authorized, headers);
-	const { answer, events } = await callChatEngine(run, authorized, affinity);
+	let sources = await groundWithSearch(run, authorized, headers);
+	const call = () => callChatEngine(run, authorized, affinity);
+	// With the search offered as a tool: the answer after the search the engine asked for, if it did.
+	const { answer, events, filter, search } = await searchToolRound(run, authorized, await call(), headers, call);
+	if (search) sources = search.sources;
 	// A fallback model may have served: its id, prices and usage bounds from here on.
 	const { requestedId, bounds } = servedBy(authorized, answer.target);
 	// The Messages lane always repairs: Anthropic's tool_use `input` is an object, so its
@@ -58,7 +63,9 @@ async function serve(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResu
 	const repairs = req.model.tool_call_repair === true || req.lane === "messages";
 	const repair = repairs && prepared.toolCallRepair !== false ? new ToolCallRepairStream() : undefined;
 	settlement.progressed();
-	const served = { answer, events, requestedId, bounds, repair, sources, headers };
+	// A stream's tool calls are repaired as they pass; a body's once it is whole (chat-answer.ts).
+	const transform = prepared.stream ? chainTransforms(filter, repair) : filter;
+	const served = { answer, events, requestedId, bounds, repair, transform, sources, search, headers };
 	return prepared.stream ? streamAnswer(run, authorized, served) : completeAnswer(run, authorized, served);
 }
 

@@ -4,6 +4,7 @@
  * from the same completion in one piece.
  */
 
+import type { SearchRound } from "../chat/search-tool";
 import { searchItem } from "./hosted-search";
 import type { OutputItem } from "./item-schema";
 import {
@@ -42,7 +43,8 @@ function textOf(content: unknown): string {
 	return content.map((p) => (isRecord(p) && typeof p.text === "string" ? p.text : "")).join("");
 }
 
-export function responseFromCompletion(completion: ChatCompletionLike, meta: ResponseMeta): ResponseObject {
+/** `round`: the search the model called (chat/search-round.ts), shown as a `web_search_call` item first. */
+export function responseFromCompletion(completion: ChatCompletionLike, meta: ResponseMeta, round?: SearchRound): ResponseObject {
 	const choices = Array.isArray(completion.choices) ? completion.choices : [];
 	const choice: Json = choices.find((c) => isRecord(c) && (c.index ?? 0) === 0) ?? {};
 	const message = isRecord(choice.message) ? choice.message : {};
@@ -56,7 +58,7 @@ export function responseFromCompletion(completion: ChatCompletionLike, meta: Res
 	const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isRecord) : [];
 	// An answer with nothing in it still gets its (empty) message, as the stream does.
 	const sources = isRecord(completion.venym) && Array.isArray(completion.venym.sources) ? completion.venym.sources : [];
-	const search = searchItem(meta.request, () => `ws_${meta.ids()}`, sources);
+	const search = searchItem(meta.request, () => `ws_${meta.ids()}`, sources, round);
 	if (search) output.unshift(search);
 	if (content || (calls.length === 0 && output.length === 0)) {
 		output.push(messageItem(`msg_${meta.ids()}`, content, annotationsFromChat(message.annotations), "completed"));

@@ -13,16 +13,19 @@ import { numberIn, TOP_LOGPROBS } from "../http/sampling-params";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { checkImages, InputItem } from "./item-schema";
 import { checkToolChoice } from "./tool-choice";
-import { Tools } from "./tools";
+import { Tools, WEB_SEARCH_TYPES } from "./tools";
 
 const ToolChoice = z.union(
 	[
 		z.enum(["none", "auto", "required"]),
 		z.strictObject({ type: z.literal("function"), name: z.string().min(1), namespace: z.string().min(1).optional() }),
 		z.strictObject({ type: z.literal("custom"), name: z.string().min(1) }),
+		// The hosted search, served by the gateway (responses/hosted-search.ts): the engine must call it.
+		z.strictObject({ type: z.enum([...WEB_SEARCH_TYPES] as [string, ...string[]]) }),
 	],
 	{
-		error: () => `expected 'none', 'auto', 'required', {"type": "function", "name": "..."} or {"type": "custom", "name": "..."}.`,
+		error: () =>
+			`expected 'none', 'auto', 'required', {"type": "function", "name": "..."}, {"type": "custom", "name": "..."} or {"type": "web_search"}.`,
 	},
 );
 

@@ -82,7 +82,8 @@ export function responseShell(meta: StatusMeta, status: ResponseStatus): Respons
 		store: r.store,
 		temperature: r.temperature ?? null,
 		text,
-		tool_choice: r.tool_choice ?? "auto",
+		// As sent: `{"type": "web_search"}` too, which the SDK's types do not list yet.
+		tool_choice: (r.tool_choice ?? "auto") as ResponseObject["tool_choice"],
 		tools: (r.tools ?? []).map(echoTool) as unknown as ResponseObject["tools"],
 		top_p: r.top_p ?? null,
 		truncation: r.truncation ?? "disabled",

@@ -14,6 +14,7 @@ import { releaseStoredHold } from "../settlement/settlement";
 import type { BackgroundJob } from "./background-job";
 import { failureOf } from "./failure";
 import { responseFromCompletion } from "./from-chat";
+import { hostedSearchTool } from "./hosted-search";
 import type { ResponsesRequest } from "./request-schema";
 import { failedResponse, itemIds, type ResponseMeta, type ResponseObject, servedMeta } from "./response-object";
 import type { ResponseStoreApi } from "./store-api";
@@ -87,10 +88,10 @@ export async function runBackground(
 		};
 		const body = responsesToChat({ ...p.request, input: [], stream: false }, [...conversation.history, ...conversation.input]);
 		// Finds the hold placed at enqueue (a replay: nothing counted twice) and extends it.
-		authorized = await authorizeChat(chatRun, body, { synchronousHold: true });
+		authorized = await authorizeChat(chatRun, body, { synchronousHold: true, searchTool: hostedSearchTool(p.request, config) });
 		const result = await runAuthorized(chatRun, authorized);
 		if (result.kind !== "completion") throw new Error("background run streamed");
-		response = responseFromCompletion(result.body, servedMeta(meta, authorized));
+		response = responseFromCompletion(result.body, servedMeta(meta, authorized), result.search);
 	} catch (err) {
 		if (!(err instanceof GatewayError)) {
 			logEvent("error", "background response failed", { request_id: job.requestId, response_id: job.id, error: errorText(err) });

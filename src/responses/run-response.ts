@@ -1,5 +1,6 @@
 import { payerKeyId } from "../auth/scopes";
 import { authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
+import type { SearchRound } from "../chat/search-tool";
 import type { GatewayConfig } from "../config";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
@@ -7,6 +8,7 @@ import { errorText, logEvent } from "../observability/log-event";
 import type { Source } from "../types";
 import type { BackgroundJob } from "./background-job";
 import { responseFromCompletion } from "./from-chat";
+import { hostedSearchTool } from "./hosted-search";
 import { type RequestedItem, referencedIds, referenceNotFound, resolveReferences } from "./item-references";
 import type { ResponseInputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
@@ -132,14 +134,14 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 	if (req.background) return enqueue(run, req, meta, items, prior, headers);
 
 	const store = req.store !== false;
-	const authorized = await authorizeChat(run, chatBody(req, prior, items));
+	const authorized = await authorizeChat(run, chatBody(req, prior, items), { searchTool: hostedSearchTool(req, run.config) });
 	// Streams are encoded as Responses events straight from the engine's chunks. The encoder is
 	// made once the engine answered, so it names the model that serves (a fallback, maybe).
 	let encoder: ResponsesStreamEncoder | undefined;
 	const chatRun: ChatRun = {
 		...run,
-		streamEncoder: (sources: Source[]) => {
-			encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(servedMeta(meta, authorized)), sources);
+		streamEncoder: (sources: Source[], round?: SearchRound) => {
+			encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(servedMeta(meta, authorized)), sources, round);
 			return encoder;
 		},
 	};
@@ -166,7 +168,7 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 		throw err;
 	}
 	if (result.kind === "completion") {
-		const response = responseFromCompletion(result.body, servedMeta(meta, authorized));
+		const response = responseFromCompletion(result.body, servedMeta(meta, authorized), result.search);
 		// Awaited, so the response can be read back (or continued) as soon as it is answered.
 		if (store) await finish(run.env, run.callerKeyId, response);
 		return { kind: "json", body: response, headers: { ...result.headers, ...headers } };
@@ -237,6 +239,7 @@ async function enqueue(
 	if (await (payerStore ?? stub).queueFull(cap)) conversationOf({ ok: false, reason: "queue_full" }, req, run.config);
 	const authorized = await authorizeChat(run, chatBody({ ...req, stream: false }, prior, items), {
 		holdTtlMs: QUEUED_HOLD_TTL_MS,
+		searchTool: hostedSearchTool(req, run.config),
 	});
 	const { settlement } = authorized;
 	let claimed = false;

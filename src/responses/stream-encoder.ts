@@ -5,6 +5,7 @@
  * storage once, from the stream's one end.
  */
 
+import type { SearchRound } from "../chat/search-tool";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "../stream/chat-reducer";
 import { streamFailure } from "../stream/chat-sse-encoder";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
@@ -22,15 +23,19 @@ function encode(events: ResponseStreamEvent[]): string {
 export class ResponsesStreamEncoder implements StreamEncoder {
 	readonly #builder: ResponsesEventBuilder;
 	readonly #sources: Source[];
+	readonly #round: SearchRound | undefined;
 
-	constructor(builder: ResponsesEventBuilder, sources: Source[] = []) {
+	/** `round`: the search the model called (chat/search-round.ts), streamed first. */
+	constructor(builder: ResponsesEventBuilder, sources: Source[] = [], round?: SearchRound) {
 		this.#builder = builder;
 		this.#sources = sources;
+		this.#round = round;
 	}
 
 	start(): string {
 		const events = this.#builder.start();
-		if (this.#sources.length) events.push(...this.#builder.chunk({ object: "venym.sources", sources: this.#sources }));
+		if (this.#round) events.push(...this.#builder.searched(this.#round));
+		else if (this.#sources.length) events.push(...this.#builder.chunk({ object: "venym.sources", sources: this.#sources }));
 		return encode(events);
 	}
 

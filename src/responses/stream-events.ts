@@ -5,6 +5,7 @@
  * the next `sequence_number`. The final response equals what `responseFromCompletion`
  * builds from the same content, because both use the same item builders and id order.
  */
+import type { SearchRound } from "../chat/search-tool";
 import type { Source } from "../types";
 import { searchItem } from "./hosted-search";
 import type { ItemStatusValue, OutputItem, OutputMessageItem, ReasoningItemValue } from "./item-schema";
@@ -77,12 +78,7 @@ export class ResponsesEventBuilder {
 		const out = this.start();
 		if (chunk.object === "venym.sources") {
 			if (Array.isArray(chunk.sources)) this.#sources = chunk.sources.filter(isSource);
-			const search = searchItem(this.#meta.request, () => `ws_${this.#meta.ids()}`, this.#sources);
-			if (search && this.#output.length === 0) {
-				for (const event of searchEvents(search, this.#output.length)) this.#emit(out, event);
-				this.#output.push(search);
-			}
-			return out;
+			return this.#searched(out);
 		}
 		// Engines may repeat cumulative usage on every chunk: the last one wins.
 		if (isRecord(chunk.usage)) this.#usage = chunk.usage;
@@ -99,6 +95,22 @@ export class ResponsesEventBuilder {
 			if (Array.isArray(delta.tool_calls)) {
 				for (const call of delta.tool_calls) if (isRecord(call)) this.#toolCall(out, call);
 			}
+		}
+		return out;
+	}
+
+	/** The search the model called (chat/search-round.ts), before anything else: its item and events, and the sources its answer cites. */
+	searched(round: SearchRound): ResponseStreamEvent[] {
+		if (this.#final) return [];
+		this.#sources = round.sources;
+		return this.#searched(this.start(), round);
+	}
+
+	#searched(out: ResponseStreamEvent[], round?: SearchRound): ResponseStreamEvent[] {
+		const search = searchItem(this.#meta.request, () => `ws_${this.#meta.ids()}`, this.#sources, round);
+		if (search && this.#output.length === 0) {
+			for (const event of searchEvents(search, this.#output.length)) this.#emit(out, event);
+			this.#output.push(search);
 		}
 		return out;
 	}

@@ -87,7 +87,8 @@ export function searchEvents(item: WebSearchCallItemValue, outputIndex: number):
 		{ type: "response.output_item.added", output_index: outputIndex, item: { ...item, status: "in_progress" } },
 		{ type: "response.web_search_call.in_progress", ...at },
 		{ type: "response.web_search_call.searching", ...at },
-		{ type: "response.web_search_call.completed", ...at },
+		// A search whose backend failed has no completed event: its done item says `failed`.
+		...(item.status === "completed" ? [{ type: "response.web_search_call.completed" as const, ...at }] : []),
 		{ type: "response.output_item.done", output_index: outputIndex, item },
 	];
 }

@@ -45,7 +45,12 @@ export type NamespaceToolParam = z.output<typeof NamespaceTool>;
 export type ToolParam = FunctionToolParam | CustomToolParam | NamespaceToolParam | HostedToolParam;
 
 const CHECKED: Record<string, z.ZodType> = { function: FunctionTool, custom: CustomTool, namespace: NamespaceTool };
-export const WEB_SEARCH_TYPES: ReadonlySet<string> = new Set(["web_search", "web_search_preview", "web_search_2025_08_26"]);
+export const WEB_SEARCH_TYPES: ReadonlySet<string> = new Set([
+	"web_search",
+	"web_search_preview",
+	"web_search_preview_2025_03_11",
+	"web_search_2025_08_26",
+]);
 
 /** The longest tool name offered to an engine (OpenAI's limit, which OpenAI-compatible servers may enforce). */
 const MAX_ENGINE_NAME = 64;

@@ -3,7 +3,6 @@ import type { AppEnv } from "../app-env";
 import { callerKeyId } from "../auth/scopes";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
-import { withHostedSearch } from "../responses/hosted-search";
 import { openInputReasoning, sealResponse, sealStream, wantsSeal } from "../responses/reasoning-round-trip";
 import { validateResponsesRequest } from "../responses/request-schema";
 import { createResponse } from "../responses/run-response";
@@ -32,7 +31,7 @@ export const responsesRoutes = new Hono<AppEnv>()
 		const run = runOf(c);
 		const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
 		run.log?.asked(body);
-		const req = withHostedSearch(validateResponsesRequest(body), run.config);
+		const req = validateResponsesRequest(body);
 		await openInputReasoning(req, c.env, run.callerKeyId, run.config);
 		const result = await createResponse(run, req);
 		if (req.background) run.log?.queued();

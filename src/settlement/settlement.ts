@@ -26,6 +26,7 @@ import {
 import { nanosToUsd } from "../money/pricing";
 import type { RequestLog } from "../observability/request-log";
 import type { StreamEnd } from "../stream/chat-reducer";
+import { sumUsage } from "../stream/usage-bounds";
 import type { Outcome, Usage } from "../types";
 import { HOLD_KEEPALIVE_MS, type HoldKeepAlive, keepHoldAlive } from "./hold-keep-alive";
 
@@ -80,6 +81,8 @@ export class Settlement {
 	readonly #req: RequestContext;
 	readonly #log: RequestLog | undefined;
 	#extraNanos = 0;
+	/** What earlier engine calls of this request used (the first call of a search round): billed with the outcome. */
+	#earlier: { usage: Usage; estimated: boolean } | undefined;
 	#moved = 0;
 	readonly #progress: Array<() => number> = [];
 	readonly #keepAlive: HoldKeepAlive | undefined;
@@ -126,6 +129,30 @@ export class Settlement {
 		this.#extraNanos = nanos;
 	}
 
+	/**
+	 * An earlier engine call of this request answered (the first call of a search round, before the
+	 * call that answers the client): its usage is added to whatever outcome settles the request, so
+	 * it is billed exactly once however the rest ends. Nothing changes once settled.
+	 */
+	addUsage(usage: Usage, estimated: boolean): void {
+		if (this.#settled) return;
+		this.#earlier = this.#earlier
+			? { usage: sumUsage(this.#earlier.usage, usage), estimated: this.#earlier.estimated || estimated }
+			: { usage, estimated };
+	}
+
+	/** The usage of the request's earlier engine calls, if any: the client is shown it added to the answer's. */
+	get earlierUsage(): Usage | undefined {
+		return this.#earlier?.usage;
+	}
+
+	/** `outcome` with the earlier calls' usage added: what is billed and recorded. */
+	total(outcome: Outcome): Outcome {
+		const earlier = this.#earlier;
+		if (!earlier) return outcome;
+		return { ...outcome, usage: sumUsage(earlier.usage, outcome.usage), estimated: outcome.estimated || earlier.estimated };
+	}
+
 	/** The request moved (the engine answered, data was read): the hold is renewed at the next tick. */
 	progressed(): void {
 		this.#moved += 1;
@@ -138,7 +165,7 @@ export class Settlement {
 
 	/** What settling this outcome debits: the ledger's formula, web search included. */
 	costOf(outcome: Outcome): number {
-		return outcomeCostNanos(this.#req, outcome, this.#extraNanos);
+		return outcomeCostNanos(this.#req, this.total(outcome), this.#extraNanos);
 	}
 
 	/** The cost and balance headers of an answer that completed with `outcome`. */
@@ -156,8 +183,9 @@ export class Settlement {
 	 */
 	settle(outcome: Outcome): Promise<Settled> {
 		if (this.#settled) return this.#settled;
-		this.#log?.settled(this.#req, outcome, this.costOf(outcome));
-		return this.#conclude(afterResponse().then(() => settleSafely(this.#env, this.#req, outcome, this.#extraNanos)));
+		const total = this.total(outcome);
+		this.#log?.settled(this.#req, total, this.costOf(outcome));
+		return this.#conclude(afterResponse().then(() => settleSafely(this.#env, this.#req, total, this.#extraNanos)));
 	}
 
 	/**

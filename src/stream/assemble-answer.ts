@@ -5,11 +5,12 @@
  * and puts the answer together instead (completion-assembler.ts).
  */
 
+import type { Usage } from "../types";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
 import { rewriteChatStream } from "./chat-stream";
 import { type AssembledObject, CompletionAssembler } from "./completion-assembler";
-import type { EngineEventReader } from "./engine-events";
-import type { StreamEncoder } from "./pipe-engine-stream";
+import type { EngineEvents } from "./engine-events";
+import type { ChunkTransform, StreamEncoder } from "./pipe-engine-stream";
 import type { UsageBounds } from "./usage-bounds";
 
 type Json = Record<string, unknown>;
@@ -24,6 +25,10 @@ export interface AssembleOptions {
 	secrets?: readonly string[];
 	/** Called as engine chunks arrive: the request is making progress (the hold keep-alive). */
 	onData?: () => void;
+	/** Rewrites chunks before they are put together (a search call taken out: chat/search-tool.ts). */
+	transform?: ChunkTransform;
+	/** Usage of the request's earlier engine calls, added to the body's `usage`. */
+	earlierUsage?: Usage;
 }
 
 export interface AssembledAnswer {
@@ -65,7 +70,7 @@ class AssemblingEncoder implements StreamEncoder {
 
 /** Reads the engine's stream to its end (or the client's departure) and puts the answer together. */
 export async function assembleAnswer(
-	events: EngineEventReader,
+	events: EngineEvents,
 	opts: AssembleOptions,
 	abortEngine: (reason: unknown) => void,
 ): Promise<AssembledAnswer> {
@@ -80,6 +85,8 @@ export async function assembleAnswer(
 			encoder,
 			clientSignal: opts.clientSignal,
 			secrets: opts.secrets,
+			transform: opts.transform,
+			earlierUsage: opts.earlierUsage,
 		},
 		abortEngine,
 	);

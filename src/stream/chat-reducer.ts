@@ -7,7 +7,7 @@
 import { estimateTokens } from "../estimate";
 import type { SettleStatus, Usage } from "../types";
 import type { EngineEvent, StreamError } from "./engine-events";
-import { boundedUsage, type UsageBounds } from "./usage-bounds";
+import { boundedUsage, sumUsage, type UsageBounds } from "./usage-bounds";
 
 type Json = Record<string, unknown>;
 
@@ -40,6 +40,8 @@ export interface ChatReducerOptions {
 	promptTokensEstimate: number;
 	/** Engine usage outside these is replaced by the estimate (see usage-bounds.ts). */
 	bounds?: UsageBounds;
+	/** Usage of earlier engine calls of the request (a search round's first call): shown in the usage chunk, not in `end`. */
+	earlierUsage?: Usage;
 }
 
 const UNBOUNDED: UsageBounds = { maxPromptTokens: Number.MAX_SAFE_INTEGER, maxCompletionTokens: Number.MAX_SAFE_INTEGER };
@@ -132,7 +134,8 @@ export class ChatStreamReducer {
 	 * which the Responses and Messages encoders read too).
 	 */
 	usageField(): Json {
-		const { cached_tokens: cached = 0, ...counts } = this.usage().usage;
+		const own = this.usage().usage;
+		const { cached_tokens: cached = 0, ...counts } = this.#opts.earlierUsage ? sumUsage(this.#opts.earlierUsage, own) : own;
 		const out: Json = { ...this.#lastUsage, ...counts };
 		const details = this.#lastUsage?.prompt_tokens_details;
 		if (isRecord(details) || cached > 0)

@@ -5,10 +5,10 @@
  * with an in-band error frame instead of a clean-looking end.
  */
 
-import type { Source } from "../types";
+import type { Source, Usage } from "../types";
 import { ChatStreamReducer } from "./chat-reducer";
 import { ChatSseEncoder } from "./chat-sse-encoder";
-import { EngineEventReader } from "./engine-events";
+import { EngineEventReader, type EngineEvents } from "./engine-events";
 import { type ChunkTransform, type EngineStream, pipeEngineStream, type StreamEncoder } from "./pipe-engine-stream";
 import { withSecretsRedacted } from "./secret-filter";
 import type { UsageBounds } from "./usage-bounds";
@@ -40,6 +40,8 @@ export interface ChatStreamOptions {
 	transform?: ChunkTransform;
 	/** Node secrets never relayed, even split over chunks (secret-filter.ts). */
 	secrets?: readonly string[];
+	/** Usage of the request's earlier engine calls, added to the usage the client is shown (chat-reducer.ts). */
+	earlierUsage?: Usage;
 }
 
 /**
@@ -48,15 +50,19 @@ export interface ChatStreamOptions {
  */
 export function rewriteChatStream(
 	/** The engine's body, or its events already being read (the engine call waited for the first token). */
-	upstream: ReadableStream<Uint8Array> | EngineEventReader,
+	upstream: ReadableStream<Uint8Array> | EngineEvents,
 	opts: ChatStreamOptions,
 	abortEngine?: (reason: unknown) => void,
 ): EngineStream {
 	const events =
-		upstream instanceof EngineEventReader
-			? upstream
-			: new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
-	const reducer = new ChatStreamReducer({ promptTokensEstimate: opts.promptTokensEstimate, bounds: opts.bounds });
+		upstream instanceof ReadableStream
+			? new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine })
+			: upstream;
+	const reducer = new ChatStreamReducer({
+		promptTokensEstimate: opts.promptTokensEstimate,
+		bounds: opts.bounds,
+		earlierUsage: opts.earlierUsage,
+	});
 	const encoder = withSecretsRedacted(opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources), opts.secrets);
 	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal, opts.clientIdleTimeoutMs, opts.transform);
 }

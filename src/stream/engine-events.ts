@@ -25,6 +25,9 @@ export type EngineEvent =
 	/** The engine closed the stream without `[DONE]`. */
 	| { type: "closed" };
 
+/** What the stream layers read: an `EngineEventReader`, or one with read events put back (chat/search-tool.ts). */
+export type EngineEvents = Pick<EngineEventReader, "next" | "cancel">;
+
 /** Events kept while waiting for the first token (a role chunk, empty deltas) before handing the stream on. */
 const MAX_PRIMED_EVENTS = 64;
 /**

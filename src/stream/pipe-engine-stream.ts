@@ -6,7 +6,7 @@
  */
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
 import { ClientPace } from "./client-pace";
-import type { EngineEventReader } from "./engine-events";
+import type { EngineEvents } from "./engine-events";
 
 /** Turns the reducer's output into client bytes (as text); each lane has its own. */
 export interface StreamEncoder {
@@ -30,6 +30,18 @@ export interface ChunkTransform {
 	flush(): ForwardedChunk[];
 }
 
+/** Two transforms one after the other (either may be absent). */
+export function chainTransforms(first?: ChunkTransform, second?: ChunkTransform): ChunkTransform | undefined {
+	if (!first || !second) return first ?? second;
+	return {
+		push: (chunks) => second.push(first.push(chunks)),
+		flush: () => {
+			const held = first.flush();
+			return [...(held.length ? second.push(held) : []), ...second.flush()];
+		},
+	};
+}
+
 export interface EngineStream {
 	stream: ReadableStream<Uint8Array>;
 	/** Resolves exactly once, never rejects. */
@@ -47,7 +59,7 @@ export class ClientIdleError extends Error {
 }
 
 export function pipeEngineStream(
-	events: EngineEventReader,
+	events: EngineEvents,
 	reducer: ChatStreamReducer,
 	encoder: StreamEncoder,
 	/** Aborts the engine request when the client leaves. */

@@ -77,3 +77,15 @@ function cachedTokensOf(u: Record<string, unknown>, timings: unknown): unknown {
 	}
 	return undefined;
 }
+
+/** Two calls' usage as one: every count summed, cached tokens only when some were. */
+export function sumUsage(a: Usage, b: Usage): Usage {
+	const usage: Usage = {
+		prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+		completion_tokens: a.completion_tokens + b.completion_tokens,
+		total_tokens: a.total_tokens + b.total_tokens,
+	};
+	const cached = (a.cached_tokens ?? 0) + (b.cached_tokens ?? 0);
+	if (cached > 0) usage.cached_tokens = cached;
+	return usage;
+}

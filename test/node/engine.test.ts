@@ -112,6 +112,34 @@ describe("dev engine", () => {
 		expect(second?.message.content).toBe("Tool said: 42");
 	});
 
+	it("calls the gateway's web_search only when asked to search, then cites its result", async () => {
+		const search = { type: "function", function: { name: "web_search", parameters: { type: "object" } } };
+		const lookup = { type: "function", function: { name: "lookup", parameters: { type: "object" } } };
+		const ask = (content: string, tools: unknown[]) => chat({ tools, messages: [{ role: "user", content }] });
+		// Not asked to search: as if not offered (the other tool is called, or none).
+		const [plain] = (await completion(await ask("hello there", [search]))).choices;
+		expect(plain?.message.content).toBe("Echo: hello there");
+		const [other] = (await completion(await ask("hello there", [lookup, search]))).choices;
+		expect(other?.message.tool_calls?.[0]?.function.name).toBe("lookup");
+		// Asked: the gateway's search (offered last; `venym_web_search` beside a client's own `web_search`).
+		const [searched] = (
+			await completion(await ask("search the tides", [search, { ...search, function: { name: "venym_web_search" } }]))
+		).choices;
+		const call = searched?.message.tool_calls?.[0];
+		expect(call?.function).toEqual({ name: "venym_web_search", arguments: '{"query":"search the tides"}' });
+		const followUp = [
+			{ role: "user", content: "search the tides" },
+			searched?.message,
+			{
+				role: "tool",
+				tool_call_id: call?.id,
+				content: "Web search results (retrieved 2026-01-01):\n\n[1] T\nURL: https://t.example\nTides.",
+			},
+		];
+		const [answer] = (await completion(await chat({ tools: [search], messages: followUp }))).choices;
+		expect(answer?.message.content).toBe("According to [1], search the tides is covered in the results.");
+	});
+
 	it("answers fail500 with a nested server error", async () => {
 		const res = await chat({}, "/s/fail500");
 		expect(res.status).toBe(500);
@@ -212,6 +240,9 @@ describe("dev engine", () => {
 			slowbody: true,
 			searchfail: true,
 			searchslow: true,
+			"search-slow-answer": true,
+			"search-failed-answer": true,
+			"search-late": true,
 			"tool-loop": true,
 			codex: true,
 			gated: true,

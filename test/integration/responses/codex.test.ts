@@ -75,30 +75,50 @@ describe("Codex's first request, replayed", () => {
 		expect(JSON.stringify(events)).not.toContain("web_search_call");
 	});
 
-	it("answers 200 as a stream, a live web_search served by the gateway's backend", async () => {
+	it("answers 200 as a stream, a live web_search offered to the engine and run when it calls it", async () => {
 		const { key } = await createKey();
-		const since = await lastEngineId();
 		const tools = codexFirstRequest.tools.map((t) =>
 			t.type === "web_search" ? { type: "web_search", external_web_access: true } : t,
 		);
-		const res = await post(key, { ...codexFirstRequest, tools, model: "test/codex" });
-		expect(res.status).toBe(200);
+		const ask = (text: string) => {
+			const input = codexFirstRequest.input.slice(0, -1);
+			return post(key, {
+				...codexFirstRequest,
+				input: [...input, { type: "message", role: "user", content: [{ type: "input_text", text }] }],
+				tools,
+				model: "test/codex",
+			});
+		};
+		// "say hello" needs no search: the model answers, nothing is searched.
+		let since = await lastEngineId();
+		const hello = await ask("say hello");
+		expect(hello.status).toBe(200);
 		// The only hosted tool is web_search, which this deployment serves: nothing is ignored.
-		expect(res.headers.get("x-venym-ignored-tools")).toBeNull();
-		expect(res.headers.get("x-venym-web-search")).toBe("ok");
-		const { output } = await streamed(res);
-		expect(output.map((i) => i.type)).toEqual(["web_search_call", "reasoning", "message"]);
-		expect(output[0]).toMatchObject({ status: "completed", action: { type: "search", query: "say hello" } });
-		expect(output[1]?.encrypted_content).toMatch(/^v1\./);
-		// The search went to the engine's /search first.
-		const sent = (await engineRequestsSince(since)).find((r) => r.path.endsWith("/chat/completions"));
-		const body = sent?.body as Json;
+		expect(hello.headers.get("x-venym-ignored-tools")).toBeNull();
+		expect(hello.headers.get("x-venym-web-search")).toBeNull();
+		expect((await streamed(hello)).output.map((i) => i.type)).toEqual(["reasoning", "message"]);
+		const sent = (await engineRequestsSince(since)).filter((r) => r.path.endsWith("/chat/completions"));
+		expect(sent).toHaveLength(1);
+		const body = sent[0]?.body as Json;
 		expect(body).not.toHaveProperty("client_metadata");
 		expect(body.prompt_cache_key).toBe(codexFirstRequest.prompt_cache_key);
 		expect(body.parallel_tool_calls).toBe(true);
 		const names = (body.tools as Array<{ function: { name: string } }>).map((t) => t.function.name);
 		expect(names).toContain("multi_agent_v1__close_agent");
-		expect(names).not.toContain("web_search");
+		expect(names.at(-1)).toBe("web_search");
+
+		// Asked to search, the model calls it: the gateway searches and asks it again.
+		since = await lastEngineId();
+		const search = await ask("search the tides");
+		expect(search.headers.get("x-venym-web-search")).toBe("ok");
+		const { output } = await streamed(search);
+		expect(output.map((i) => i.type)).toEqual(["web_search_call", "reasoning", "message"]);
+		expect(output[0]).toMatchObject({ status: "completed", action: { type: "search", query: "search the tides" } });
+		expect(output[1]?.encrypted_content).toMatch(/^v1\./);
+		expect(JSON.stringify(output[2])).toContain("According to [1]");
+		const calls = (await engineRequestsSince(since)).map((r) => r.path);
+		expect(calls.filter((p) => p.endsWith("/search"))).toHaveLength(1);
+		expect(calls.filter((p) => p.endsWith("/chat/completions"))).toHaveLength(2);
 	});
 
 	it("names every tool it drops in x-venym-ignored-tools, readable cross-origin, stream or not", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { GatewayConfig } from "../../../src/config";
 import { responseFromCompletion } from "../../../src/responses/from-chat";
-import { searchItem, withHostedSearch } from "../../../src/responses/hosted-search";
+import { hostedSearchTool, searchItem } from "../../../src/responses/hosted-search";
 import { validateResponsesRequest } from "../../../src/responses/request-schema";
 import { ResponsesEventBuilder } from "../../../src/responses/stream-events";
 import { inputItems, responsesToChat } from "../../../src/responses/to-chat";
@@ -233,29 +233,53 @@ describe("the hosted web_search tool", () => {
 	const backend = { web_search: { provider: "searxng", url: "http://search.test" } } as unknown as GatewayConfig;
 	const none = {} as GatewayConfig;
 	const web = { type: "web_search", external_web_access: true };
-	const searched = (body: Json, config: GatewayConfig) => withHostedSearch(request(body), config).venym?.web_search === true;
+	const offered = (body: Json, config: GatewayConfig) => hostedSearchTool(request(body), config);
 
-	it("searches on a turn that starts from a user message, when the gateway has a backend", () => {
-		expect(searched({ tools: [web], input: "news?" }, backend)).toBe(true);
-		expect(searched({ tools: [web], input: [{ role: "user", content: "news?" }] }, backend)).toBe(true);
-		expect(searched({ tools: [web], input: "news?" }, none)).toBe(false);
-		expect(searched({ tools: [FUNCTION], input: "news?" }, backend)).toBe(false);
-		expect(searched({ tools: [web], input: "news?", venym: { web_search: false } }, backend)).toBe(false);
-		// Cached-only (Codex's default): the live backend is not what it asked for.
-		expect(searched({ tools: [{ type: "web_search", external_web_access: false }], input: "news?" }, backend)).toBe(false);
-		expect(searched({ tools: [{ type: "web_search_preview" }], input: "news?" }, backend)).toBe(true);
-	});
-
-	it("does not search again on a turn that continues a tool loop", () => {
-		const input = [
+	it("is offered to the engine as a tool when the gateway has a backend, on every turn", () => {
+		expect(offered({ tools: [web], input: "news?" }, backend)).toEqual({ required: false });
+		expect(offered({ tools: [{ type: "web_search_preview" }] }, backend)).toEqual({ required: false });
+		const loop = [
 			{ role: "user", content: "news?" },
 			{ type: "function_call", call_id: "c1", name: "exec_command", arguments: "{}" },
 			{ type: "function_call_output", call_id: "c1", output: "ok" },
 		];
-		expect(searched({ tools: [web, FUNCTION], input }, backend)).toBe(false);
+		// The model decides whether a turn needs a search: a tool loop's turn is offered it too.
+		expect(offered({ tools: [web, FUNCTION], input: loop }, backend)).toEqual({ required: false });
+		expect(offered({ tools: [web], input: "news?" }, none)).toBeUndefined();
+		expect(offered({ tools: [FUNCTION], input: "news?" }, backend)).toBeUndefined();
+		// venym.web_search decides instead: false searches nothing, true searches once up front (as on chat).
+		expect(offered({ tools: [web], venym: { web_search: false } }, backend)).toBeUndefined();
+		expect(offered({ tools: [web], venym: { web_search: true } }, backend)).toBeUndefined();
+		// Cached-only (Codex's default): the live backend is not what it asked for.
+		expect(offered({ tools: [{ type: "web_search", external_web_access: false }] }, backend)).toBeUndefined();
+		expect(offered({ tools: [web], tool_choice: "none" }, backend)).toBeUndefined();
 	});
 
-	it("shows a search that found sources as a web_search_call item, only when the tool was offered", () => {
+	it("must be called when tool_choice names it, or requires a tool and it is the only one", () => {
+		expect(offered({ tools: [web, FUNCTION], tool_choice: { type: "web_search" } }, backend)).toEqual({ required: true });
+		expect(offered({ tools: [web], tool_choice: { type: "web_search_preview" } }, backend)).toEqual({ required: true });
+		expect(offered({ tools: [web], tool_choice: "required" }, backend)).toEqual({ required: true });
+		expect(offered({ tools: [web, FUNCTION], tool_choice: "required" }, backend)).toEqual({ required: false });
+		// The engine is not told to call a function named web_search: the chat pipeline offers and chooses it.
+		const body = responsesToChat(request({ tools: [web, FUNCTION], tool_choice: { type: "web_search" } }), []);
+		expect(body).not.toHaveProperty("tool_choice");
+		expect(() => request({ tools: [FUNCTION], tool_choice: { type: "web_search" } })).toThrow(/tool_choice/);
+	});
+
+	it("shows the search the model called as a web_search_call item: completed when the backend answered", () => {
+		const sources = [{ title: "A", url: "https://a.example" }];
+		const req = request({ tools: [web], input: "news?" });
+		expect(searchItem(req, () => "ws_1", [], { query: "latest news", status: "ok", sources })).toEqual({
+			id: "ws_1",
+			type: "web_search_call",
+			status: "completed",
+			action: { type: "search", query: "latest news", sources: [{ type: "url", url: "https://a.example" }] },
+		});
+		expect(searchItem(req, () => "ws_1", [], { query: "q", status: "empty", sources: [] })?.status).toBe("completed");
+		expect(searchItem(req, () => "ws_1", [], { query: "q", status: "failed", sources: [] })?.status).toBe("failed");
+	});
+
+	it("shows an up-front search (venym.web_search) that found sources, only when the tool was offered", () => {
 		const sources = [{ title: "A", url: "https://a.example" }];
 		expect(searchItem(request({ tools: [web], input: "news?" }), () => "ws_1", sources)).toEqual({
 			id: "ws_1",

@@ -19,6 +19,7 @@ import {
 	noAnswerOutcome,
 	placeHold,
 	releaseStoredHold,
+	Settlement,
 	streamOutcome,
 } from "../../../src/settlement/settlement";
 import type { StreamEnd } from "../../../src/stream/chat-reducer";
@@ -190,6 +191,50 @@ describe("a request's settlement", () => {
 		void settlement.settle(noAnswerOutcome(new GatewayError("upstream_unavailable", "down")));
 		await Promise.all(waits);
 		expect(l.settled[0]).toMatchObject({ costNanos: 7_000, record: { status: "failed", search_count: 1 } });
+	});
+
+	it("bills an earlier engine call's usage once, summed with the outcome's, however the request ends", async () => {
+		const first = { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120, cached_tokens: 40 };
+		const endings: Array<[string, Outcome, number, Partial<SettleInput["record"]>]> = [
+			// The call that answered the client: both calls' tokens.
+			["completed", { ...completed(130, 50), usage: { ...completed(130, 50).usage, cached_tokens: 60 } }, 300_000, {}],
+			// The second call found no node: the first call's tokens, and the search.
+			["failed", noAnswerOutcome(new GatewayError("upstream_unavailable", "down")), 120_000, {}],
+			// The client left while the second call had the request: its prompt's estimate too.
+			["client_disconnected", noAnswerOutcome(new GatewayError("client_closed", "gone"), 90), 210_000, { estimated: true }],
+		];
+		for (const [status, outcome, tokensNanos, extra] of endings) {
+			const l = fakeLedger();
+			const { scope: s, waits } = scope(l.env);
+			const { settlement } = await placeHold(s, request(`req_two_${status}`), 1_000_000);
+			settlement.chargeSearch(7_000);
+			settlement.addUsage(first, false);
+			expect(settlement.costOf(outcome)).toBe(tokensNanos + 7_000);
+			void settlement.settle(outcome);
+			void settlement.settle(completed(1, 1));
+			settlement.addUsage(first, false);
+			await Promise.all(waits);
+			expect(l.settled).toHaveLength(1);
+			const { prompt_tokens, completion_tokens } = settlement.total(outcome).usage;
+			expect(l.settled[0]).toMatchObject({
+				costNanos: tokensNanos + 7_000,
+				record: { status, prompt_tokens, completion_tokens, search_count: 1, ...extra },
+			});
+			expect(prompt_tokens).toBe(first.prompt_tokens + outcome.usage.prompt_tokens);
+		}
+	});
+
+	it("sums cached tokens and keeps an estimate flagged", () => {
+		const l = fakeLedger();
+		const settlement = new Settlement({ env: l.env, waitUntil: () => {} }, request("req_sum"), { keepAlive: false });
+		settlement.addUsage({ prompt_tokens: 10, completion_tokens: 2, total_tokens: 12, cached_tokens: 4 }, true);
+		expect(settlement.total({ ...completed(5, 1), usage: { ...completed(5, 1).usage, cached_tokens: 3 } })).toEqual({
+			status: "completed",
+			usage: { prompt_tokens: 15, completion_tokens: 3, total_tokens: 18, cached_tokens: 7 },
+			estimated: true,
+			node: "http://node-a:8000",
+		});
+		settlement.handOff();
 	});
 
 	it("gives an edge allowance's share back when it settles or releases", async () => {

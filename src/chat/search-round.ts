@@ -1,0 +1,95 @@
+/**
+ * The search round of a request whose engine is offered the gateway's web search as a tool
+ * (`prepared.searchTool`, search-tool.ts). The engine's first answer is read until it shows what
+ * it does: an answer (text, another tool) goes to the client as any answer does, a later search
+ * call in it taken out; a search call is not relayed: the answer is read whole (within the
+ * non-stream size cap), its query searched on the gateway's backend and charged as a search
+ * (when the backend answered), and the engine asked again, on the same targets, without the
+ * tool, with the call and its result added to the conversation. One round per request: the
+ * hold placed at authorization covers both calls and the search (authorize-chat.ts). The first
+ * call's usage goes to the settlement, which bills it once with however the request then ends.
+ */
+import type { EngineAnswer } from "../engine/call-types";
+import { GatewayError } from "../errors";
+import { sourcesOf } from "../search/grounding";
+import { runWebSearch } from "../search/run-search";
+import { releasedOutcome } from "../settlement/settlement";
+import { MAX_ASSEMBLED_CHARS } from "../stream/completion-assembler";
+import type { EngineEvents } from "../stream/engine-events";
+import type { AuthorizedChat } from "./authorize-chat";
+import { readAnswer, settleChat } from "./chat-answer";
+import type { ChatRun } from "./chat-run";
+import { targetBodies, targetBounds } from "./fallback-plans";
+import {
+	PrimedEvents,
+	roundMessages,
+	SearchCallFilter,
+	type SearchRound,
+	searchCallOf,
+	searchResultText,
+	withdrawSearchTool,
+} from "./search-tool";
+
+export interface EngineCall {
+	answer: EngineAnswer;
+	events: EngineEvents;
+}
+
+export interface AfterRound extends EngineCall {
+	/** The search that ran, when the engine called it: the answer is the second call's. */
+	search?: SearchRound;
+	/** Takes a search call out of an answer that called it after it began answering. */
+	filter?: SearchCallFilter;
+}
+
+/** The answer the client gets: the first call's, or after a search the second call's (`again`). */
+export async function searchToolRound(
+	run: ChatRun,
+	authorized: AuthorizedChat,
+	first: EngineCall,
+	headers: Record<string, string>,
+	again: () => Promise<EngineCall>,
+): Promise<AfterRound> {
+	const tool = authorized.prepared.searchTool;
+	if (!tool) return first;
+	const primed = new PrimedEvents(first.events);
+	// What is held before the model shows its intent (reasoning) is bounded as a non-stream answer is.
+	if ((await primed.decide(tool.name, MAX_ASSEMBLED_CHARS)) === "answer") {
+		return { ...first, events: primed, filter: new SearchCallFilter(tool.name) };
+	}
+	const { settlement } = authorized;
+	const bounds = targetBounds(authorized, first.answer.target);
+	const { assembled, outcome } = await readAnswer(run, authorized, { answer: first.answer, events: primed, bounds });
+	settlement.addUsage(outcome.usage, outcome.estimated);
+	const call = searchCallOf(assembled.body(""), tool.name, first.answer.secrets) ?? { id: "call_search", query: "" };
+	const search = await runWebSearch(
+		run.config.web_search,
+		run.env as unknown as Record<string, unknown>,
+		call.query,
+		tool.results,
+		run.clientSignal,
+	);
+	headers["x-venym-web-search"] = search.status;
+	if (run.log) run.log.webSearch = search.status;
+	// As the chat lane's up-front search: charged when the backend answered, whatever follows.
+	if (search.status === "ok" || search.status === "empty") settlement.chargeSearch(authorized.searchPrice);
+	if (run.clientSignal.aborted) {
+		// The first call's tokens and the search: nothing else ran.
+		void settleChat(settlement, releasedOutcome());
+		throw new GatewayError("client_closed", "The client closed the request");
+	}
+	const result = searchResultText(search.status, search.results, new Date());
+	const added = roundMessages(call, tool.name, result);
+	const seen = new Set<unknown>();
+	for (const body of targetBodies(authorized)) {
+		withdrawSearchTool(body, tool.name);
+		// Candidates share their messages, unless one dropped earlier reasoning (prepare.ts).
+		if (Array.isArray(body.messages) && !seen.has(body.messages)) {
+			seen.add(body.messages);
+			body.messages.push(...added);
+		}
+	}
+	settlement.progressed();
+	const second = await again();
+	return { ...second, search: { query: call.query, status: search.status, sources: sourcesOf(search.results) } };
+}

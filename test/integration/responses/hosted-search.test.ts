@@ -1,0 +1,344 @@
+/**
+ * The hosted web_search tool on the Responses lane: offered to the engine as a function, run by
+ * the gateway when the model calls it (one search, charged), the engine asked again with the
+ * result, the client shown a web_search_call item and the second answer; both calls' tokens and
+ * the search settled once, however the request ends. The dev engine calls the search when the
+ * user's text says "search" (dev/engine-reply.mjs), and counts a prompt as its text's length / 4.
+ */
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import worker from "../../../src/index";
+import { settled, type UsageRow } from "../../support/billing";
+import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse } from "../../support/gateway";
+import { expectBooks, ledger } from "../../support/ledger";
+
+type Json = Record<string, unknown>;
+type Item = Json & { type: string };
+interface Usage {
+	input_tokens: number;
+	output_tokens: number;
+	total_tokens: number;
+}
+interface Message {
+	role: string;
+	content: unknown;
+	tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>;
+	tool_call_id?: string;
+}
+
+const SEARCH_NANOS = 5_000_000;
+const WEB = { type: "web_search" };
+const EXEC = { type: "function", name: "exec_command", parameters: { type: "object", properties: {} } };
+
+function post(key: string, body: Json): Promise<Response> {
+	return gw("/v1/responses", {
+		method: "POST",
+		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+		body: JSON.stringify(body),
+	});
+}
+
+/** The response object of a JSON answer or a stream's last event, and the stream's events. */
+async function answered(
+	res: Response,
+	stream: boolean,
+): Promise<{ response: Json & { output: Item[]; usage: Usage }; events: Json[] }> {
+	expect(res.status).toBe(200);
+	if (!stream) return { response: (await res.json()) as never, events: [] };
+	const events = (await readSse(res)).map((d) => JSON.parse(d) as Json);
+	const last = events.at(-1) as { type: string; response: never };
+	expect(last.type).toBe("response.completed");
+	return { response: last.response, events };
+}
+
+async function engineCalls(since: number) {
+	const all = await engineRequestsSince(since);
+	return {
+		searches: all.filter((r) => r.path.endsWith("/search")),
+		chats: all.filter((r) => r.path.endsWith("/chat/completions")).map((r) => r.body as Json & { messages: Message[] }),
+	};
+}
+
+/** The dev engine's prompt count: every message's text, a token per 4 characters. */
+function devPrompt(messages: Message[]): number {
+	const text = (c: unknown) => (typeof c === "string" ? c : "");
+	return Math.ceil(messages.reduce((n, m) => n + text(m.content).length, 0) / 4);
+}
+
+function toolNames(body: Json): string[] {
+	return ((body.tools ?? []) as Array<{ function: { name: string } }>).map((t) => t.function.name);
+}
+
+function messageText(output: Item[]): string {
+	const message = output.find((i) => i.type === "message") as { content: Array<{ text: string }> } | undefined;
+	return message?.content.map((c) => c.text).join("") ?? "";
+}
+
+/** The key's one usage record, once settled. */
+async function onlyRecord(keyId: string): Promise<UsageRow> {
+	const { rows } = await settled(keyId, 1);
+	expect(rows).toHaveLength(1);
+	return rows[0] as UsageRow;
+}
+
+describe("the model calls the hosted search", () => {
+	for (const stream of [false, true]) {
+		it(`runs one search, asks the engine again with its result, and bills both calls and the search once (${stream ? "stream" : "JSON"})`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const since = await lastEngineId();
+			const input = "search the tides of Brest";
+			const res = await post(key, { model: "test/ok", input, tools: [WEB, EXEC], stream });
+			expect(res.headers.get("x-venym-web-search")).toBe("ok");
+			const { response, events } = await answered(res, stream);
+
+			// The engine: offered the search beside the client's tool, then asked again without it,
+			// with its call and the grounding text as the tool's result.
+			const { searches, chats } = await engineCalls(since);
+			expect(searches).toHaveLength(1);
+			expect(chats).toHaveLength(2);
+			const [first, second] = chats as [Json & { messages: Message[] }, Json & { messages: Message[] }];
+			expect(toolNames(first)).toEqual(["exec_command", "web_search"]);
+			expect(toolNames(second)).toEqual(["exec_command"]);
+			const [call, result] = second.messages.slice(-2) as [Message, Message];
+			expect(call.tool_calls?.[0]?.function).toEqual({ name: "web_search", arguments: JSON.stringify({ query: input }) });
+			expect(result).toMatchObject({ role: "tool", tool_call_id: call.tool_calls?.[0]?.id });
+			expect(String(result.content)).toMatch(
+				/^Web search results \(retrieved \d{4}-\d{2}-\d{2}\):\n\n\[1\] search the tides of Brest/,
+			);
+
+			// The client: the search as a web_search_call item, then the second answer, citing it.
+			expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+			const item = response.output[0] as Item & { action: { query: string; sources: unknown[] } };
+			expect(item).toMatchObject({ status: "completed", action: { type: "search", query: input } });
+			expect(item.action.sources).toHaveLength(6);
+			expect(item.action.sources[0]).toEqual({ type: "url", url: "https://example.com/search-the-tides-of-brest/1" });
+			const text = messageText(response.output);
+			expect(text).toBe(`According to [1], ${input} is covered in the results [2].`);
+			expect(JSON.stringify(response.output[1])).toContain("url_citation");
+			expect(JSON.stringify(response.output)).not.toContain("function_call");
+
+			// Money: both calls' tokens, as the engine counted them, and one search.
+			const prompt = devPrompt(first.messages) + devPrompt(second.messages);
+			const completion = Math.ceil(JSON.stringify({ query: input }).length / 8) + text.split(/\s+/).length;
+			expect(response.usage).toMatchObject({
+				input_tokens: prompt,
+				output_tokens: completion,
+				total_tokens: prompt + completion,
+			});
+			const cost = prompt * 1_000 + completion * 2_000 + SEARCH_NANOS;
+			if (!stream) expect(Math.round(Number(res.headers.get("x-venym-cost-usd")) * 1e9)).toBe(cost);
+			const record = await onlyRecord(id);
+			expect(record).toMatchObject({
+				status: "completed",
+				prompt_tokens: prompt,
+				completion_tokens: completion,
+				search_count: 1,
+				cost_nanos: cost,
+			});
+			const { info } = await expectBooks(id, 5e9);
+			expect(info.spentNanos).toBe(cost);
+
+			if (stream) {
+				const searchEvents = events.filter((e) => (e as { output_index?: number }).output_index === 0).map((e) => e.type);
+				expect(searchEvents).toEqual([
+					"response.output_item.added",
+					"response.web_search_call.in_progress",
+					"response.web_search_call.searching",
+					"response.web_search_call.completed",
+					"response.output_item.done",
+				]);
+				const added = events.find((e) => e.type === "response.output_item.added" && (e.item as Item).type === "message");
+				expect(added).toMatchObject({ output_index: 1 });
+			}
+			// Stored as answered.
+			const stored = (await (
+				await gw(`/v1/responses/${response.id}`, { headers: { authorization: `Bearer ${key}` } })
+			).json()) as { output: Item[] };
+			await waitOnExecutionContext(createExecutionContext());
+			expect(stored.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		});
+	}
+
+	it("must call it when tool_choice names it, and a web_search_call item sent back later is accepted", async () => {
+		const { key } = await createKey({ balance_usd: 5 });
+		const since = await lastEngineId();
+		const res = await post(key, {
+			model: "test/ok",
+			input: "tides",
+			tools: [WEB, EXEC],
+			tool_choice: { type: "web_search" },
+			store: false,
+		});
+		const { response } = await answered(res, false);
+		const { chats } = await engineCalls(since);
+		expect(chats[0]?.tool_choice).toEqual({ type: "function", function: { name: "web_search" } });
+		expect(chats[1]).not.toHaveProperty("tool_choice");
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		// The next stateless turn replays it.
+		const again = await post(key, {
+			model: "test/ok",
+			tools: [WEB],
+			store: false,
+			input: [{ role: "user", content: "tides" }, ...response.output, { role: "user", content: "thanks" }],
+		});
+		expect(again.status).toBe(200);
+	});
+
+	it("is offered under a reserved name beside a client function named web_search, and never shown as a function_call", async () => {
+		const { key } = await createKey({ balance_usd: 5 });
+		const since = await lastEngineId();
+		const own = { type: "function", name: "web_search", parameters: { type: "object", properties: {} } };
+		const res = await post(key, { model: "test/ok", input: "search the news", tools: [own, WEB], store: false });
+		const { response } = await answered(res, false);
+		const { chats, searches } = await engineCalls(since);
+		expect(toolNames(chats[0] as Json)).toEqual(["web_search", "venym_web_search"]);
+		expect(toolNames(chats[1] as Json)).toEqual(["web_search"]);
+		expect(searches).toHaveLength(1);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+	});
+});
+
+describe("the model does not call the hosted search", () => {
+	for (const stream of [false, true]) {
+		it(`searches nothing and charges no search (${stream ? "stream" : "JSON"})`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const since = await lastEngineId();
+			const res = await post(key, { model: "test/ok", input: "hello there", tools: [WEB], stream, store: false });
+			expect(res.headers.get("x-venym-web-search")).toBeNull();
+			const { response } = await answered(res, stream);
+			const { searches, chats } = await engineCalls(since);
+			expect(searches).toHaveLength(0);
+			expect(chats).toHaveLength(1);
+			expect(toolNames(chats[0] as Json)).toEqual(["web_search"]);
+			expect(response.output.map((i) => i.type)).toEqual(["message"]);
+			expect(messageText(response.output)).toBe("Echo: hello there");
+			const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+			const record = await onlyRecord(id);
+			expect(record).toMatchObject({ search_count: 0, prompt_tokens: prompt, cost_nanos: prompt * 1_000 + 3 * 2_000 });
+		});
+	}
+});
+
+/** The shared test config with a model on one dev-engine scenario (and, maybe, another search backend). */
+function direct(scenario: string, searchScenario?: string) {
+	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { models: Json[]; web_search: Json };
+	const base = cfg.models.find((m) => m.id === "test/ok") as Json;
+	cfg.models.push({ ...base, id: `test/search-${scenario}`, nodes: [`${env.ENGINE_URL}/s/${scenario}/v1`] });
+	if (searchScenario) cfg.web_search.url = `${env.ENGINE_URL}/s/${searchScenario}/search`;
+	const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(cfg) };
+	return (key: string, body: Json, signal?: AbortSignal) => {
+		const ctx = createExecutionContext();
+		const req = new Request(`${BASE}/v1/responses`, {
+			method: "POST",
+			headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+			body: JSON.stringify({ model: `test/search-${scenario}`, ...body }),
+			signal,
+		}) as Request<unknown, IncomingRequestCfProperties>;
+		return { answer: Promise.resolve(worker.fetch(req, bindings, ctx)), ctx };
+	};
+}
+
+describe("a search round that does not end well settles once, billing what was used", () => {
+	it("a client that leaves during the second call pays the first call, the search and the second prompt; no hold stranded", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("search-slow-answer");
+		const client = new AbortController();
+		const since = await lastEngineId();
+		const { answer, ctx } = call(
+			key,
+			{ input: "search the slow tides", tools: [WEB], stream: true, store: false },
+			client.signal,
+		);
+		const res = await answer;
+		expect(res.status).toBe(200);
+		// The search item is out: the second call is answering, slowly.
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		let seen = "";
+		while (!seen.includes("response.web_search_call.completed")) seen += new TextDecoder().decode((await reader.read()).value);
+		// One hold covers both calls and the search (test/ok's prices, context 8192, output cap 1000): each
+		// call's prompt bound, with the search's result, is the context.
+		expect((await ledger(id).info()).heldNanos).toBe(2 * (8192 * 1_000 + 1000 * 2_000) + SEARCH_NANOS);
+		client.abort();
+		await reader.cancel().catch(() => undefined);
+		await waitOnExecutionContext(ctx);
+		const { rows, info } = await expectBooks(id, 5e9);
+		expect(rows).toHaveLength(1);
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(2);
+		const record = (await onlyRecord(id)) as UsageRow;
+		expect(record).toMatchObject({ status: "client_disconnected", search_count: 1 });
+		// At least the first call (as the engine counted it) and the search.
+		const first = devPrompt((chats[0] as { messages: Message[] }).messages) * 1_000;
+		expect(info.spentNanos).toBeGreaterThan(first + SEARCH_NANOS);
+		expect(record.prompt_tokens).toBeGreaterThan(devPrompt((chats[0] as { messages: Message[] }).messages));
+	});
+
+	for (const stream of [false, true]) {
+		it(`an engine that fails on the second call is an error in the Responses shape; the first call and the search are billed (${stream ? "stream" : "JSON"})`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const call = direct("search-failed-answer");
+			const since = await lastEngineId();
+			const { answer, ctx } = call(key, { input: "search the failing tides", tools: [WEB], stream, store: false });
+			const res = await answer;
+			expect(res.status).toBe(502);
+			const body = (await res.json()) as { error: { code: string; message: string; type: string } };
+			expect(body.error).toMatchObject({ code: "upstream_unavailable" });
+			await waitOnExecutionContext(ctx);
+			const { chats } = await engineCalls(since);
+			const first = chats[0] as { messages: Message[] };
+			const prompt = devPrompt(first.messages);
+			const completion = Math.ceil(JSON.stringify({ query: "search the failing tides" }).length / 8);
+			const record = await onlyRecord(id);
+			expect(record).toMatchObject({
+				status: "failed",
+				search_count: 1,
+				prompt_tokens: prompt,
+				completion_tokens: completion,
+				cost_nanos: prompt * 1_000 + completion * 2_000 + SEARCH_NANOS,
+			});
+			await expectBooks(id, 5e9);
+		});
+	}
+
+	it("a search backend that fails: the model still answers, and no search is charged", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("ok", "searchfail");
+		const since = await lastEngineId();
+		const { answer, ctx } = call(key, { input: "search the lost tides", tools: [WEB], store: false });
+		const res = await answer;
+		expect(res.headers.get("x-venym-web-search")).toBe("failed");
+		const { response } = await answered(res, false);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		expect(response.output[0]).toMatchObject({ status: "failed", action: { query: "search the lost tides", sources: [] } });
+		const { chats } = await engineCalls(since);
+		expect(String(chats[1]?.messages.at(-1)?.content)).toMatch(/failed/);
+		const record = await onlyRecord(id);
+		expect(record.search_count).toBe(0);
+		const prompt = devPrompt(chats[0]?.messages ?? []) + devPrompt(chats[1]?.messages ?? []);
+		expect(record.prompt_tokens).toBe(prompt);
+		expect(record.cost_nanos).toBe(prompt * 1_000 + record.completion_tokens * 2_000);
+	});
+});
+
+describe("a model that starts answering and calls the search later", () => {
+	for (const stream of [false, true]) {
+		it(`keeps its answer, the call taken out, and searches nothing (${stream ? "stream" : "JSON"})`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const call = direct("search-late");
+			const since = await lastEngineId();
+			const { answer, ctx } = call(key, { input: "search the late tides", tools: [WEB, EXEC], stream, store: false });
+			const res = await answer;
+			expect(res.headers.get("x-venym-web-search")).toBeNull();
+			const { response, events } = await answered(res, stream);
+			await waitOnExecutionContext(ctx);
+			expect(response.output.map((i) => i.type)).toEqual(["message"]);
+			expect(messageText(response.output)).toBe("Let me look that up.");
+			expect(response.status).toBe("completed");
+			expect(JSON.stringify([response, events])).not.toMatch(/function_call|web_search_call/);
+			const { chats, searches } = await engineCalls(since);
+			expect([chats.length, searches.length]).toEqual([1, 0]);
+			expect((await onlyRecord(id)).search_count).toBe(0);
+		});
+	}
+});
