@@ -111,7 +111,6 @@ export function afterSyncHold(
 			ttlMs: edge.ledger.allowance_ttl_ms,
 			minHeadroom: edge.ledger.allowance_min_headroom,
 			extend: false,
-			now,
 		})
 			.then((g) => {
 				if (!g.ok) return refused(keyId, now);
@@ -147,7 +146,6 @@ function refill(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContex
 			ttlMs: edge.ledger.allowance_ttl_ms,
 			minHeadroom: edge.ledger.allowance_min_headroom,
 			extend: true,
-			now,
 		})
 			.then((g) => {
 				const current = allowances.get(keyId);

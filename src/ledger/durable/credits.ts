@@ -49,7 +49,7 @@ export class LedgerCredits {
 				amount,
 				after,
 				input.note ?? null,
-				input.now ?? Date.now(),
+				Date.now(),
 			);
 		});
 		st.balance = after;

@@ -25,7 +25,7 @@ export class LedgerHolds {
 	 * no-op that returns the hold it placed (and extends its life). `st` follows once stored.
 	 */
 	authorize(st: LedgerState, input: AuthorizeInput): AuthorizeResult {
-		const now = input.now ?? Date.now();
+		const now = Date.now();
 		const available = st.balance - st.held;
 		const hold = Math.max(0, Math.round(input.holdNanos));
 		const reserve = Math.max(0, Math.round(input.reserveNanos ?? 0));

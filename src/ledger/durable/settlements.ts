@@ -25,7 +25,7 @@ export class LedgerSettlements {
 
 	/** Settles `input` at `cost` (integer nano-dollars, checked by the caller); `st` follows once stored. */
 	settle(st: LedgerState, input: SettleInput, cost: number): SettleResult {
-		const now = input.now ?? Date.now();
+		const now = Date.now();
 		const balanceAfter = st.balance - cost;
 		const spentAfter = st.spent + cost;
 		assertSafeTotal("settle", "balance", balanceAfter);

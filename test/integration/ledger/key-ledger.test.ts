@@ -6,6 +6,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import { HOLD_TTL_MS, type SettleInput } from "../../../src/ledger/durable/key-ledger";
 import type { UsageRecordInput } from "../../../src/ledger/durable/usage-flush";
+import { at } from "../../support/clock";
 import { flushUsage, freshKeyId, ledger } from "../../support/ledger";
 
 function record(keyId: string, fields: Partial<UsageRecordInput> = {}): UsageRecordInput {
@@ -220,21 +221,21 @@ describe("KeyLedger: settlement happens once per request id", () => {
 });
 
 describe("KeyLedger: hold expiry", () => {
-	it("expireHolds (with `now`) voids an expired hold exactly once and leaves the balance alone", async () => {
+	it("expireHolds voids an expired hold exactly once and leaves the balance alone", async () => {
 		const { keyId, stub } = await funded("expire-now", 1_000_000);
 		const t0 = Date.now();
-		await stub.authorize({ keyId, requestId: "old", holdNanos: 300_000, now: t0 });
-		await stub.authorize({ keyId, requestId: "young", holdNanos: 100_000, now: t0 + 60_000 });
+		await at(t0, () => stub.authorize({ keyId, requestId: "old", holdNanos: 300_000 }));
+		await at(t0 + 60_000, () => stub.authorize({ keyId, requestId: "young", holdNanos: 100_000 }));
 
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS - 1)).toBe(0);
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS)).toBe(1);
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS)).toBe(0);
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS + 1_000)).toBe(0);
+		expect(await at(t0 + HOLD_TTL_MS - 1, () => stub.expireHolds())).toBe(0);
+		expect(await at(t0 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(1);
+		expect(await at(t0 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(0);
+		expect(await at(t0 + HOLD_TTL_MS + 1_000, () => stub.expireHolds())).toBe(0);
 
 		let info = await stub.info();
 		expect(info).toMatchObject({ balanceNanos: 1_000_000, spentNanos: 0, heldNanos: 100_000, openHolds: 1 });
 
-		expect(await stub.expireHolds(t0 + 60_000 + HOLD_TTL_MS)).toBe(1);
+		expect(await at(t0 + 60_000 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(1);
 		info = await stub.info();
 		expect(info).toMatchObject({ balanceNanos: 1_000_000, heldNanos: 0, openHolds: 0 });
 
@@ -397,16 +398,16 @@ describe("KeyLedger hold lifetime", () => {
 		// Real time: the ledger sets its alarm for the expiry, and an alarm in the past would fire at once.
 		const t0 = Date.now();
 		const ttl = 60 * 60 * 1000;
-		await stub.authorize({ keyId, requestId: "queued", holdNanos: 100, ttlMs: ttl, now: t0 });
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS + 1)).toBe(0);
+		await at(t0, () => stub.authorize({ keyId, requestId: "queued", holdNanos: 100, ttlMs: ttl }));
+		expect(await at(t0 + HOLD_TTL_MS + 1, () => stub.expireHolds())).toBe(0);
 		// The run picks the hold up 50 minutes later: it lives on for another TTL from then.
 		const t1 = t0 + 50 * 60 * 1000;
-		expect(await stub.authorize({ keyId, requestId: "queued", holdNanos: 100, now: t1 })).toMatchObject({
+		expect(await at(t1, () => stub.authorize({ keyId, requestId: "queued", holdNanos: 100 }))).toMatchObject({
 			ok: true,
 			holdNanos: 100,
 		});
-		expect(await stub.expireHolds(t0 + ttl + 1)).toBe(0);
-		expect(await stub.expireHolds(t1 + HOLD_TTL_MS)).toBe(1);
+		expect(await at(t0 + ttl + 1, () => stub.expireHolds())).toBe(0);
+		expect(await at(t1 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(1);
 	});
 
 	it("adds the expiry column to a ledger created before it existed, old holds keeping the default ttl", async () => {
@@ -416,8 +417,8 @@ describe("KeyLedger hold lifetime", () => {
 			expect(cols.map((c) => c.name)).toContain("expires_at");
 			state.storage.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES ('legacy', 10, 5000)");
 		});
-		expect(await stub.expireHolds(5000 + HOLD_TTL_MS - 1)).toBe(0);
-		expect(await stub.expireHolds(5000 + HOLD_TTL_MS)).toBe(1);
+		expect(await at(5000 + HOLD_TTL_MS - 1, () => stub.expireHolds())).toBe(0);
+		expect(await at(5000 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(1);
 		expect(keyId).toBeTruthy();
 	});
 });
