@@ -171,7 +171,7 @@ export class LedgerHolds {
 
 /** The first key of a request that was revoked (the ledger's own, or the token that called), or null. */
 function revokedScope(revoked: Set<string>, input: AuthorizeInput): string | null {
-	if (revoked.has(input.keyId)) return input.keyId;
+	if (revoked.has(input.payerKeyId)) return input.payerKeyId;
 	for (const s of input.scopes ?? []) if (revoked.has(s.scope)) return s.scope;
 	return null;
 }

@@ -85,7 +85,7 @@ export class KeyLedger extends DurableObject<Env> {
 		if (input.tokens !== undefined) nanosArg("authorize", "tokens", input.tokens, Number.MAX_SAFE_INTEGER);
 		const st = this.#load();
 		assertSafeTotal("authorize", "amount held", st.held + hold);
-		this.#rememberKey(input.keyId);
+		this.#rememberKey(input.payerKeyId);
 		return this.#holds.authorize(st, input);
 	}
 
@@ -171,7 +171,7 @@ export class KeyLedger extends DurableObject<Env> {
 		// A want past the safe range only asks for as much as there is room for.
 		nanosArg("grant", "wantNanos", Math.min(input.wantNanos, Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER);
 		const st = this.#load();
-		this.#rememberKey(input.keyId);
+		this.#rememberKey(input.payerKeyId);
 		return this.#allowances.grant(st, input, Date.now(), (at) => this.#alarms.ensure(at));
 	}
 

@@ -18,7 +18,7 @@ export type AuthorizeResult =
 
 export interface AuthorizeInput {
 	/** This ledger's key: the payer of every request it holds (a `vk-tmp-` token's parent). */
-	keyId: string;
+	payerKeyId: string;
 	requestId: string;
 	holdNanos: number;
 	/**
@@ -79,8 +79,8 @@ export type SettleManyAnswer = SettleResult | { failed: string };
 export type AllowanceState = "live" | "revoked" | "gone";
 
 export interface GrantInput {
-	/** This ledger's key. */
-	keyId: string;
+	/** This ledger's key: the payer of every request the allowance serves. */
+	payerKeyId: string;
 	/** Chosen by the isolate, fresh for each allowance it starts (never reused after it is gone). */
 	allowanceId: string;
 	/** One request's hold: the unit of the headroom rule and of the allowance's size. */

@@ -149,10 +149,14 @@ describe("spend caps", () => {
 			estimated: false,
 		};
 
-		expect(await at(t0, () => stub.authorize({ keyId, requestId: "a", holdNanos: 4_000, scopes }))).toMatchObject({ ok: true });
+		expect(await at(t0, () => stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 4_000, scopes }))).toMatchObject({
+			ok: true,
+		});
 		// While "a" is held, its hold counts against the cap too.
-		expect(await at(t0, () => stub.authorize({ keyId, requestId: "b", holdNanos: 7_000, scopes }))).toMatchObject({ ok: true });
-		expect(await at(t0, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject({
+		expect(await at(t0, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 7_000, scopes }))).toMatchObject({
+			ok: true,
+		});
+		expect(await at(t0, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject({
 			ok: false,
 			refused: "spend_limit",
 			limitNanos: 10_000,
@@ -160,7 +164,7 @@ describe("spend caps", () => {
 		await at(t0, () => stub.settle({ requestId: "a", costNanos: 6_000, record }));
 		await at(t0, () => stub.settle({ requestId: "b", costNanos: 5_000, record }));
 		expect(await at(t0, () => stub.spend({ scope: keyId, period: "daily" }))).toEqual({ spentNanos: 11_000 });
-		const refused = await at(t0 + 30_000, () => stub.authorize({ keyId, requestId: "d", holdNanos: 1, scopes }));
+		const refused = await at(t0 + 30_000, () => stub.authorize({ payerKeyId: keyId, requestId: "d", holdNanos: 1, scopes }));
 		expect(refused).toMatchObject({
 			ok: false,
 			refused: "spend_limit",
@@ -172,7 +176,9 @@ describe("spend caps", () => {
 		// One minute later it is the next day (UTC): the cap is fresh.
 		const t1 = t0 + 60_000;
 		expect(await at(t1, () => stub.spend({ scope: keyId, period: "daily" }))).toEqual({ spentNanos: 0 });
-		expect(await at(t1, () => stub.authorize({ keyId, requestId: "e", holdNanos: 1, scopes }))).toMatchObject({ ok: true });
+		expect(await at(t1, () => stub.authorize({ payerKeyId: keyId, requestId: "e", holdNanos: 1, scopes }))).toMatchObject({
+			ok: true,
+		});
 		// Lifetime and monthly spend keep counting across the day boundary.
 		expect(await at(t1, () => stub.spend({ scope: keyId, period: null }))).toEqual({ spentNanos: 11_000 });
 		expect(await at(t1, () => stub.spend({ scope: keyId, period: "monthly" }))).toEqual({ spentNanos: 11_000 });

@@ -37,7 +37,7 @@ function amounts(stub: DurableObjectStub<KeyLedger>): Promise<Map<string, number
 }
 
 const grantOf = (keyId: string, id: string, hold: number, want: number, extend = false, minHeadroom = 10) => ({
-	keyId,
+	payerKeyId: keyId,
 	allowanceId: id,
 	holdNanos: hold,
 	wantNanos: want,
@@ -63,7 +63,7 @@ describe("KeyLedger allowances", () => {
 			reason: "headroom",
 		});
 		// The synchronous path sees the reservation.
-		const auth = await at(BASE + 2, () => stub.authorize({ keyId, requestId: "sync1", holdNanos: 1000 }));
+		const auth = await at(BASE + 2, () => stub.authorize({ payerKeyId: keyId, requestId: "sync1", holdNanos: 1000 }));
 		expect(auth).toMatchObject({ ok: true, availableNanos: 4000 });
 		expect(await stub.allowanceInfo()).toEqual({ allowances: 1, allowanceNanos: 5000 });
 	});
@@ -162,7 +162,7 @@ describe("KeyLedger allowances", () => {
 	it("revokes every allowance on an admin change, pauses grants, and refuses new holds for a revoked key or token", async () => {
 		const { keyId, stub } = await funded("revoke", 1_000_000);
 		await at(BASE, () => stub.grant(grantOf(keyId, "e1", 1000, 10_000)));
-		await at(BASE, () => stub.authorize({ keyId, requestId: "held", holdNanos: 500 }));
+		await at(BASE, () => stub.authorize({ payerKeyId: keyId, requestId: "held", holdNanos: 500 }));
 		expect(await at(BASE + 1, () => stub.revoke({ change: "revoked", scope: "key_token_1" }))).toEqual({ allowancesRevoked: 1 });
 		// The reservation stays (requests may be running on it) until the isolate gives it back or it expires.
 		expect((await stub.info()).heldNanos).toBe(10_500);
@@ -180,7 +180,7 @@ describe("KeyLedger allowances", () => {
 		// The token is refused; the key itself is not; a hold placed before stays usable (its keep-alive replay).
 		const token = await at(BASE + 4, () =>
 			stub.authorize({
-				keyId,
+				payerKeyId: keyId,
 				requestId: "t1",
 				holdNanos: 10,
 				scopes: [{ scope: "key_token_1" }],
@@ -188,14 +188,18 @@ describe("KeyLedger allowances", () => {
 		);
 		expect(token).toMatchObject({ ok: false, refused: "revoked", scope: "key_token_1" });
 		expect(
-			(await at(BASE + 4, () => stub.authorize({ keyId, requestId: "k1", holdNanos: 10, scopes: [{ scope: keyId }] }))).ok,
+			(
+				await at(BASE + 4, () =>
+					stub.authorize({ payerKeyId: keyId, requestId: "k1", holdNanos: 10, scopes: [{ scope: keyId }] }),
+				)
+			).ok,
 		).toBe(true);
 		await at(BASE + 5, () => stub.revoke({ change: "revoked", scope: keyId }));
-		expect(await at(BASE + 6, () => stub.authorize({ keyId, requestId: "k2", holdNanos: 10 }))).toMatchObject({
+		expect(await at(BASE + 6, () => stub.authorize({ payerKeyId: keyId, requestId: "k2", holdNanos: 10 }))).toMatchObject({
 			ok: false,
 			refused: "revoked",
 		});
-		expect((await at(BASE + 6, () => stub.authorize({ keyId, requestId: "held", holdNanos: 0 }))).ok).toBe(true);
+		expect((await at(BASE + 6, () => stub.authorize({ payerKeyId: keyId, requestId: "held", holdNanos: 0 }))).ok).toBe(true);
 		expect(await at(BASE + 200_000, () => stub.grant(grantOf(keyId, "e3", 1000, 10_000)))).toMatchObject({
 			ok: false,
 			reason: "revoked",
@@ -269,7 +273,7 @@ describe("KeyLedger allowances", () => {
 						else await drop(i, a);
 					}
 				} else {
-					const r = await at(now, () => stub.authorize({ keyId, requestId, holdNanos: hold }));
+					const r = await at(now, () => stub.authorize({ payerKeyId: keyId, requestId, holdNanos: hold }));
 					if (r.ok) {
 						seen.syncs++;
 						running.push({ requestId, hold, allowanceId: null, isolate: i, adopted: false });

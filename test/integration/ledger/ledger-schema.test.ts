@@ -82,7 +82,9 @@ describe("KeyLedger schema versions", () => {
 					outboxSize: 0,
 				});
 				// A replayed settlement still debits nothing; the old hold expires HOLD_TTL_MS after it was placed.
-				expect(await at(heldAt, () => upgraded.authorize({ keyId: "key_old", requestId: "done", holdNanos: 5 }))).toMatchObject({
+				expect(
+					await at(heldAt, () => upgraded.authorize({ payerKeyId: "key_old", requestId: "done", holdNanos: 5 })),
+				).toMatchObject({
 					ok: true,
 					holdNanos: 0,
 				});
@@ -91,7 +93,7 @@ describe("KeyLedger schema versions", () => {
 				expect(upgraded.info().heldNanos).toBe(0);
 				// New holds carry their own expiry.
 				expect(
-					await at(heldAt, () => upgraded.authorize({ keyId: "key_old", requestId: "new", holdNanos: 100, ttlMs: 10 })),
+					await at(heldAt, () => upgraded.authorize({ payerKeyId: "key_old", requestId: "new", holdNanos: 100, ttlMs: 10 })),
 				).toMatchObject({
 					ok: true,
 				});

@@ -81,28 +81,36 @@ describe("rpm", () => {
 		await stub.credit({ keyId, amountNanos: 1_000_000_000, idempotencyKey: "initial" });
 		const scopes = [{ scope: keyId, rpm: 2 }];
 		const t = 1_900_000_000_000;
-		expect(await at(t, () => stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes }))).toMatchObject({
+		expect(await at(t, () => stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 1, scopes }))).toMatchObject({
 			ok: true,
 			rate: { requests: { limit: 2, remaining: 1, resetMs: 60_000 } },
 		});
-		expect(await at(t + 20_000, () => stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes }))).toMatchObject({
-			ok: true,
-			rate: { requests: { remaining: 0, resetMs: 40_000 } },
-		});
-		expect(await at(t + 30_000, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject({
-			ok: false,
-			refused: "rate_limited",
-			limit: "requests",
-			retryAfterMs: 30_000,
-		});
+		expect(await at(t + 20_000, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes }))).toMatchObject(
+			{
+				ok: true,
+				rate: { requests: { remaining: 0, resetMs: 40_000 } },
+			},
+		);
+		expect(await at(t + 30_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject(
+			{
+				ok: false,
+				refused: "rate_limited",
+				limit: "requests",
+				retryAfterMs: 30_000,
+			},
+		);
 		// A repeated authorize of an admitted request is not counted again.
-		expect(await at(t + 30_000, () => stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes }))).toMatchObject({
-			ok: true,
-		});
-		expect(await at(t + 60_000, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject({
-			ok: true,
-			rate: { requests: { remaining: 0, resetMs: 20_000 } },
-		});
+		expect(await at(t + 30_000, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes }))).toMatchObject(
+			{
+				ok: true,
+			},
+		);
+		expect(await at(t + 60_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject(
+			{
+				ok: true,
+				rate: { requests: { remaining: 0, resetMs: 20_000 } },
+			},
+		);
 	});
 });
 
@@ -114,25 +122,27 @@ describe("tpm", () => {
 		const scopes = [{ scope: keyId, tpm: 1_000 }];
 		const t = 1_900_000_000_000;
 		const record = { key_id: keyId, model: "test/ok", node: null, status: "completed" as const, estimated: false };
-		expect(await at(t, () => stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, tokens: 400 }))).toMatchObject({
+		expect(
+			await at(t, () => stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 1, scopes, tokens: 400 })),
+		).toMatchObject({
 			ok: true,
 			rate: { tokens: { limit: 1_000, remaining: 600 } },
 		});
-		expect(await at(t + 1_000, () => stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, tokens: 500 }))).toMatchObject(
-			{
-				ok: true,
-				rate: { tokens: { remaining: 100 } },
-			},
-		);
+		expect(
+			await at(t + 1_000, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes, tokens: 500 })),
+		).toMatchObject({
+			ok: true,
+			rate: { tokens: { remaining: 100 } },
+		});
 		// 900 estimated tokens are counted: 200 more are refused until "a" leaves the window, 58 s later.
-		expect(await at(t + 2_000, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 200 }))).toMatchObject(
-			{
-				ok: false,
-				refused: "rate_limited",
-				limit: "tokens",
-				retryAfterMs: 58_000,
-			},
-		);
+		expect(
+			await at(t + 2_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 200 })),
+		).toMatchObject({
+			ok: false,
+			refused: "rate_limited",
+			limit: "tokens",
+			retryAfterMs: 58_000,
+		});
 		// Settlement replaces the estimates with the real counts (30 and 40 tokens).
 		await at(t + 3_000, () =>
 			stub.settle({
@@ -148,7 +158,9 @@ describe("tpm", () => {
 				record: { ...record, prompt_tokens: 10, completion_tokens: 30 },
 			}),
 		);
-		expect(await at(t + 4_000, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 10 }))).toMatchObject({
+		expect(
+			await at(t + 4_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 10 })),
+		).toMatchObject({
 			ok: true,
 			rate: { tokens: { remaining: 1_000 - 30 - 40 - 10 } },
 		});
@@ -199,46 +211,48 @@ describe("retry timing", () => {
 		await stub.credit({ keyId, amountNanos: 1_000_000_000, idempotencyKey: "initial" });
 		const scopes = [{ scope: keyId, tpm: 1_000 }];
 		const t = 1_900_000_000_000;
-		expect(await at(t, () => stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, tokens: 300 }))).toMatchObject({
+		expect(
+			await at(t, () => stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 1, scopes, tokens: 300 })),
+		).toMatchObject({
 			ok: true,
 		});
-		expect(await at(t + 5_000, () => stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, tokens: 300 }))).toMatchObject(
-			{
-				ok: true,
-				rate: { tokens: { remaining: 400 } },
-			},
-		);
-		// 600 more do not fit in the 400 left: refused until "a" leaves (55 s), not admitted because something is left.
-		expect(await at(t + 5_000, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 }))).toMatchObject(
-			{
-				ok: false,
-				refused: "rate_limited",
-				limit: "tokens",
-				retryAfterMs: 55_000,
-				rate: { tokens: { resetMs: 55_000 } },
-			},
-		);
-		// 800 need both to leave: 60 s after "b".
-		expect(await at(t + 5_000, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 800 }))).toMatchObject(
-			{
-				retryAfterMs: 60_000,
-			},
-		);
 		expect(
-			await at(t + 59_999, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 })),
+			await at(t + 5_000, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes, tokens: 300 })),
+		).toMatchObject({
+			ok: true,
+			rate: { tokens: { remaining: 400 } },
+		});
+		// 600 more do not fit in the 400 left: refused until "a" leaves (55 s), not admitted because something is left.
+		expect(
+			await at(t + 5_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 })),
+		).toMatchObject({
+			ok: false,
+			refused: "rate_limited",
+			limit: "tokens",
+			retryAfterMs: 55_000,
+			rate: { tokens: { resetMs: 55_000 } },
+		});
+		// 800 need both to leave: 60 s after "b".
+		expect(
+			await at(t + 5_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 800 })),
+		).toMatchObject({
+			retryAfterMs: 60_000,
+		});
+		expect(
+			await at(t + 59_999, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 })),
 		).toMatchObject({
 			ok: false,
 			retryAfterMs: 1,
 		});
 		expect(
-			await at(t + 60_000, () => stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 })),
+			await at(t + 60_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 })),
 		).toMatchObject({
 			ok: true,
 			rate: { tokens: { remaining: 100 } },
 		});
 		// More than the whole limit never fits: refused as too large.
 		expect(
-			await at(t + 200_000, () => stub.authorize({ keyId, requestId: "d", holdNanos: 1, scopes, tokens: 1_001 })),
+			await at(t + 200_000, () => stub.authorize({ payerKeyId: keyId, requestId: "d", holdNanos: 1, scopes, tokens: 1_001 })),
 		).toMatchObject({
 			ok: false,
 			refused: "rate_limited",
