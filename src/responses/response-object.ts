@@ -6,11 +6,12 @@ import type { ResponseStatus, ResponseUsage, Response as SdkResponse } from "ope
 import { randomId } from "../ids";
 import type { OutputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
-import { echoTool } from "./tools";
+import { type EchoedTool, echoTool } from "./tools";
 
 /** The response object on the wire. `output_text` is left out: the SDKs compute it. */
-export type ResponseObject = Omit<SdkResponse, "output_text" | "access_programs" | "output" | "usage" | "error"> & {
+export type ResponseObject = Omit<SdkResponse, "output_text" | "access_programs" | "output" | "usage" | "error" | "tools"> & {
 	output: OutputItem[];
+	tools: EchoedTool[];
 	usage: ResponseUsage | null;
 	error: { code: string; message: string } | null;
 	store: boolean;
@@ -83,7 +84,7 @@ export function responseShell(meta: StatusMeta, status: ResponseStatus): Respons
 		temperature: r.temperature ?? null,
 		text,
 		tool_choice: r.tool_choice ?? "auto",
-		tools: (r.tools ?? []).map(echoTool) as unknown as ResponseObject["tools"],
+		tools: (r.tools ?? []).map(echoTool),
 		top_p: r.top_p ?? null,
 		truncation: r.truncation ?? "disabled",
 		usage: null,
