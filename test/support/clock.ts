@@ -1,16 +1,17 @@
-import { vi } from "vitest";
+import { ledgerClock } from "../../src/ledger/durable/clock";
 
 /**
- * Runs `fn` with the clock at `ms` and puts the real clock back once it settles. The Durable
- * Objects under test run in the test's own isolate, so this is also the clock their `Date.now()`
- * reads: a test decides the time a ledger call sees without the call taking a time of its own.
- * The clock stays still while `fn` runs. `fn` may be synchronous (inside runInDurableObject).
+ * Runs `fn` with the ledger's clock (src/ledger/durable/clock.ts) at `ms`, and puts it back once
+ * `fn` settles. The ledger Durable Objects run in the test's isolate and share its modules, so a
+ * ledger call made in `fn` (over RPC or in runInDurableObject) stamps `ms`; the isolate's own
+ * clock, which node health and every other alarm run on, is left alone. `fn` may be synchronous.
  */
 export async function at<T>(ms: number, fn: () => T): Promise<Awaited<T>> {
-	vi.setSystemTime(ms);
+	const real = ledgerClock.now;
+	ledgerClock.now = () => ms;
 	try {
 		return await fn();
 	} finally {
-		vi.useRealTimers();
+		ledgerClock.now = real;
 	}
 }

@@ -5,6 +5,7 @@
  * KeyLedger's RPC methods, so each step is atomic.
  */
 
+import { ledgerClock } from "./clock";
 import { isLimited, type LedgerLimits, type RateState } from "./limits";
 import type { AuthorizeInput, AuthorizeResult, LedgerState } from "./rpc-types";
 
@@ -25,7 +26,7 @@ export class LedgerHolds {
 	 * no-op that returns the hold it placed (and extends its life). `st` follows once stored.
 	 */
 	authorize(st: LedgerState, input: AuthorizeInput): AuthorizeResult {
-		const now = Date.now();
+		const now = ledgerClock.now();
 		const available = st.balance - st.held;
 		const hold = Math.max(0, Math.round(input.holdNanos));
 		const reserve = Math.max(0, Math.round(input.reserveNanos ?? 0));

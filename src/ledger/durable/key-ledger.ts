@@ -3,6 +3,7 @@ import { assertSafeTotal, MAX_REQUEST_NANOS, nanosArg } from "../../money/nanos"
 import { migrate } from "../../storage/migrations";
 import { LedgerAlarm } from "./alarm";
 import { LedgerAllowances } from "./allowance-grants";
+import { ledgerClock } from "./clock";
 import { type CreditEntry, LedgerCredits } from "./credits";
 import { LedgerHolds } from "./holds";
 import { LedgerLimits } from "./limits";
@@ -172,7 +173,7 @@ export class KeyLedger extends DurableObject<Env> {
 		nanosArg("grant", "wantNanos", Math.min(input.wantNanos, Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER);
 		const st = this.#load();
 		this.#rememberKey(input.payerKeyId);
-		return this.#allowances.grant(st, input, Date.now(), (at) => this.#alarms.ensure(at));
+		return this.#allowances.grant(st, input, ledgerClock.now(), (at) => this.#alarms.ensure(at));
 	}
 
 	/**
@@ -182,7 +183,7 @@ export class KeyLedger extends DurableObject<Env> {
 	 */
 	adopt(input: AdoptInput): { adopted: boolean; allowance: AllowanceState } {
 		const hold = nanosArg("adopt", "holdNanos", input.holdNanos, MAX_REQUEST_NANOS);
-		const now = Date.now();
+		const now = ledgerClock.now();
 		const st = this.#load();
 		const prior = this.#holds.prior(input.requestId);
 		if (prior.settled || prior.hold !== null) {
@@ -211,7 +212,7 @@ export class KeyLedger extends DurableObject<Env> {
 	 * key gets no new hold from now on.
 	 */
 	revoke(input: RevokeInput): { allowancesRevoked: number } {
-		const now = Date.now();
+		const now = ledgerClock.now();
 		return this.#transaction(() => this.#allowances.revoke(this.#load(), input, now));
 	}
 
@@ -232,19 +233,19 @@ export class KeyLedger extends DurableObject<Env> {
 
 	/** Voids holds past their expiry, each exactly once. Returns how many were voided. */
 	expireHolds(): number {
-		return this.#holds.expire(this.#load(), Date.now());
+		return this.#holds.expire(this.#load(), ledgerClock.now());
 	}
 
 	/** Deletes allowances past their expiry (the alarm runs at the earliest); returns what they still reserved. */
 	expireAllowances(): number {
-		return this.#allowances.expire(this.#load(), Date.now());
+		return this.#allowances.expire(this.#load(), ledgerClock.now());
 	}
 
 	/** Spend of one scope in the period containing the present (lifetime when `period` is null). */
 	spend(input: { scope: string; period?: "daily" | "weekly" | "monthly" | null }): { spentNanos: number } {
 		const st = this.#load();
 		if (!input.period && input.scope === st.keyId) return { spentNanos: st.spent };
-		return { spentNanos: this.#limits.spent(input.scope, input.period ?? "total", Date.now()) };
+		return { spentNanos: this.#limits.spent(input.scope, input.period ?? "total", ledgerClock.now()) };
 	}
 
 	/**
