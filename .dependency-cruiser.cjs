@@ -7,7 +7,7 @@
  */
 const LAYERS = [
 	// Leaves: no I/O, imported by anyone.
-	["errors", "ids", "redact", "memo", "types", "money/", "estimate"],
+	["errors", "ids", "redact", "secrets", "memo", "types", "money/", "estimate"],
 	["config-schema", "config", "observability/log-event"],
 	// Platform: HTTP helpers, D1, Durable Object storage, Redis, the Hono context's types.
 	["http/", "db/", "storage/", "redis/", "app-env"],

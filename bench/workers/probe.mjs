@@ -24,7 +24,7 @@ const OPS = {
 	// One Durable Object RPC round trip doing four small reads.
 	"ledger-info": (env, { keyId }) => ledger(env, keyId).info(),
 	"ledger-authorize": (env, { keyId, i, prefix }) =>
-		ledger(env, keyId).authorize({ keyId, requestId: `${prefix}${i}`, holdNanos: 50_000 }),
+		ledger(env, keyId).authorize({ payerKeyId: keyId, requestId: `${prefix}${i}`, holdNanos: 50_000 }),
 	"ledger-settle": (env, { keyId, i, prefix }) =>
 		ledger(env, keyId).settle({ requestId: `${prefix}${i}`, costNanos: 12_345, record: record(keyId) }),
 	// What the key cache reads on the warm path when Redis is not configured: the Workers Cache API.
@@ -78,7 +78,7 @@ export default {
 				while (Date.now() < deadline) {
 					const requestId = `${prefix}${next++}`;
 					try {
-						const auth = await stub.authorize({ keyId, requestId, holdNanos: 50_000 });
+						const auth = await stub.authorize({ payerKeyId: keyId, requestId, holdNanos: 50_000 });
 						if (!auth.ok) throw new Error("authorize refused");
 						await stub.settle({ requestId, costNanos: 12_345, record: record(keyId) });
 						settled++;

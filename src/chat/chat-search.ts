@@ -20,7 +20,7 @@ export async function groundWithSearch(
 	const messages = prepared.engineBody.messages as Array<{ role: string; content?: unknown }>;
 	const search = await runWebSearch(
 		run.config.web_search,
-		run.env as unknown as Record<string, unknown>,
+		run.env,
 		searchQuery(messages),
 		prepared.webSearch.results,
 		run.clientSignal,

@@ -86,7 +86,7 @@ async function callChatEngine(
 		const answer = await callEngine({
 			targets: engineTargets(authorized),
 			path: authorized.lane === "completions" ? "/completions" : "/chat/completions",
-			secrets: env as unknown as Record<string, unknown>,
+			secrets: env,
 			clientSignal,
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
 			routing: engineRouting(env, config, run.waitUntil),

@@ -64,7 +64,7 @@ export async function searchToolRound(
 	const call = searchCallOf(assembled.body(""), tool.name, first.answer.secrets) ?? { id: "call_search", query: "" };
 	const search = await runWebSearch(
 		run.config.web_search,
-		run.env as unknown as Record<string, unknown>,
+		run.env,
 		call.query,
 		tool.results,
 		run.clientSignal,

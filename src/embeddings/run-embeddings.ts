@@ -104,7 +104,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 		const answer = await callEngine({
 			targets: engineTargets(authorized),
 			path: "/embeddings",
-			secrets: env as unknown as Record<string, unknown>,
+			secrets: env,
 			clientSignal: run.clientSignal,
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
 			routing: engineRouting(env, config, run.waitUntil),

@@ -4,6 +4,7 @@ import { clientLeft } from "../http/client-gone";
 import { errorText, hostOf, logEvent } from "../observability/log-event";
 import { redactForms, rememberSentSecrets, secretForms } from "../redact";
 import { type Fleet, isolateFleet } from "../routing/fleet";
+import { secretNamed } from "../secrets";
 import { CACHE_SALT_SECRET, cacheSaltFor, withCacheSalt } from "./cache-salt";
 import type { EngineAnswer, EngineCall, EngineTarget } from "./call-types";
 import { classifyStatus, parseEngineError } from "./classify";
@@ -31,7 +32,7 @@ function nodeSecrets(call: EngineCall): string[] {
 	const out: string[] = [];
 	for (const target of call.targets) {
 		for (const node of target.nodes) {
-			const v = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
+			const v = node.apiKeyEnv ? secretNamed(call.secrets, node.apiKeyEnv) : undefined;
 			if (typeof v === "string" && v && !out.includes(v)) out.push(v);
 		}
 	}
@@ -136,7 +137,10 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			body ??= typeof target.body === "string" ? target.body : target.body();
 			// Only a salted node pays for a second body; the client's own cache_salt never reaches it.
 			if (node.cacheSalt) {
-				saltedBody ??= withCacheSalt(body, await cacheSaltFor(call.secrets[CACHE_SALT_SECRET], call.payerKeyId ?? ""));
+				saltedBody ??= withCacheSalt(
+					body,
+					await cacheSaltFor(secretNamed(call.secrets, CACHE_SALT_SECRET), call.payerKeyId ?? ""),
+				);
 			}
 
 			const controller = new AbortController();
@@ -147,7 +151,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				"content-type": "application/json",
 				accept: "application/json, text/event-stream",
 			};
-			const key = node.apiKeyEnv ? call.secrets[node.apiKeyEnv] : undefined;
+			const key = node.apiKeyEnv ? secretNamed(call.secrets, node.apiKeyEnv) : undefined;
 			if (typeof key === "string" && key) headers.authorization = `Bearer ${key}`;
 			const init: RequestInit = {
 				method: "POST",

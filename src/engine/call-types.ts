@@ -2,6 +2,7 @@
 import type { EngineNode } from "../config";
 import type { EngineRouting } from "../routing/engine-routing";
 import type { Route } from "../routing/picker";
+import type { Secrets } from "../secrets";
 import type { ReadBodyOptions } from "./read-body";
 
 /** One model the request may be served by: its nodes, and the body its engine gets. */
@@ -19,7 +20,7 @@ export interface EngineCall {
 	/** Path under the node's /v1 base, e.g. "/chat/completions". */
 	path: string;
 	/** Secrets by name, for nodes that configure `api_key_env`. */
-	secrets: Record<string, unknown>;
+	secrets: Secrets;
 	/** Aborts the engine request when the client goes away. */
 	clientSignal?: AbortSignal;
 	firstByteTimeoutMs: number;

@@ -59,5 +59,5 @@ export function jsonBody<T extends z.ZodType>(schema: T, maxBytes: number = SMAL
 		},
 	});
 	// One middleware, typed as the validator so the handler sees the schema's output.
-	return every(limit, readAsJson, validate) as unknown as typeof validate;
+	return every(limit, readAsJson, validate) as typeof validate;
 }

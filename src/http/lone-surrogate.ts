@@ -16,11 +16,6 @@ type Path = Array<string | number>;
  */
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
 
-/** `String.prototype.isWellFormed` (ES2024; in workerd and Node 20, not in this project's TS lib). */
-function wellFormed(s: string): boolean {
-	return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
-}
-
 /**
  * The path of the first string (a value, or an object key: the path then ends at that key) in
  * `value`, parsed from `text` (decoded from UTF-8), that holds a lone surrogate; null when there
@@ -34,7 +29,7 @@ export function loneSurrogatePath(text: string, value: unknown): Path | null {
 
 /** Depth is bounded by the caller's depth check (json-depth.ts), which runs first. */
 function find(v: unknown): Path | null {
-	if (typeof v === "string") return wellFormed(v) ? null : [];
+	if (typeof v === "string") return v.isWellFormed() ? null : [];
 	if (typeof v !== "object" || v === null) return null;
 	if (Array.isArray(v)) {
 		for (let i = 0; i < v.length; i++) {
@@ -47,7 +42,7 @@ function find(v: unknown): Path | null {
 		return null;
 	}
 	for (const key in v) {
-		if (!wellFormed(key)) return [key];
+		if (!key.isWellFormed()) return [key];
 		const found = find((v as Record<string, unknown>)[key]);
 		if (found) {
 			found.push(key);

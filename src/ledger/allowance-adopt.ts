@@ -10,7 +10,7 @@ export type Stub = () => DurableObjectStub<KeyLedger>;
 
 /** A request's take from its isolate's allowance, kept on its RequestContext (never shared). */
 export interface AllowanceTicket {
-	keyId: string;
+	payerKeyId: string;
 	requestId: string;
 	allowanceId: string;
 	hold: number;

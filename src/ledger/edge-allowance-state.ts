@@ -26,7 +26,7 @@ export const allowanceCounters = { taken: 0, grants: 0, refills: 0, refused: 0, 
 /** A running request moved its hold into the ledger: it no longer counts against its allowance. */
 export function onAdopted(ticket: AllowanceTicket): void {
 	allowanceCounters.adopted++;
-	const a = allowances.get(ticket.keyId);
+	const a = allowances.get(ticket.payerKeyId);
 	if (a?.id === ticket.allowanceId) adopted(a, ticket.hold);
 	const r = retired.get(ticket.allowanceId);
 	if (r) adopted(r, ticket.hold);
@@ -46,30 +46,30 @@ export function forgetAllowances(): void {
 }
 
 /** Only for tests: this isolate's allowance for a key, as plain data. */
-export function localAllowance(keyId: string): Readonly<LocalAllowance> | undefined {
-	return allowances.get(keyId);
+export function localAllowance(payerKeyId: string): Readonly<LocalAllowance> | undefined {
+	return allowances.get(payerKeyId);
 }
 
 /** Notes this request of the key; true once the key is busy enough for an allowance (ALLOWANCE_WARMUP_REQUESTS). */
-export function busy(keyId: string, now: number, windowMs: number): boolean {
-	let seen = recent.get(keyId);
+export function busy(payerKeyId: string, now: number, windowMs: number): boolean {
+	let seen = recent.get(payerKeyId);
 	if (!seen) {
 		if (recent.size >= RECENT_KEYS) recent.clear();
 		seen = [];
-		recent.set(keyId, seen);
+		recent.set(payerKeyId, seen);
 	}
 	if (!warmedUp(seen, now, windowMs)) return false;
-	recent.delete(keyId);
+	recent.delete(payerKeyId);
 	return true;
 }
 
-export function refused(keyId: string, now: number): void {
+export function refused(payerKeyId: string, now: number): void {
 	allowanceCounters.refused++;
-	backoff.set(keyId, now + GRANT_BACKOFF_MS);
+	backoff.set(payerKeyId, now + GRANT_BACKOFF_MS);
 }
 
 /** The last balance this isolate knows for a key from a synchronous call (for allowance-served requests' header). */
-export function noteBalance(keyId: string, balanceNanos: number): void {
-	const a = allowances.get(keyId);
+export function noteBalance(payerKeyId: string, balanceNanos: number): void {
+	const a = allowances.get(payerKeyId);
 	if (a) a.lastBalance = balanceNanos;
 }

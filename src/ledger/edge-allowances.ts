@@ -56,19 +56,19 @@ export function adoptNow(ledger: Stub, ticket: AllowanceTicket): Promise<void> {
  */
 export function takeLocal(
 	ledger: Stub,
-	keyId: string,
+	payerKeyId: string,
 	requestId: string,
 	hold: number,
 	reserve: number,
 	edge: EdgeContext,
 	now: number,
 ): { ticket: AllowanceTicket; balanceNanos: number } | null {
-	const a = allowances.get(keyId);
+	const a = allowances.get(payerKeyId);
 	if (!a || !take(a, hold, reserve, now)) return null;
 	allowanceCounters.taken++;
-	const ticket: AllowanceTicket = { keyId, requestId, allowanceId: a.id, hold, adopted: false, done: false };
-	if (needsRefill(a, now)) refill(ledger, keyId, a, edge, now);
-	scheduleAdopt(ledger, ticket, a, now, () => allowances.get(ticket.keyId), onAdopted);
+	const ticket: AllowanceTicket = { payerKeyId, requestId, allowanceId: a.id, hold, adopted: false, done: false };
+	if (needsRefill(a, now)) refill(ledger, payerKeyId, a, edge, now);
+	scheduleAdopt(ledger, ticket, a, now, () => allowances.get(ticket.payerKeyId), onAdopted);
 	return { ticket, balanceNanos: a.lastBalance };
 }
 
@@ -78,53 +78,52 @@ export function takeLocal(
  */
 export function afterSyncHold(
 	ledger: Stub,
-	keyId: string,
+	payerKeyId: string,
 	hold: number,
 	availableNanos: number,
 	edge: EdgeContext,
 	now: number,
 ): void {
 	if (hold <= 0 || availableNanos < edge.ledger.allowance_min_headroom * hold) return;
-	if ((backoff.get(keyId) ?? 0) > now) return;
-	const a = allowances.get(keyId);
+	if ((backoff.get(payerKeyId) ?? 0) > now) return;
+	const a = allowances.get(payerKeyId);
 	if (a && !isStale(a, now)) {
 		// Too small for this request (more run at once than it was sized for), or running low:
 		// grow it with the concurrency and top it up, one refill at a time.
 		a.targetNanos = grownTarget(a, hold);
 		const refilling = a.refillSince > 0 && now - a.refillSince < REFILL_STALE_MS;
-		if (!refilling && (a.remaining < hold || needsRefill(a, now))) refill(ledger, keyId, a, edge, now);
+		if (!refilling && (a.remaining < hold || needsRefill(a, now))) refill(ledger, payerKeyId, a, edge, now);
 		return;
 	}
-	const since = granting.get(keyId);
+	const since = granting.get(payerKeyId);
 	if (since !== undefined && now - since < REFILL_STALE_MS) return;
-	if (!busy(keyId, now, edge.ledger.allowance_ttl_ms)) return;
-	granting.set(keyId, now);
+	if (!busy(payerKeyId, now, edge.ledger.allowance_ttl_ms)) return;
+	granting.set(payerKeyId, now);
 	const id = randomId("alw_", 9);
 	const target = ALLOWANCE_HOLDS * hold;
 	allowanceCounters.grants++;
 	edge.waitUntil(
 		grantLater(ledger, {
-			keyId,
+			payerKeyId,
 			allowanceId: id,
 			holdNanos: hold,
 			wantNanos: target,
 			ttlMs: edge.ledger.allowance_ttl_ms,
 			minHeadroom: edge.ledger.allowance_min_headroom,
 			extend: false,
-			now,
 		})
 			.then((g) => {
-				if (!g.ok) return refused(keyId, now);
+				if (!g.ok) return refused(payerKeyId, now);
 				// A stale allowance this replaces is retired: what its running requests do not need goes back now, the rest as they settle.
-				const old = allowances.get(keyId);
+				const old = allowances.get(payerKeyId);
 				const fresh = startAllowance(id, g, now, target);
-				allowances.set(keyId, fresh);
+				allowances.set(payerKeyId, fresh);
 				if (old) retire(ledger, old, edge);
 				// Traffic may have stopped with the warm-up: unless a request takes from it, it goes back soon.
-				if (allowanceTuning.idleRelease) releaseWhenIdle(ledger, keyId, fresh, edge);
+				if (allowanceTuning.idleRelease) releaseWhenIdle(ledger, payerKeyId, fresh, edge);
 			})
-			.catch((err) => console.warn(`allowance grant for ${keyId} failed`, err))
-			.finally(() => granting.delete(keyId)),
+			.catch((err) => console.warn(`allowance grant for ${payerKeyId} failed`, err))
+			.finally(() => granting.delete(payerKeyId)),
 	);
 }
 
@@ -134,33 +133,32 @@ async function grantLater(ledger: Stub, input: GrantInput) {
 	return ledger().grant(input);
 }
 
-function refill(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContext, now: number): void {
+function refill(ledger: Stub, payerKeyId: string, a: LocalAllowance, edge: EdgeContext, now: number): void {
 	a.refillSince = now;
 	allowanceCounters.refills++;
 	const id = a.id;
 	edge.waitUntil(
 		grantLater(ledger, {
-			keyId,
+			payerKeyId,
 			allowanceId: id,
 			holdNanos: a.unitNanos,
 			wantNanos: a.targetNanos,
 			ttlMs: edge.ledger.allowance_ttl_ms,
 			minHeadroom: edge.ledger.allowance_min_headroom,
 			extend: true,
-			now,
 		})
 			.then((g) => {
-				const current = allowances.get(keyId);
+				const current = allowances.get(payerKeyId);
 				if (current?.id !== id) return;
 				if (g.ok) refilled(current, g, now);
 				else {
-					refused(keyId, now);
-					drop(ledger, keyId, current, g.reason, edge);
+					refused(payerKeyId, now);
+					drop(ledger, payerKeyId, current, g.reason, edge);
 				}
 			})
 			.catch((err) => {
 				a.refillSince = 0;
-				console.warn(`allowance refill for ${keyId} failed`, err);
+				console.warn(`allowance refill for ${payerKeyId} failed`, err);
 			}),
 	);
 }
@@ -169,9 +167,15 @@ function refill(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContex
  * Stops using an allowance; when the ledger still has it (revoked, or refused a refill for lack
  * of headroom), gives back what this isolate's running requests do not need.
  */
-function drop(ledger: Stub, keyId: string, a: LocalAllowance, state: AllowanceState | "headroom" | "paused", edge: EdgeContext) {
-	if (allowances.get(keyId) !== a) return;
-	allowances.delete(keyId);
+function drop(
+	ledger: Stub,
+	payerKeyId: string,
+	a: LocalAllowance,
+	state: AllowanceState | "headroom" | "paused",
+	edge: EdgeContext,
+) {
+	if (allowances.get(payerKeyId) !== a) return;
+	allowances.delete(payerKeyId);
 	allowanceCounters.dropped++;
 	if (state === "gone") return;
 	retire(ledger, a, edge);
@@ -224,7 +228,7 @@ export function afterSettle(
 	if (ticket.done) return;
 	ticket.done = true;
 	if (ticket.timer !== undefined) clearTimeout(ticket.timer);
-	const a = allowances.get(ticket.keyId);
+	const a = allowances.get(ticket.payerKeyId);
 	if (a?.id !== ticket.allowanceId) {
 		settleRetired(ledger, ticket, edge);
 		return;
@@ -232,8 +236,8 @@ export function afterSettle(
 	if (!ticket.adopted) settled(a, ticket.hold, cost, result !== null);
 	if (result) a.lastBalance = result.balanceNanos;
 	const state = result?.allowance;
-	if (edge && (state === "revoked" || state === "gone")) drop(ledger, ticket.keyId, a, state, edge);
-	else if (edge && a.inFlight === 0 && allowanceTuning.idleRelease) releaseWhenIdle(ledger, ticket.keyId, a, edge);
+	if (edge && (state === "revoked" || state === "gone")) drop(ledger, ticket.payerKeyId, a, state, edge);
+	else if (edge && a.inFlight === 0 && allowanceTuning.idleRelease) releaseWhenIdle(ledger, ticket.payerKeyId, a, edge);
 }
 
 /**
@@ -243,7 +247,7 @@ export function afterSettle(
  * under the waitUntil of the request that armed it: a busy key does not keep a timer and a live
  * request context per request for two seconds.
  */
-function releaseWhenIdle(ledger: Stub, keyId: string, a: LocalAllowance, edge: EdgeContext): void {
+function releaseWhenIdle(ledger: Stub, payerKeyId: string, a: LocalAllowance, edge: EdgeContext): void {
 	const at = armIdleCheck(a, Date.now());
 	if (at === null) return;
 	const gen = a.idleCheckGen;
@@ -252,11 +256,11 @@ function releaseWhenIdle(ledger: Stub, keyId: string, a: LocalAllowance, edge: E
 		while (typeof next === "number") {
 			await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, (next as number) - Date.now())));
 			// Replaced or dropped meanwhile: whoever did that has dealt with it.
-			if (allowances.get(keyId) !== a) return;
+			if (allowances.get(payerKeyId) !== a) return;
 			next = idleCheckDue(a, Date.now(), gen);
 		}
 		if (next !== "release") return;
-		allowances.delete(keyId);
+		allowances.delete(payerKeyId);
 		allowanceCounters.released++;
 		await ledger()
 			.release({ allowanceId: a.id, keepNanos: 0 })

@@ -80,7 +80,7 @@ export async function authorizeRequest(
 		}
 	}
 	const result = await ledger().authorize({
-		keyId: req.payerKeyId,
+		payerKeyId: req.payerKeyId,
 		requestId: req.requestId,
 		holdNanos: hold,
 		...(opts.reserveNanos ? { reserveNanos: opts.reserveNanos } : {}),
@@ -257,5 +257,5 @@ export async function keepReservationAlive(env: Env, req: RequestContext): Promi
 		await adoptNow(() => ledgerFor(env, req.payerKeyId), ticket);
 		if (!ticket.adopted) return;
 	}
-	await ledgerFor(env, req.payerKeyId).authorize({ keyId: req.payerKeyId, requestId: req.requestId, holdNanos: 0 });
+	await ledgerFor(env, req.payerKeyId).authorize({ payerKeyId: req.payerKeyId, requestId: req.requestId, holdNanos: 0 });
 }

@@ -8,6 +8,7 @@ import { type EngineNode, type ModelConfig, modelNodes } from "../config";
 import { estimatePromptTokens } from "../estimate";
 import { readCappedText } from "../http/read-capped";
 import { serverRoot } from "../routing/probe";
+import { type Secrets, secretNamed } from "../secrets";
 
 /** How long the node may take to count; then the estimate answers. */
 export const TOKENIZE_TIMEOUT_MS = 2_000;
@@ -24,7 +25,7 @@ export interface TokenCount {
 
 export interface CountDeps {
 	fetch: typeof fetch;
-	secrets: Record<string, unknown>;
+	secrets: Secrets;
 	timeoutMs?: number;
 }
 
@@ -43,7 +44,7 @@ async function tokenize(
 	deps: CountDeps,
 ): Promise<number | null> {
 	const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
-	const key = node.apiKeyEnv ? deps.secrets[node.apiKeyEnv] : undefined;
+	const key = node.apiKeyEnv ? secretNamed(deps.secrets, node.apiKeyEnv) : undefined;
 	if (typeof key === "string" && key) headers.authorization = `Bearer ${key}`;
 	const body: Record<string, unknown> = { model: model.engine_model, messages: chatBody.messages, add_generation_prompt: true };
 	if (chatBody.tools !== undefined) body.tools = chatBody.tools;

@@ -75,7 +75,7 @@ export async function countMessageTokens(
 	const chatBody = messagesToChat({ ...req, max_tokens: 1 }, { reasoning: false });
 	const count: TokenCount = await countTokens(model, chatBody, {
 		fetch: fetcher,
-		secrets: run.env as unknown as Record<string, unknown>,
+		secrets: run.env,
 	});
 	return {
 		body: { input_tokens: count.input_tokens },

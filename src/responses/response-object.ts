@@ -6,11 +6,14 @@ import type { ResponseStatus, ResponseUsage, Response as SdkResponse } from "ope
 import { randomId } from "../ids";
 import type { OutputItem } from "./item-schema";
 import type { ResponsesRequest } from "./request-schema";
-import { echoTool } from "./tools";
+import { type EchoedTool, echoTool } from "./tools";
 
 /** The response object on the wire. `output_text` is left out: the SDKs compute it. */
-export type ResponseObject = Omit<SdkResponse, "output_text" | "access_programs" | "output" | "usage" | "error"> & {
+export type ResponseObject = Omit<SdkResponse, "output_text" | "access_programs" | "output" | "usage" | "error" | "tools" | "tool_choice"> & {
 	output: OutputItem[];
+	tools: EchoedTool[];
+	/** As sent: `{"type": "web_search"}` too, which the SDK's types do not list yet. */
+	tool_choice: NonNullable<ResponsesRequest["tool_choice"]>;
 	usage: ResponseUsage | null;
 	error: { code: string; message: string } | null;
 	store: boolean;
@@ -82,9 +85,8 @@ export function responseShell(meta: StatusMeta, status: ResponseStatus): Respons
 		store: r.store,
 		temperature: r.temperature ?? null,
 		text,
-		// As sent: `{"type": "web_search"}` too, which the SDK's types do not list yet.
-		tool_choice: (r.tool_choice ?? "auto") as ResponseObject["tool_choice"],
-		tools: (r.tools ?? []).map(echoTool) as unknown as ResponseObject["tools"],
+		tool_choice: r.tool_choice ?? "auto",
+		tools: (r.tools ?? []).map(echoTool),
 		top_p: r.top_p ?? null,
 		truncation: r.truncation ?? "disabled",
 		usage: null,

@@ -261,8 +261,20 @@ export function callItem(
 	return item;
 }
 
+/** A function tool as the response object echoes it: OpenAI's nulls for the fields it was sent without. */
+export interface EchoedFunctionTool {
+	type: "function";
+	name: string;
+	description: string | null;
+	parameters: Record<string, unknown> | null;
+	strict: boolean | null;
+}
+
+/** A tool in the response object: any type as sent (hosted and unknown ones too, which the SDK's type lacks). */
+export type EchoedTool = EchoedFunctionTool | CustomToolParam | NamespaceToolParam | HostedToolParam;
+
 /** A tool echoed in the response object: as sent, with OpenAI's nulls for a function's missing fields. */
-export function echoTool(t: ToolParam): Record<string, unknown> {
+export function echoTool(t: ToolParam): EchoedTool {
 	if (t.type !== "function") return { ...t };
 	const f = t as FunctionToolParam;
 	return {

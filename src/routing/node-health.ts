@@ -129,7 +129,7 @@ export class NodeHealth extends DurableObject<Env> {
 		const queue = [...this.#targets.values()].map((k) => k.target);
 		const deps = {
 			fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
-			secrets: this.env as unknown as Record<string, unknown>,
+			secrets: this.env,
 			timeoutMs: probeTimeoutMs(this.#intervalMs),
 			now: Date.now,
 		};

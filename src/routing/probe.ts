@@ -5,6 +5,7 @@
  * GETs: one when it exposes no load at all. `fetch` and the clock are passed in.
  */
 import { readCappedText } from "../http/read-capped";
+import { type Secrets, secretNamed } from "../secrets";
 import { type EngineLoad, loadFromMetrics, loadFromOllamaPs, loadFromSlots } from "./engine-load";
 import type { ProbeResult, ProbeTarget } from "./view-types";
 
@@ -23,7 +24,7 @@ export function newMemo(): ProbeMemo {
 export interface ProbeDeps {
 	fetch: typeof fetch;
 	/** Secrets by name, for targets that name an `api_key_env`. */
-	secrets: Record<string, unknown>;
+	secrets: Secrets;
 	timeoutMs: number;
 	now: () => number;
 }
@@ -48,7 +49,7 @@ async function get(deps: ProbeDeps, url: string, target: ProbeTarget, read: bool
 	const controller = new AbortController();
 	const timer = setTimeout(() => controller.abort(new Error("probe timeout")), deps.timeoutMs);
 	const headers: Record<string, string> = { accept: "application/json, text/plain" };
-	const key = target.api_key_env ? deps.secrets[target.api_key_env] : undefined;
+	const key = target.api_key_env ? secretNamed(deps.secrets, target.api_key_env) : undefined;
 	if (typeof key === "string" && key) headers.authorization = `Bearer ${key}`;
 	try {
 		const res = await deps.fetch(url, { method: "GET", headers, redirect: "manual", signal: controller.signal });

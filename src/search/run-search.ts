@@ -1,4 +1,5 @@
 import type { GatewayConfig } from "../config";
+import { type Secrets, secretNamed } from "../secrets";
 import { type SearchResult, searchProvider } from "./providers";
 
 /** `skipped`: nothing to search for (no text in the last user message), so no backend was called. */
@@ -15,7 +16,7 @@ export interface SearchOutcome {
  */
 export async function runWebSearch(
 	cfg: GatewayConfig["web_search"],
-	secrets: Record<string, unknown>,
+	secrets: Secrets,
 	query: string,
 	count: number,
 	signal?: AbortSignal,
@@ -23,7 +24,7 @@ export async function runWebSearch(
 	if (!cfg) return { status: "unconfigured", results: [] };
 	if (!query) return { status: "skipped", results: [] };
 	const provider = searchProvider(cfg);
-	const key = cfg.api_key_env ? secrets[cfg.api_key_env] : undefined;
+	const key = cfg.api_key_env ? secretNamed(secrets, cfg.api_key_env) : undefined;
 	const timeout = AbortSignal.timeout(cfg.timeout_ms);
 	try {
 		const res = await fetch(provider.request(query, count, typeof key === "string" ? key : undefined), {

@@ -1,6 +1,6 @@
-/** Admin API input checks as the route tests make them: 400s naming their field, raw JSON literals, credits. */
+/** Admin API input checks as the route tests make them: 400s naming their field, raw JSON literals, credits, minted tokens. */
 import { expect } from "vitest";
-import { admin } from "./gateway";
+import { admin, gw } from "./gateway";
 
 type Json = Record<string, unknown>;
 type ErrorBody = { error: { message: string; type: string; param: string | null; code: string | null } };
@@ -28,5 +28,17 @@ export function credit(id: string, body: Json | string, headers: Record<string, 
 		method: "POST",
 		headers,
 		body: typeof body === "string" ? body : JSON.stringify(body),
+	});
+}
+
+/** The origin the tokens these tests mint are allowed from. */
+export const APP = "https://app.example";
+
+/** POST /v1/tokens as `key`: a token allowed from APP unless `fields` says otherwise. */
+export function mint(key: string, fields: Json): Promise<Response> {
+	return gw("/v1/tokens", {
+		method: "POST",
+		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+		body: JSON.stringify({ allowed_origins: [APP], ...fields }),
 	});
 }

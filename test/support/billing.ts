@@ -13,10 +13,10 @@
  *  - completed: 3 × 1_000 + 3 × 2_000 = 9_000;
  *  - estimated (no engine usage): 7 × 1_000 + 5 × 2_000 = 17_000.
  */
-import { env, runDurableObjectAlarm } from "cloudflare:test";
+import { env, runDurableObjectAlarm, SELF } from "cloudflare:test";
 import { expect } from "vitest";
 import type { LedgerInfo } from "../../src/ledger/durable/key-ledger";
-import { admin, type EngineRequest, engineRequestsSince, waitFor } from "./gateway";
+import { admin, BASE, createKey, type EngineRequest, engineRequestsSince, lastEngineId, waitFor } from "./gateway";
 import { ledger } from "./ledger";
 
 export const IN = 1_000;
@@ -136,4 +136,44 @@ export async function settled(keyId: string, records: number): Promise<{ info: L
 	const res = await admin(`/usage?key_id=${keyId}&limit=100`);
 	const rows = ((await res.json()) as { data: UsageRow[] }).data;
 	return { info: i, rows };
+}
+
+/** Where a billing case starts: a key with $10, the engine record's last id, and a fresh message. */
+export async function billingCase() {
+	const k = await createKey({ balance_usd: 10 });
+	const since = await lastEngineId();
+	return { k, since, msg: ping() };
+}
+
+/**
+ * A chat request its client walks away from: `pending` is the response on its way; `leave` aborts
+ * the request and drops whatever of the response had come.
+ */
+export function leavingChat(key: string, body: Record<string, unknown>) {
+	const controller = new AbortController();
+	const pending = SELF.fetch(`${BASE}/v1/chat/completions`, {
+		method: "POST",
+		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+		body: JSON.stringify(body),
+		signal: controller.signal,
+	});
+	const leave = async () => {
+		controller.abort();
+		await pending.then(
+			(r) => r.body?.cancel(),
+			() => undefined,
+		);
+	};
+	return { pending, controller, leave };
+}
+
+/**
+ * A $10 key's one request billed at the estimate (no engine usage: 7 prompt and 5 completion
+ * tokens, ESTIMATED): the ledger settled with nothing held, and the record says so with `fields`.
+ */
+export async function expectEstimatedBill(keyId: string, fields: Partial<UsageRow>): Promise<void> {
+	const end = await settledInfo(keyId, 1);
+	expect(end).toMatchObject({ spentNanos: ESTIMATED, balanceNanos: 10_000_000_000 - ESTIMATED, openHolds: 0 });
+	const [row] = await usageOf(keyId, 1);
+	expect(row).toMatchObject({ estimated: true, prompt_tokens: 7, completion_tokens: 5, cost_nanos: ESTIMATED, ...fields });
 }

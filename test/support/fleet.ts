@@ -6,8 +6,10 @@
  * meets another's.
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { beforeAll } from "vitest";
+import { parseConfig } from "../../src/config";
 import worker from "../../src/index";
-import { BASE, waitFor } from "./gateway";
+import { BASE, createKey, waitFor } from "./gateway";
 import { TEST_ADMIN_TOKEN } from "./test-config";
 
 /**
@@ -237,4 +239,37 @@ export function fallbackFleet(prefix: string) {
 		await setNode(nodes.refuses, { scenario: "bad400" });
 	};
 	return { marker: t, nodes, models, setUp };
+}
+
+/** test/reasoning's price in nano-dollars ($10 in, $20 out per million tokens). */
+export function dearCost(usage: { prompt_tokens: number; completion_tokens: number }): number {
+	return usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000;
+}
+
+/**
+ * What a fallback test file runs against: `fleet` (fallbackFleet) plus the file's own `more`
+ * models, a gateway with that config, and a key with $100 (`key()`) made before the file's tests,
+ * once the fleet and then `setUp` have given the nodes their behaviour. `dear` is test/reasoning
+ * as the config parses it.
+ */
+export function fallbackSuite(
+	fleet: ReturnType<typeof fallbackFleet>,
+	keyName: string,
+	more: unknown[],
+	setUp: () => Promise<void> = async () => {},
+) {
+	const config = fleetConfig([...fleet.models, ...more]);
+	const dear = parseConfig(config).models.find((m) => m.id === "test/reasoning");
+	if (!dear) throw new Error("the fallback fleet has no test/reasoning");
+	let key: string | undefined;
+	beforeAll(async () => {
+		await fleet.setUp();
+		key = (await createKey({ name: keyName, balance_usd: 100 })).key;
+		await setUp();
+	});
+	const keyOf = (): string => {
+		if (key === undefined) throw new Error("the suite's key is made in beforeAll");
+		return key;
+	};
+	return { config, gw: gatewayWith(config), dear, key: keyOf };
 }

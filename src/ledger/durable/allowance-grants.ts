@@ -49,7 +49,7 @@ export class LedgerAllowances {
 			reason,
 			balanceNanos: st.balance,
 		});
-		if (st.revoked.has(input.keyId)) return refuse("revoked");
+		if (st.revoked.has(input.payerKeyId)) return refuse("revoked");
 		if (now < st.grantsPausedUntil) return refuse("paused");
 		const row = this.row(input.allowanceId);
 		if (input.extend) {

@@ -3,6 +3,8 @@
  * idempotency key, kept as the key's credit history. Synchronous SQLite work inside the
  * KeyLedger's RPC methods, so each step is atomic.
  */
+
+import { ledgerClock } from "./clock";
 import type { CreditInput, CreditResult, LedgerState } from "./rpc-types";
 
 /** One line of a key's credit history, newest first (GET /admin/keys/{id}/credits). */
@@ -49,7 +51,7 @@ export class LedgerCredits {
 				amount,
 				after,
 				input.note ?? null,
-				input.now ?? Date.now(),
+				ledgerClock.now(),
 			);
 		});
 		st.balance = after;

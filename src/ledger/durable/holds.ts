@@ -5,6 +5,7 @@
  * KeyLedger's RPC methods, so each step is atomic.
  */
 
+import { ledgerClock } from "./clock";
 import { isLimited, type LedgerLimits, type RateState } from "./limits";
 import type { AuthorizeInput, AuthorizeResult, LedgerState } from "./rpc-types";
 
@@ -25,7 +26,7 @@ export class LedgerHolds {
 	 * no-op that returns the hold it placed (and extends its life). `st` follows once stored.
 	 */
 	authorize(st: LedgerState, input: AuthorizeInput): AuthorizeResult {
-		const now = input.now ?? Date.now();
+		const now = ledgerClock.now();
 		const available = st.balance - st.held;
 		const hold = Math.max(0, Math.round(input.holdNanos));
 		const reserve = Math.max(0, Math.round(input.reserveNanos ?? 0));
@@ -171,7 +172,7 @@ export class LedgerHolds {
 
 /** The first key of a request that was revoked (the ledger's own, or the token that called), or null. */
 function revokedScope(revoked: Set<string>, input: AuthorizeInput): string | null {
-	if (revoked.has(input.keyId)) return input.keyId;
+	if (revoked.has(input.payerKeyId)) return input.payerKeyId;
 	for (const s of input.scopes ?? []) if (revoked.has(s.scope)) return s.scope;
 	return null;
 }

@@ -3,6 +3,7 @@ import { assertSafeTotal, MAX_REQUEST_NANOS, nanosArg } from "../../money/nanos"
 import { migrate } from "../../storage/migrations";
 import { LedgerAlarm } from "./alarm";
 import { LedgerAllowances } from "./allowance-grants";
+import { ledgerClock } from "./clock";
 import { type CreditEntry, LedgerCredits } from "./credits";
 import { LedgerHolds } from "./holds";
 import { LedgerLimits } from "./limits";
@@ -85,7 +86,7 @@ export class KeyLedger extends DurableObject<Env> {
 		if (input.tokens !== undefined) nanosArg("authorize", "tokens", input.tokens, Number.MAX_SAFE_INTEGER);
 		const st = this.#load();
 		assertSafeTotal("authorize", "amount held", st.held + hold);
-		this.#rememberKey(input.keyId);
+		this.#rememberKey(input.payerKeyId);
 		return this.#holds.authorize(st, input);
 	}
 
@@ -171,8 +172,8 @@ export class KeyLedger extends DurableObject<Env> {
 		// A want past the safe range only asks for as much as there is room for.
 		nanosArg("grant", "wantNanos", Math.min(input.wantNanos, Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER);
 		const st = this.#load();
-		this.#rememberKey(input.keyId);
-		return this.#allowances.grant(st, input, input.now ?? Date.now(), (at) => this.#alarms.ensure(at));
+		this.#rememberKey(input.payerKeyId);
+		return this.#allowances.grant(st, input, ledgerClock.now(), (at) => this.#alarms.ensure(at));
 	}
 
 	/**
@@ -182,7 +183,7 @@ export class KeyLedger extends DurableObject<Env> {
 	 */
 	adopt(input: AdoptInput): { adopted: boolean; allowance: AllowanceState } {
 		const hold = nanosArg("adopt", "holdNanos", input.holdNanos, MAX_REQUEST_NANOS);
-		const now = input.now ?? Date.now();
+		const now = ledgerClock.now();
 		const st = this.#load();
 		const prior = this.#holds.prior(input.requestId);
 		if (prior.settled || prior.hold !== null) {
@@ -211,7 +212,7 @@ export class KeyLedger extends DurableObject<Env> {
 	 * key gets no new hold from now on.
 	 */
 	revoke(input: RevokeInput): { allowancesRevoked: number } {
-		const now = input.now ?? Date.now();
+		const now = ledgerClock.now();
 		return this.#transaction(() => this.#allowances.revoke(this.#load(), input, now));
 	}
 
@@ -220,8 +221,8 @@ export class KeyLedger extends DurableObject<Env> {
 		this.#load();
 		await this.#alarms.run(Date.now(), {
 			expireHolds: (now) => {
-				this.expireHolds(now);
-				this.expireAllowances(now);
+				this.#holds.expire(this.#load(), now);
+				this.#allowances.expire(this.#load(), now);
 			},
 			pruneWindows: (now) => this.#limits.pruneWindows(now),
 			nextHoldExpiry: () => minOf(this.#holds.nextExpiry(), this.#allowances.nextExpiry()),
@@ -231,20 +232,20 @@ export class KeyLedger extends DurableObject<Env> {
 	}
 
 	/** Voids holds past their expiry, each exactly once. Returns how many were voided. */
-	expireHolds(now: number = Date.now()): number {
-		return this.#holds.expire(this.#load(), now);
+	expireHolds(): number {
+		return this.#holds.expire(this.#load(), ledgerClock.now());
 	}
 
 	/** Deletes allowances past their expiry (the alarm runs at the earliest); returns what they still reserved. */
-	expireAllowances(now: number = Date.now()): number {
-		return this.#allowances.expire(this.#load(), now);
+	expireAllowances(): number {
+		return this.#allowances.expire(this.#load(), ledgerClock.now());
 	}
 
-	/** Spend of one scope in the period containing `now` (lifetime when `period` is null). */
-	spend(input: { scope: string; period?: "daily" | "weekly" | "monthly" | null; now?: number }): { spentNanos: number } {
+	/** Spend of one scope in the period containing the present (lifetime when `period` is null). */
+	spend(input: { scope: string; period?: "daily" | "weekly" | "monthly" | null }): { spentNanos: number } {
 		const st = this.#load();
 		if (!input.period && input.scope === st.keyId) return { spentNanos: st.spent };
-		return { spentNanos: this.#limits.spent(input.scope, input.period ?? "total", input.now ?? Date.now()) };
+		return { spentNanos: this.#limits.spent(input.scope, input.period ?? "total", ledgerClock.now()) };
 	}
 
 	/**

@@ -18,10 +18,9 @@ export type AuthorizeResult =
 
 export interface AuthorizeInput {
 	/** This ledger's key: the payer of every request it holds (a `vk-tmp-` token's parent). */
-	keyId: string;
+	payerKeyId: string;
 	requestId: string;
 	holdNanos: number;
-	now?: number;
 	/**
 	 * The limits of every key this request runs under (the ledger's own key, and the token that
 	 * called, if any). Checked and counted in the same atomic step as the hold.
@@ -52,7 +51,6 @@ export interface SettleInput {
 	requestId: string;
 	costNanos: number;
 	record: UsageRecordInput;
-	now?: number;
 	/**
 	 * The allowance the request was served from (no hold of its own): its reservation goes down by
 	 * the cost. Ignored when the request holds (it adopted its share) or the allowance is gone.
@@ -81,8 +79,8 @@ export type SettleManyAnswer = SettleResult | { failed: string };
 export type AllowanceState = "live" | "revoked" | "gone";
 
 export interface GrantInput {
-	/** This ledger's key. */
-	keyId: string;
+	/** This ledger's key: the payer of every request the allowance serves. */
+	payerKeyId: string;
 	/** Chosen by the isolate, fresh for each allowance it starts (never reused after it is gone). */
 	allowanceId: string;
 	/** One request's hold: the unit of the headroom rule and of the allowance's size. */
@@ -94,7 +92,6 @@ export interface GrantInput {
 	minHeadroom: number;
 	/** false: start a new allowance; true: top up and extend one the isolate already has (refused when it is gone). */
 	extend: boolean;
-	now?: number;
 }
 
 export type GrantResult =
@@ -115,7 +112,6 @@ export interface AdoptInput {
 	requestId: string;
 	/** The request's hold: moved out of the allowance into a hold of its own (HOLD_TTL_MS). */
 	holdNanos: number;
-	now?: number;
 }
 
 export interface RevokeInput {
@@ -128,7 +124,6 @@ export interface RevokeInput {
 	scope: string;
 	/** How long grants stay refused (default ALLOWANCE_PAUSE_MS: the longest a key lookup stays cached). */
 	pauseMs?: number;
-	now?: number;
 }
 
 export interface LedgerInfo {
@@ -152,7 +147,6 @@ export interface CreditInput {
 	/** A credit is applied once per key; the same key with another amount is refused. */
 	idempotencyKey: string;
 	note?: string;
-	now?: number;
 }
 
 export interface CreditResult {

@@ -6,6 +6,7 @@
  */
 import { assertSafeTotal } from "../../money/nanos";
 import type { LedgerAllowances } from "./allowance-grants";
+import { ledgerClock } from "./clock";
 import type { LedgerHolds } from "./holds";
 import type { LedgerLimits } from "./limits";
 import type { AllowanceState, LedgerState, SettleInput, SettleResult } from "./rpc-types";
@@ -25,7 +26,7 @@ export class LedgerSettlements {
 
 	/** Settles `input` at `cost` (integer nano-dollars, checked by the caller); `st` follows once stored. */
 	settle(st: LedgerState, input: SettleInput, cost: number): SettleResult {
-		const now = input.now ?? Date.now();
+		const now = ledgerClock.now();
 		const balanceAfter = st.balance - cost;
 		const spentAfter = st.spent + cost;
 		assertSafeTotal("settle", "balance", balanceAfter);

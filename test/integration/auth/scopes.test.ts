@@ -6,6 +6,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { periodEnd, periodStart } from "../../../src/ledger/durable/spend-periods";
+import { at } from "../../support/clock";
 import { admin, chat, createKey, engineRequests, gw, waitFor } from "../../support/gateway";
 import { ledger } from "../../support/ledger";
 
@@ -132,7 +133,7 @@ describe("spend caps", () => {
 		expect((await chat(key, body())).status).toBe(200);
 	});
 
-	it("resets the spend at the start of the next period (ledger, with now)", async () => {
+	it("resets the spend at the start of the next period (ledger, clock set)", async () => {
 		const keyId = `key_spend_${crypto.randomUUID().slice(0, 8)}`;
 		const stub = ledger(keyId);
 		await stub.credit({ keyId, amountNanos: 1_000_000_000, idempotencyKey: "initial" });
@@ -148,18 +149,22 @@ describe("spend caps", () => {
 			estimated: false,
 		};
 
-		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 4_000, scopes, now: t0 })).toMatchObject({ ok: true });
+		expect(await at(t0, () => stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 4_000, scopes }))).toMatchObject({
+			ok: true,
+		});
 		// While "a" is held, its hold counts against the cap too.
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 7_000, scopes, now: t0 })).toMatchObject({ ok: true });
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, now: t0 })).toMatchObject({
+		expect(await at(t0, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 7_000, scopes }))).toMatchObject({
+			ok: true,
+		});
+		expect(await at(t0, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject({
 			ok: false,
 			refused: "spend_limit",
 			limitNanos: 10_000,
 		});
-		await stub.settle({ requestId: "a", costNanos: 6_000, record, now: t0 });
-		await stub.settle({ requestId: "b", costNanos: 5_000, record, now: t0 });
-		expect(await stub.spend({ scope: keyId, period: "daily", now: t0 })).toEqual({ spentNanos: 11_000 });
-		const refused = await stub.authorize({ keyId, requestId: "d", holdNanos: 1, scopes, now: t0 + 30_000 });
+		await at(t0, () => stub.settle({ requestId: "a", costNanos: 6_000, record }));
+		await at(t0, () => stub.settle({ requestId: "b", costNanos: 5_000, record }));
+		expect(await at(t0, () => stub.spend({ scope: keyId, period: "daily" }))).toEqual({ spentNanos: 11_000 });
+		const refused = await at(t0 + 30_000, () => stub.authorize({ payerKeyId: keyId, requestId: "d", holdNanos: 1, scopes }));
 		expect(refused).toMatchObject({
 			ok: false,
 			refused: "spend_limit",
@@ -170,11 +175,13 @@ describe("spend caps", () => {
 
 		// One minute later it is the next day (UTC): the cap is fresh.
 		const t1 = t0 + 60_000;
-		expect(await stub.spend({ scope: keyId, period: "daily", now: t1 })).toEqual({ spentNanos: 0 });
-		expect(await stub.authorize({ keyId, requestId: "e", holdNanos: 1, scopes, now: t1 })).toMatchObject({ ok: true });
+		expect(await at(t1, () => stub.spend({ scope: keyId, period: "daily" }))).toEqual({ spentNanos: 0 });
+		expect(await at(t1, () => stub.authorize({ payerKeyId: keyId, requestId: "e", holdNanos: 1, scopes }))).toMatchObject({
+			ok: true,
+		});
 		// Lifetime and monthly spend keep counting across the day boundary.
-		expect(await stub.spend({ scope: keyId, period: null, now: t1 })).toEqual({ spentNanos: 11_000 });
-		expect(await stub.spend({ scope: keyId, period: "monthly", now: t1 })).toEqual({ spentNanos: 11_000 });
+		expect(await at(t1, () => stub.spend({ scope: keyId, period: null }))).toEqual({ spentNanos: 11_000 });
+		expect(await at(t1, () => stub.spend({ scope: keyId, period: "monthly" }))).toEqual({ spentNanos: 11_000 });
 	});
 
 	it("computes UTC periods: days, ISO weeks from Monday, calendar months", () => {

@@ -1,14 +1,17 @@
 /** How each outcome of a chat request is billed, in exact nano-dollars (arithmetic in test/support/billing.ts). */
 
-import { env, runDurableObjectAlarm, SELF } from "cloudflare:test";
+import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import {
+	billingCase,
 	COMPLETED,
 	type ErrorBody,
 	ESTIMATED,
 	engineCallsFor,
+	expectEstimatedBill,
 	IN,
 	info,
+	leavingChat,
 	OUT,
 	ping,
 	settledInfo,
@@ -16,14 +19,12 @@ import {
 	usageOf,
 	usd,
 } from "../../support/billing";
-import { BASE, chat, createKey, lastEngineId, readSse, waitFor } from "../../support/gateway";
+import { chat, createKey, readSse, waitFor } from "../../support/gateway";
 import { ledger } from "../../support/ledger";
 
 describe("each outcome is billed as stated", () => {
 	it("completed, non-stream: engine usage, cost = prompt × in + completion × out, headers match the ledger", async () => {
-		const k = await createKey({ balance_usd: 10 });
-		const since = await lastEngineId();
-		const msg = ping();
+		const { k, since, msg } = await billingCase();
 		const res = await chat(k.key, { model: "test/ok", messages: [{ role: "user", content: msg }] });
 		const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } };
 		expect(res.status).toBe(200);
@@ -108,29 +109,13 @@ describe("each outcome is billed as stated", () => {
 		const frames = await readSse(res);
 		expect(frames.at(-1)).toBe("[DONE]");
 		expect(textDeltas(frames)).toHaveLength(17);
-		const end = await settledInfo(k.id, 1);
-		expect(end).toMatchObject({ spentNanos: ESTIMATED, balanceNanos: 10_000_000_000 - ESTIMATED, openHolds: 0 });
-		const [row] = await usageOf(k.id, 1);
-		expect(row).toMatchObject({
-			status: "completed",
-			estimated: true,
-			prompt_tokens: 7,
-			completion_tokens: 5,
-			cost_nanos: ESTIMATED,
-		});
+		await expectEstimatedBill(k.id, { status: "completed" });
 	});
 
 	it("client disconnects mid-stream: client_disconnected, prompt estimate + forwarded, the engine sees the abort", async () => {
-		const k = await createKey({ balance_usd: 10 });
-		const since = await lastEngineId();
-		const msg = ping();
-		const controller = new AbortController();
-		const res = await SELF.fetch(`${BASE}/v1/chat/completions`, {
-			method: "POST",
-			headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
-			body: JSON.stringify({ model: "test/slow", stream: true, messages: [{ role: "user", content: msg }] }),
-			signal: controller.signal,
-		});
+		const { k, since, msg } = await billingCase();
+		const call = leavingChat(k.key, { model: "test/slow", stream: true, messages: [{ role: "user", content: msg }] });
+		const res = await call.pending;
 		expect(res.status).toBe(200);
 		const requestId = res.headers.get("x-request-id");
 		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
@@ -145,7 +130,7 @@ describe("each outcome is billed as stated", () => {
 			contentFrames = raw.split("\n\n").filter((f) => f.includes('"content"')).length;
 		}
 		await reader.cancel();
-		controller.abort();
+		call.controller.abort();
 		const received = textDeltas(
 			raw
 				.split("\n\n")
@@ -179,23 +164,11 @@ describe("each outcome is billed as stated", () => {
 	});
 
 	it("client leaves a non-stream request mid-answer: client_disconnected, billed for what the engine generated, engine aborted", async () => {
-		const k = await createKey({ balance_usd: 10 });
-		const since = await lastEngineId();
-		const msg = ping();
-		const controller = new AbortController();
-		const pending = SELF.fetch(`${BASE}/v1/chat/completions`, {
-			method: "POST",
-			headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
-			// The engine is asked for a stream whatever the client asked: test/slow sends a word every 50 ms.
-			body: JSON.stringify({ model: "test/slow", messages: [{ role: "user", content: msg }] }),
-			signal: controller.signal,
-		});
+		const { k, since, msg } = await billingCase();
+		// The engine is asked for a stream whatever the client asked: test/slow sends a word every 50 ms.
+		const call = leavingChat(k.key, { model: "test/slow", messages: [{ role: "user", content: msg }] });
 		await waitFor(async () => (await engineCallsFor(since, msg)).length === 1);
-		controller.abort();
-		await pending.then(
-			(r) => r.body?.cancel(),
-			() => undefined,
-		);
+		await call.leave();
 		const end = await settledInfo(k.id, 1);
 		const [row] = await usageOf(k.id, 1);
 		expect(row).toMatchObject({ status: "client_disconnected", prompt_tokens: 7, estimated: true });
@@ -213,23 +186,11 @@ describe("each outcome is billed as stated", () => {
 	});
 
 	it("client disconnects while the gateway waits for a node (stream): settled, not left to expire", async () => {
-		const k = await createKey({ balance_usd: 10 });
-		const since = await lastEngineId();
-		const msg = ping();
-		const controller = new AbortController();
-		const pending = SELF.fetch(`${BASE}/v1/chat/completions`, {
-			method: "POST",
-			headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
-			body: JSON.stringify({ model: "test/all-hang", stream: true, messages: [{ role: "user", content: msg }] }),
-			signal: controller.signal,
-		});
+		const { k, since, msg } = await billingCase();
+		const call = leavingChat(k.key, { model: "test/all-hang", stream: true, messages: [{ role: "user", content: msg }] });
 		// The node never answers: the client gives up while the gateway waits for it.
 		await waitFor(async () => (await engineCallsFor(since, msg)).some((c) => c.scenario === "hang"));
-		controller.abort();
-		await pending.then(
-			(r) => r.body?.cancel(),
-			() => undefined,
-		);
+		await call.leave();
 		const end = await settledInfo(k.id, 1);
 		const [row] = await usageOf(k.id, 1);
 		expect(row).toMatchObject({ status: "client_disconnected", prompt_tokens: 7, completion_tokens: 0, cost_nanos: 7 * IN });
@@ -241,9 +202,7 @@ describe("each outcome is billed as stated", () => {
 
 	for (const stream of [false, true]) {
 		it(`engine refuses before any content (test/refuses, ${stream ? "stream" : "non-stream"}): nothing charged, hold released`, async () => {
-			const k = await createKey({ balance_usd: 10 });
-			const since = await lastEngineId();
-			const msg = ping();
+			const { k, since, msg } = await billingCase();
 			const res = await chat(k.key, { model: "test/refuses", stream, messages: [{ role: "user", content: msg }] });
 			expect(res.status).toBe(400);
 			const body = (await res.json()) as ErrorBody;
@@ -300,17 +259,7 @@ describe("each outcome is billed as stated", () => {
 		expect(last.error.code).toBe("upstream_unavailable");
 		expect(frames).not.toContain("[DONE]");
 		expect(textDeltas(frames)).toHaveLength(17); // "Echo: ping XXXXXX": 3 of 6 words
-		const end = await settledInfo(k.id, 1);
-		expect(end).toMatchObject({ spentNanos: ESTIMATED, balanceNanos: 10_000_000_000 - ESTIMATED, openHolds: 0 });
-		const [row] = await usageOf(k.id, 1);
-		expect(row).toMatchObject({
-			status: "engine_error",
-			estimated: true,
-			prompt_tokens: 7,
-			completion_tokens: 5,
-			cost_nanos: ESTIMATED,
-			node: `${env.ENGINE_URL}/s/midstream/v1`,
-		});
+		await expectEstimatedBill(k.id, { status: "engine_error", node: `${env.ENGINE_URL}/s/midstream/v1` });
 	});
 
 	it("engine connection cut after content (test/cut, stream): billed for what was forwarded, status engine_error", async () => {
@@ -336,9 +285,7 @@ describe("each outcome is billed as stated", () => {
 
 	for (const stream of [false, true]) {
 		it(`failover (test/failover, ${stream ? "stream" : "non-stream"}): exactly one settlement, naming the node that answered`, async () => {
-			const k = await createKey({ balance_usd: 10 });
-			const since = await lastEngineId();
-			const msg = ping();
+			const { k, since, msg } = await billingCase();
 			const res = await chat(k.key, { model: "test/failover", stream, messages: [{ role: "user", content: msg }] });
 			expect(res.status).toBe(200);
 			if (stream) expect((await readSse(res)).at(-1)).toBe("[DONE]");

@@ -218,7 +218,7 @@ describe("edge allowances through the worker", () => {
 			const id = `alw_sim_${i}_${crypto.randomUUID().slice(0, 6)}`;
 			const want = Math.floor(HEADROOM / 5) * hold;
 			const g = await stub.grant({
-				keyId: k.id,
+				payerKeyId: k.id,
 				allowanceId: id,
 				holdNanos: hold,
 				wantNanos: want,
@@ -336,7 +336,7 @@ describe("edge allowances through the worker", () => {
 		expect(((await next.json()) as { error: { code: string } }).error.code).toBe("invalid_api_key");
 		expect((await engineRequestsSince(since)).length).toBe(1);
 		const g = await stub.grant({
-			keyId: k.id,
+			payerKeyId: k.id,
 			allowanceId: "alw_after",
 			holdNanos: 1,
 			wantNanos: 10,
@@ -361,7 +361,7 @@ describe("edge allowances through the worker", () => {
 		await res.text();
 		await waitFor(async () => localAllowance(k.id) === undefined);
 		const g = await ledger(k.id).grant({
-			keyId: k.id,
+			payerKeyId: k.id,
 			allowanceId: "alw_paused",
 			holdNanos: 1,
 			wantNanos: 10,

@@ -6,6 +6,7 @@ import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import { HOLD_TTL_MS, type SettleInput } from "../../../src/ledger/durable/key-ledger";
 import type { UsageRecordInput } from "../../../src/ledger/durable/usage-flush";
+import { at } from "../../support/clock";
 import { flushUsage, freshKeyId, ledger } from "../../support/ledger";
 
 function record(keyId: string, fields: Partial<UsageRecordInput> = {}): UsageRecordInput {
@@ -44,7 +45,7 @@ describe("KeyLedger: authorize and settle", () => {
 	it("places a hold, then settles the real cost exactly and releases the hold", async () => {
 		const { keyId, stub } = await funded("basic", 1_000_000);
 
-		const auth = await stub.authorize({ keyId, requestId: "r1", holdNanos: 300_000 });
+		const auth = await stub.authorize({ payerKeyId: keyId, requestId: "r1", holdNanos: 300_000 });
 		expect(auth).toMatchObject({ ok: true, availableNanos: 700_000, holdNanos: 300_000, balanceNanos: 1_000_000 });
 		expect(await stub.info()).toEqual({
 			keyId,
@@ -67,7 +68,7 @@ describe("KeyLedger: authorize and settle", () => {
 
 	it("rounds fractional amounts to integer nano-dollars and never debits a negative cost", async () => {
 		const { keyId, stub } = await funded("rounding", 1_000);
-		const a = await stub.authorize({ keyId, requestId: "frac", holdNanos: 10.6 });
+		const a = await stub.authorize({ payerKeyId: keyId, requestId: "frac", holdNanos: 10.6 });
 		expect(a).toMatchObject({ ok: true, availableNanos: 989, holdNanos: 11 });
 		expect(await stub.settle(settleInput(keyId, "frac", 7.4))).toMatchObject({ costNanos: 7, balanceNanos: 993 });
 		expect(await stub.settle(settleInput(keyId, "neg", -50))).toMatchObject({ costNanos: 0, balanceNanos: 993 });
@@ -76,8 +77,8 @@ describe("KeyLedger: authorize and settle", () => {
 
 	it("a repeated authorize for the same request places one hold", async () => {
 		const { keyId, stub } = await funded("reauth", 1_000_000);
-		const a = await stub.authorize({ keyId, requestId: "same", holdNanos: 400_000 });
-		const b = await stub.authorize({ keyId, requestId: "same", holdNanos: 400_000 });
+		const a = await stub.authorize({ payerKeyId: keyId, requestId: "same", holdNanos: 400_000 });
+		const b = await stub.authorize({ payerKeyId: keyId, requestId: "same", holdNanos: 400_000 });
 		expect(a.ok && b.ok).toBe(true);
 		expect(b).toMatchObject({ ok: true, holdNanos: 400_000 });
 		const info = await stub.info();
@@ -87,11 +88,11 @@ describe("KeyLedger: authorize and settle", () => {
 
 	it("an authorize replayed after its request settled does not open a new hold", async () => {
 		const { keyId, stub } = await funded("reauth-after-settle", 1_000_000);
-		await stub.authorize({ keyId, requestId: "done", holdNanos: 400_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "done", holdNanos: 400_000 });
 		await stub.settle(settleInput(keyId, "done", 5_000));
 		// The request is finished: a late duplicate authorize must not strand 400_000 of the balance
 		// in a hold that no settle can ever release (a replayed settle is a no-op).
-		await stub.authorize({ keyId, requestId: "done", holdNanos: 400_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "done", holdNanos: 400_000 });
 		await stub.settle(settleInput(keyId, "done", 5_000));
 		const info = await stub.info();
 		expect(info.balanceNanos).toBe(995_000);
@@ -101,13 +102,13 @@ describe("KeyLedger: authorize and settle", () => {
 
 	it("refuses when balance minus holds is not positive, with available and required amounts", async () => {
 		const { keyId, stub } = await funded("refuse", 500_000);
-		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 500_000 })).toMatchObject({
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 500_000 })).toMatchObject({
 			ok: true,
 			availableNanos: 0,
 			holdNanos: 500_000,
 		});
 		// Exactly zero available is not positive.
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1 })).toEqual({
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1 })).toEqual({
 			ok: false,
 			availableNanos: 0,
 			requiredNanos: 1,
@@ -115,7 +116,7 @@ describe("KeyLedger: authorize and settle", () => {
 		expect((await stub.info()).openHolds).toBe(1);
 
 		const empty = await funded("empty", 0);
-		expect(await empty.stub.authorize({ keyId: empty.keyId, requestId: "x", holdNanos: 42 })).toEqual({
+		expect(await empty.stub.authorize({ payerKeyId: empty.keyId, requestId: "x", holdNanos: 42 })).toEqual({
 			ok: false,
 			availableNanos: 0,
 			requiredNanos: 42,
@@ -126,17 +127,20 @@ describe("KeyLedger: authorize and settle", () => {
 	it("goes negative by at most one request's hold", async () => {
 		const { keyId, stub } = await funded("negative", 100);
 		// 100 available is positive, so a request that may cost 2_000 may start...
-		expect(await stub.authorize({ keyId, requestId: "big", holdNanos: 2_000 })).toMatchObject({
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "big", holdNanos: 2_000 })).toMatchObject({
 			ok: true,
 			availableNanos: -1_900,
 			holdNanos: 2_000,
 		});
 		// ...but nothing else may start while it runs.
-		expect(await stub.authorize({ keyId, requestId: "next", holdNanos: 1 })).toMatchObject({ ok: false, availableNanos: -1_900 });
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "next", holdNanos: 1 })).toMatchObject({
+			ok: false,
+			availableNanos: -1_900,
+		});
 		const s = await stub.settle(settleInput(keyId, "big", 2_000));
 		expect(s.balanceNanos).toBe(-1_900);
 		expect(s.balanceNanos).toBeGreaterThanOrEqual(-2_000);
-		expect(await stub.authorize({ keyId, requestId: "after", holdNanos: 1 })).toMatchObject({
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "after", holdNanos: 1 })).toMatchObject({
 			ok: false,
 			availableNanos: -1_900,
 			requiredNanos: 1,
@@ -146,7 +150,7 @@ describe("KeyLedger: authorize and settle", () => {
 	it("remembers its key id", async () => {
 		const keyId = freshKeyId("ledger", "remember");
 		const stub = ledger(keyId);
-		await stub.authorize({ keyId, requestId: "r", holdNanos: 1 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "r", holdNanos: 1 });
 		expect((await stub.info()).keyId).toBe(keyId);
 	});
 });
@@ -154,7 +158,7 @@ describe("KeyLedger: authorize and settle", () => {
 describe("KeyLedger: settlement happens once per request id", () => {
 	it("a replayed settle debits nothing and returns the first result", async () => {
 		const { keyId, stub } = await funded("replay", 1_000_000);
-		await stub.authorize({ keyId, requestId: "r", holdNanos: 200_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "r", holdNanos: 200_000 });
 		const first = await stub.settle(settleInput(keyId, "r", 9_000));
 		expect(first).toEqual({ requestId: "r", costNanos: 9_000, balanceNanos: 991_000, applied: true });
 
@@ -181,7 +185,7 @@ describe("KeyLedger: settlement happens once per request id", () => {
 
 	it("two settles racing (Promise.all) debit once", async () => {
 		const { keyId, stub } = await funded("race2", 1_000_000);
-		await stub.authorize({ keyId, requestId: "race", holdNanos: 200_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "race", holdNanos: 200_000 });
 		const [a, b] = await Promise.all([
 			ledger(keyId).settle(settleInput(keyId, "race", 50_000)),
 			ledger(keyId).settle(settleInput(keyId, "race", 50_000)),
@@ -198,7 +202,7 @@ describe("KeyLedger: settlement happens once per request id", () => {
 	it("many settles racing for many requests: each debited exactly once", async () => {
 		const { keyId, stub } = await funded("race-many", 10_000_000);
 		const ids = Array.from({ length: 20 }, (_, i) => `m${i}`);
-		await Promise.all(ids.map((id) => stub.authorize({ keyId, requestId: id, holdNanos: 100_000 })));
+		await Promise.all(ids.map((id) => stub.authorize({ payerKeyId: keyId, requestId: id, holdNanos: 100_000 })));
 		expect((await stub.info()).openHolds).toBe(20);
 		// Every request settled five times concurrently, with cost (i + 1) * 1_000.
 		const results = await Promise.all(
@@ -220,21 +224,21 @@ describe("KeyLedger: settlement happens once per request id", () => {
 });
 
 describe("KeyLedger: hold expiry", () => {
-	it("expireHolds (with `now`) voids an expired hold exactly once and leaves the balance alone", async () => {
+	it("expireHolds voids an expired hold exactly once and leaves the balance alone", async () => {
 		const { keyId, stub } = await funded("expire-now", 1_000_000);
 		const t0 = Date.now();
-		await stub.authorize({ keyId, requestId: "old", holdNanos: 300_000, now: t0 });
-		await stub.authorize({ keyId, requestId: "young", holdNanos: 100_000, now: t0 + 60_000 });
+		await at(t0, () => stub.authorize({ payerKeyId: keyId, requestId: "old", holdNanos: 300_000 }));
+		await at(t0 + 60_000, () => stub.authorize({ payerKeyId: keyId, requestId: "young", holdNanos: 100_000 }));
 
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS - 1)).toBe(0);
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS)).toBe(1);
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS)).toBe(0);
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS + 1_000)).toBe(0);
+		expect(await at(t0 + HOLD_TTL_MS - 1, () => stub.expireHolds())).toBe(0);
+		expect(await at(t0 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(1);
+		expect(await at(t0 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(0);
+		expect(await at(t0 + HOLD_TTL_MS + 1_000, () => stub.expireHolds())).toBe(0);
 
 		let info = await stub.info();
 		expect(info).toMatchObject({ balanceNanos: 1_000_000, spentNanos: 0, heldNanos: 100_000, openHolds: 1 });
 
-		expect(await stub.expireHolds(t0 + 60_000 + HOLD_TTL_MS)).toBe(1);
+		expect(await at(t0 + 60_000 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(1);
 		info = await stub.info();
 		expect(info).toMatchObject({ balanceNanos: 1_000_000, heldNanos: 0, openHolds: 0 });
 
@@ -246,8 +250,8 @@ describe("KeyLedger: hold expiry", () => {
 
 	it("the alarm voids an expired hold once", async () => {
 		const { keyId, stub } = await funded("expire-alarm", 1_000_000);
-		await stub.authorize({ keyId, requestId: "stale", holdNanos: 250_000 });
-		await stub.authorize({ keyId, requestId: "fresh", holdNanos: 50_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "stale", holdNanos: 250_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "fresh", holdNanos: 50_000 });
 		// Age the first hold past its TTL inside the object.
 		await runInDurableObject(stub, (_instance, state) => {
 			state.storage.sql.exec(
@@ -265,7 +269,7 @@ describe("KeyLedger: hold expiry", () => {
 		expect(info).toMatchObject({ balanceNanos: 1_000_000, heldNanos: 50_000, openHolds: 1 });
 		expect(await stub.expireHolds()).toBe(0);
 		// The freed money is available again.
-		expect(await stub.authorize({ keyId, requestId: "next", holdNanos: 1 })).toMatchObject({
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "next", holdNanos: 1 })).toMatchObject({
 			ok: true,
 			availableNanos: 1_000_000 - 50_000 - 1,
 		});
@@ -274,7 +278,7 @@ describe("KeyLedger: hold expiry", () => {
 	it("an open hold keeps an alarm scheduled so it can expire", async () => {
 		const { keyId, stub } = await funded("expire-scheduled", 1_000_000);
 		const before = Date.now();
-		await stub.authorize({ keyId, requestId: "h", holdNanos: 10 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "h", holdNanos: 10 });
 		const alarm = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
 		expect(alarm).not.toBeNull();
 		expect(alarm as number).toBeGreaterThanOrEqual(before + HOLD_TTL_MS - 1_000);
@@ -310,11 +314,14 @@ describe("KeyLedger: credits", () => {
 
 	it("a credit revives a ledger that refused", async () => {
 		const { keyId, stub } = await funded("revive", 1_000);
-		await stub.authorize({ keyId, requestId: "a", holdNanos: 5_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 5_000 });
 		await stub.settle(settleInput(keyId, "a", 1_000));
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 5_000 })).toMatchObject({ ok: false, availableNanos: 0 });
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 5_000 })).toMatchObject({
+			ok: false,
+			availableNanos: 0,
+		});
 		await stub.credit({ keyId, amountNanos: 10_000, idempotencyKey: "top" });
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 5_000 })).toMatchObject({
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 5_000 })).toMatchObject({
 			ok: true,
 			availableNanos: 5_000,
 			holdNanos: 5_000,
@@ -325,7 +332,7 @@ describe("KeyLedger: credits", () => {
 describe("KeyLedger: usage outbox", () => {
 	it("the alarm flushes a settled record to D1 with its exact fields", async () => {
 		const { keyId, stub } = await funded("outbox", 1_000_000);
-		await stub.authorize({ keyId, requestId: "u1", holdNanos: 100_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: "u1", holdNanos: 100_000 });
 		const createdAt = Date.now() - 5_000;
 		await stub.settle({
 			requestId: "u1",
@@ -369,23 +376,27 @@ describe("KeyLedger: usage outbox", () => {
 describe("KeyLedger reserve (n > 1)", () => {
 	it("admits only when the available balance covers the reserve; no reserve is admitted as before", async () => {
 		const { keyId, stub } = await funded("guard", 1_000);
-		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 5_000, reserveNanos: 1_001 })).toMatchObject({
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 5_000, reserveNanos: 1_001 })).toMatchObject({
 			ok: false,
 			availableNanos: 1_000,
 		});
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 5_000, reserveNanos: 1_000 })).toMatchObject({ ok: true });
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 5_000, reserveNanos: 1_000 })).toMatchObject({
+			ok: true,
+		});
 		// Available is now negative: nothing more, reserve or not.
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1 })).toMatchObject({ ok: false });
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1 })).toMatchObject({ ok: false });
 	});
 
 	it("checks a spend cap's headroom against the reserve", async () => {
 		const { keyId, stub } = await funded("guard", 1_000_000);
 		const scopes = [{ scope: keyId, spendLimitNanos: 10_000 }];
-		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, reserveNanos: 10_001 })).toMatchObject({
-			ok: false,
-			refused: "spend_limit",
-		});
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, reserveNanos: 9_999 })).toMatchObject({
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 1, scopes, reserveNanos: 10_001 })).toMatchObject(
+			{
+				ok: false,
+				refused: "spend_limit",
+			},
+		);
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes, reserveNanos: 9_999 })).toMatchObject({
 			ok: true,
 		});
 	});
@@ -397,16 +408,16 @@ describe("KeyLedger hold lifetime", () => {
 		// Real time: the ledger sets its alarm for the expiry, and an alarm in the past would fire at once.
 		const t0 = Date.now();
 		const ttl = 60 * 60 * 1000;
-		await stub.authorize({ keyId, requestId: "queued", holdNanos: 100, ttlMs: ttl, now: t0 });
-		expect(await stub.expireHolds(t0 + HOLD_TTL_MS + 1)).toBe(0);
+		await at(t0, () => stub.authorize({ payerKeyId: keyId, requestId: "queued", holdNanos: 100, ttlMs: ttl }));
+		expect(await at(t0 + HOLD_TTL_MS + 1, () => stub.expireHolds())).toBe(0);
 		// The run picks the hold up 50 minutes later: it lives on for another TTL from then.
 		const t1 = t0 + 50 * 60 * 1000;
-		expect(await stub.authorize({ keyId, requestId: "queued", holdNanos: 100, now: t1 })).toMatchObject({
+		expect(await at(t1, () => stub.authorize({ payerKeyId: keyId, requestId: "queued", holdNanos: 100 }))).toMatchObject({
 			ok: true,
 			holdNanos: 100,
 		});
-		expect(await stub.expireHolds(t0 + ttl + 1)).toBe(0);
-		expect(await stub.expireHolds(t1 + HOLD_TTL_MS)).toBe(1);
+		expect(await at(t0 + ttl + 1, () => stub.expireHolds())).toBe(0);
+		expect(await at(t1 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(1);
 	});
 
 	it("adds the expiry column to a ledger created before it existed, old holds keeping the default ttl", async () => {
@@ -416,8 +427,8 @@ describe("KeyLedger hold lifetime", () => {
 			expect(cols.map((c) => c.name)).toContain("expires_at");
 			state.storage.sql.exec("INSERT INTO holds (request_id, amount, created_at) VALUES ('legacy', 10, 5000)");
 		});
-		expect(await stub.expireHolds(5000 + HOLD_TTL_MS - 1)).toBe(0);
-		expect(await stub.expireHolds(5000 + HOLD_TTL_MS)).toBe(1);
+		expect(await at(5000 + HOLD_TTL_MS - 1, () => stub.expireHolds())).toBe(0);
+		expect(await at(5000 + HOLD_TTL_MS, () => stub.expireHolds())).toBe(1);
 		expect(keyId).toBeTruthy();
 	});
 });

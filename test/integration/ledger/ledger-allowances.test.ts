@@ -1,13 +1,14 @@
 /**
- * The ledger's side of edge allowances (src/ledger/durable/allowance-grants.ts), called over RPC with an
- * injected clock: grants and the headroom rule, settlement against an allowance, adoption, expiry,
- * revocation, and a seeded interleaving of several simulated isolates (the isolate arithmetic of
+ * The ledger's side of edge allowances (src/ledger/durable/allowance-grants.ts), called over RPC at
+ * times the test sets (test/support/clock.ts): grants and the headroom rule, settlement against an
+ * allowance, adoption, expiry, revocation, and a seeded interleaving of several simulated isolates (the isolate arithmetic of
  * src/ledger/allowance.ts) against one ledger, checking the money invariants after every step.
  */
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import * as A from "../../../src/ledger/allowance";
 import type { KeyLedger } from "../../../src/ledger/durable/key-ledger";
+import { at } from "../../support/clock";
 import { freshKeyId, ledger, record } from "../../support/ledger";
 import { seededRandom } from "../../support/seeded-random";
 
@@ -18,12 +19,12 @@ const TTL = 30_000;
 async function funded(label: string, balance: number) {
 	const keyId = freshKeyId("alw", label);
 	const stub = ledger(keyId);
-	await stub.credit({ keyId, amountNanos: balance, idempotencyKey: "initial", now: BASE });
+	await at(BASE, () => stub.credit({ keyId, amountNanos: balance, idempotencyKey: "initial" }));
 	return { keyId, stub };
 }
 
 function expire(stub: DurableObjectStub<KeyLedger>, now: number): Promise<number> {
-	return runInDurableObject(stub, (instance: KeyLedger) => instance.expireAllowances(now));
+	return at(now, () => runInDurableObject(stub, (instance: KeyLedger) => instance.expireAllowances()));
 }
 
 function amounts(stub: DurableObjectStub<KeyLedger>): Promise<Map<string, number>> {
@@ -35,45 +36,53 @@ function amounts(stub: DurableObjectStub<KeyLedger>): Promise<Map<string, number
 	});
 }
 
-const grantOf = (keyId: string, id: string, hold: number, want: number, now: number, extend = false, minHeadroom = 10) => ({
-	keyId,
+const grantOf = (keyId: string, id: string, hold: number, want: number, extend = false, minHeadroom = 10) => ({
+	payerKeyId: keyId,
 	allowanceId: id,
 	holdNanos: hold,
 	wantNanos: want,
 	ttlMs: TTL,
 	minHeadroom,
 	extend,
-	now,
 });
 
 describe("KeyLedger allowances", () => {
 	it("grants only with the headroom, never reserving into its lower half, and counts the grant as held", async () => {
 		const { keyId, stub } = await funded("grant", 10_000);
 		// 10 holds of 1,000 needed; the grant may leave no less than 5 holds unreserved.
-		const g = await stub.grant(grantOf(keyId, "a1", 1000, 8000, BASE));
+		const g = await at(BASE, () => stub.grant(grantOf(keyId, "a1", 1000, 8000)));
 		expect(g).toMatchObject({ ok: true, grantedNanos: 5000, amountNanos: 5000, ttlMs: TTL, balanceNanos: 10_000 });
 		expect((await stub.info()).heldNanos).toBe(5000);
 		// Now 5,000 available: below 10 holds, nothing more is granted, to this isolate or another.
-		expect(await stub.grant(grantOf(keyId, "a1", 1000, 8000, BASE + 1, true))).toMatchObject({ ok: false, reason: "headroom" });
-		expect(await stub.grant(grantOf(keyId, "a2", 1000, 8000, BASE + 1))).toMatchObject({ ok: false, reason: "headroom" });
+		expect(await at(BASE + 1, () => stub.grant(grantOf(keyId, "a1", 1000, 8000, true)))).toMatchObject({
+			ok: false,
+			reason: "headroom",
+		});
+		expect(await at(BASE + 1, () => stub.grant(grantOf(keyId, "a2", 1000, 8000)))).toMatchObject({
+			ok: false,
+			reason: "headroom",
+		});
 		// The synchronous path sees the reservation.
-		const auth = await stub.authorize({ keyId, requestId: "sync1", holdNanos: 1000, now: BASE + 2 });
+		const auth = await at(BASE + 2, () => stub.authorize({ payerKeyId: keyId, requestId: "sync1", holdNanos: 1000 }));
 		expect(auth).toMatchObject({ ok: true, availableNanos: 4000 });
 		expect(await stub.allowanceInfo()).toEqual({ allowances: 1, allowanceNanos: 5000 });
 	});
 
 	it("refuses to extend an allowance that is gone, and a fresh id reserves anew", async () => {
 		const { keyId, stub } = await funded("gone", 1_000_000);
-		expect((await stub.grant(grantOf(keyId, "b1", 1000, 10_000, BASE))).ok).toBe(true);
+		expect((await at(BASE, () => stub.grant(grantOf(keyId, "b1", 1000, 10_000)))).ok).toBe(true);
 		expect(await expire(stub, BASE + TTL)).toBe(10_000);
 		expect((await stub.info()).heldNanos).toBe(0);
-		expect(await stub.grant(grantOf(keyId, "b1", 1000, 10_000, BASE + TTL + 1, true))).toMatchObject({
+		expect(await at(BASE + TTL + 1, () => stub.grant(grantOf(keyId, "b1", 1000, 10_000, true)))).toMatchObject({
 			ok: false,
 			reason: "gone",
 		});
-		expect(await stub.grant(grantOf(keyId, "b2", 1000, 10_000, BASE + TTL + 1))).toMatchObject({ ok: true, amountNanos: 10_000 });
+		expect(await at(BASE + TTL + 1, () => stub.grant(grantOf(keyId, "b2", 1000, 10_000)))).toMatchObject({
+			ok: true,
+			amountNanos: 10_000,
+		});
 		// An extension tops up to what is wanted and moves the expiry later.
-		expect(await stub.grant(grantOf(keyId, "b2", 1000, 15_000, BASE + TTL + 5000, true))).toMatchObject({
+		expect(await at(BASE + TTL + 5000, () => stub.grant(grantOf(keyId, "b2", 1000, 15_000, true)))).toMatchObject({
 			ok: true,
 			grantedNanos: 5000,
 			amountNanos: 15_000,
@@ -84,27 +93,31 @@ describe("KeyLedger allowances", () => {
 
 	it("lowers the reservation by what a served request cost; a settlement after the allowance expired still debits exactly once", async () => {
 		const { keyId, stub } = await funded("late", 1_000_000);
-		await stub.grant(grantOf(keyId, "c1", 1000, 10_000, BASE));
-		const s1 = await stub.settle({ requestId: "r1", costNanos: 400, record: record(keyId), allowanceId: "c1", now: BASE + 10 });
+		await at(BASE, () => stub.grant(grantOf(keyId, "c1", 1000, 10_000)));
+		const s1 = await at(BASE + 10, () =>
+			stub.settle({ requestId: "r1", costNanos: 400, record: record(keyId), allowanceId: "c1" }),
+		);
 		expect(s1).toMatchObject({ applied: true, balanceNanos: 999_600, allowance: "live" });
 		expect((await stub.info()).heldNanos).toBe(9600);
 		await expire(stub, BASE + TTL);
 		expect((await stub.info()).heldNanos).toBe(0);
-		const late = await stub.settle({
-			requestId: "r2",
-			costNanos: 700,
-			record: record(keyId),
-			allowanceId: "c1",
-			now: BASE + TTL + 5,
-		});
+		const late = await at(BASE + TTL + 5, () =>
+			stub.settle({
+				requestId: "r2",
+				costNanos: 700,
+				record: record(keyId),
+				allowanceId: "c1",
+			}),
+		);
 		expect(late).toMatchObject({ applied: true, balanceNanos: 998_900, allowance: "gone" });
-		const replay = await stub.settle({
-			requestId: "r2",
-			costNanos: 700,
-			record: record(keyId),
-			allowanceId: "c1",
-			now: BASE + TTL + 9,
-		});
+		const replay = await at(BASE + TTL + 9, () =>
+			stub.settle({
+				requestId: "r2",
+				costNanos: 700,
+				record: record(keyId),
+				allowanceId: "c1",
+			}),
+		);
 		expect(replay).toMatchObject({ applied: false, balanceNanos: 998_900 });
 		const info = await stub.info();
 		expect(info.balanceNanos).toBe(998_900);
@@ -114,12 +127,12 @@ describe("KeyLedger allowances", () => {
 
 	it("moves a running request into a hold of its own; its settlement then leaves the allowance alone", async () => {
 		const { keyId, stub } = await funded("adopt", 1_000_000);
-		await stub.grant(grantOf(keyId, "d1", 1000, 10_000, BASE));
-		expect(await stub.adopt({ allowanceId: "d1", requestId: "long", holdNanos: 3000, now: BASE + 25_000 })).toEqual({
+		await at(BASE, () => stub.grant(grantOf(keyId, "d1", 1000, 10_000)));
+		expect(await at(BASE + 25_000, () => stub.adopt({ allowanceId: "d1", requestId: "long", holdNanos: 3000 }))).toEqual({
 			adopted: true,
 			allowance: "live",
 		});
-		expect(await stub.adopt({ allowanceId: "d1", requestId: "long", holdNanos: 3000, now: BASE + 25_001 })).toMatchObject({
+		expect(await at(BASE + 25_001, () => stub.adopt({ allowanceId: "d1", requestId: "long", holdNanos: 3000 }))).toMatchObject({
 			adopted: true,
 		});
 		let info = await stub.info();
@@ -128,18 +141,19 @@ describe("KeyLedger allowances", () => {
 		// The allowance expires; the adopted request is still covered by its hold.
 		await expire(stub, BASE + TTL);
 		expect((await stub.info()).heldNanos).toBe(3000);
-		const s = await stub.settle({
-			requestId: "long",
-			costNanos: 2500,
-			record: record(keyId),
-			allowanceId: "d1",
-			now: BASE + 40_000,
-		});
+		const s = await at(BASE + 40_000, () =>
+			stub.settle({
+				requestId: "long",
+				costNanos: 2500,
+				record: record(keyId),
+				allowanceId: "d1",
+			}),
+		);
 		expect(s).toMatchObject({ applied: true, balanceNanos: 997_500 });
 		info = await stub.info();
 		expect(info).toMatchObject({ heldNanos: 0, openHolds: 0, balanceNanos: 997_500 });
 		// Adopting after settlement does nothing.
-		expect(await stub.adopt({ allowanceId: "d1", requestId: "long", holdNanos: 3000, now: BASE + 40_001 })).toMatchObject({
+		expect(await at(BASE + 40_001, () => stub.adopt({ allowanceId: "d1", requestId: "long", holdNanos: 3000 }))).toMatchObject({
 			adopted: false,
 		});
 		expect((await stub.info()).heldNanos).toBe(0);
@@ -147,43 +161,58 @@ describe("KeyLedger allowances", () => {
 
 	it("revokes every allowance on an admin change, pauses grants, and refuses new holds for a revoked key or token", async () => {
 		const { keyId, stub } = await funded("revoke", 1_000_000);
-		await stub.grant(grantOf(keyId, "e1", 1000, 10_000, BASE));
-		await stub.authorize({ keyId, requestId: "held", holdNanos: 500, now: BASE });
-		expect(await stub.revoke({ change: "revoked", scope: "key_token_1", now: BASE + 1 })).toEqual({ allowancesRevoked: 1 });
+		await at(BASE, () => stub.grant(grantOf(keyId, "e1", 1000, 10_000)));
+		await at(BASE, () => stub.authorize({ payerKeyId: keyId, requestId: "held", holdNanos: 500 }));
+		expect(await at(BASE + 1, () => stub.revoke({ change: "revoked", scope: "key_token_1" }))).toEqual({ allowancesRevoked: 1 });
 		// The reservation stays (requests may be running on it) until the isolate gives it back or it expires.
 		expect((await stub.info()).heldNanos).toBe(10_500);
-		const s = await stub.settle({ requestId: "r1", costNanos: 100, record: record(keyId), allowanceId: "e1", now: BASE + 2 });
+		const s = await at(BASE + 2, () =>
+			stub.settle({ requestId: "r1", costNanos: 100, record: record(keyId), allowanceId: "e1" }),
+		);
 		expect(s.allowance).toBe("revoked");
 		await stub.release({ allowanceId: "e1", keepNanos: 0 });
 		expect((await stub.info()).heldNanos).toBe(500);
-		expect(await stub.grant(grantOf(keyId, "e2", 1000, 10_000, BASE + 3))).toMatchObject({ ok: false, reason: "paused" });
-		expect((await stub.grant(grantOf(keyId, "e2", 1000, 10_000, BASE + 80_000))).ok).toBe(true);
-		// The token is refused; the key itself is not; a hold placed before stays usable (its keep-alive replay).
-		const token = await stub.authorize({
-			keyId,
-			requestId: "t1",
-			holdNanos: 10,
-			scopes: [{ scope: "key_token_1" }],
-			now: BASE + 4,
+		expect(await at(BASE + 3, () => stub.grant(grantOf(keyId, "e2", 1000, 10_000)))).toMatchObject({
+			ok: false,
+			reason: "paused",
 		});
-		expect(token).toMatchObject({ ok: false, refused: "revoked", scope: "key_token_1" });
-		expect((await stub.authorize({ keyId, requestId: "k1", holdNanos: 10, scopes: [{ scope: keyId }], now: BASE + 4 })).ok).toBe(
-			true,
+		expect((await at(BASE + 80_000, () => stub.grant(grantOf(keyId, "e2", 1000, 10_000)))).ok).toBe(true);
+		// The token is refused; the key itself is not; a hold placed before stays usable (its keep-alive replay).
+		const token = await at(BASE + 4, () =>
+			stub.authorize({
+				payerKeyId: keyId,
+				requestId: "t1",
+				holdNanos: 10,
+				scopes: [{ scope: "key_token_1" }],
+			}),
 		);
-		await stub.revoke({ change: "revoked", scope: keyId, now: BASE + 5 });
-		expect(await stub.authorize({ keyId, requestId: "k2", holdNanos: 10, now: BASE + 6 })).toMatchObject({
+		expect(token).toMatchObject({ ok: false, refused: "revoked", scope: "key_token_1" });
+		expect(
+			(
+				await at(BASE + 4, () =>
+					stub.authorize({ payerKeyId: keyId, requestId: "k1", holdNanos: 10, scopes: [{ scope: keyId }] }),
+				)
+			).ok,
+		).toBe(true);
+		await at(BASE + 5, () => stub.revoke({ change: "revoked", scope: keyId }));
+		expect(await at(BASE + 6, () => stub.authorize({ payerKeyId: keyId, requestId: "k2", holdNanos: 10 }))).toMatchObject({
 			ok: false,
 			refused: "revoked",
 		});
-		expect((await stub.authorize({ keyId, requestId: "held", holdNanos: 0, now: BASE + 6 })).ok).toBe(true);
-		expect(await stub.grant(grantOf(keyId, "e3", 1000, 10_000, BASE + 200_000))).toMatchObject({ ok: false, reason: "revoked" });
+		expect((await at(BASE + 6, () => stub.authorize({ payerKeyId: keyId, requestId: "held", holdNanos: 0 }))).ok).toBe(true);
+		expect(await at(BASE + 200_000, () => stub.grant(grantOf(keyId, "e3", 1000, 10_000)))).toMatchObject({
+			ok: false,
+			reason: "revoked",
+		});
 	});
 
 	it("revokes allowances when credit is taken back", async () => {
 		const { keyId, stub } = await funded("debit", 1_000_000);
-		await stub.grant(grantOf(keyId, "f1", 1000, 10_000, BASE));
-		await stub.credit({ keyId, amountNanos: -900_000, idempotencyKey: "take-back", now: BASE + 1 });
-		const s = await stub.settle({ requestId: "r1", costNanos: 100, record: record(keyId), allowanceId: "f1", now: BASE + 2 });
+		await at(BASE, () => stub.grant(grantOf(keyId, "f1", 1000, 10_000)));
+		await at(BASE + 1, () => stub.credit({ keyId, amountNanos: -900_000, idempotencyKey: "take-back" }));
+		const s = await at(BASE + 2, () =>
+			stub.settle({ requestId: "r1", costNanos: 100, record: record(keyId), allowanceId: "f1" }),
+		);
 		expect(s.allowance).toBe("revoked");
 	});
 
@@ -239,18 +268,18 @@ describe("KeyLedger allowances", () => {
 					running.push({ requestId, hold, allowanceId: a.id, isolate: i, adopted: false });
 					if (A.needsRefill(a, now)) {
 						a.refillSince = now;
-						const g = await stub.grant(grantOf(keyId, a.id, hold, a.targetNanos, now, true, HEAD));
+						const g = await at(now, () => stub.grant(grantOf(keyId, a.id, hold, a.targetNanos, true, HEAD)));
 						if (g.ok) A.refilled(a, g, now);
 						else await drop(i, a);
 					}
 				} else {
-					const r = await stub.authorize({ keyId, requestId, holdNanos: hold, now });
+					const r = await at(now, () => stub.authorize({ payerKeyId: keyId, requestId, holdNanos: hold }));
 					if (r.ok) {
 						seen.syncs++;
 						running.push({ requestId, hold, allowanceId: null, isolate: i, adopted: false });
 						if (r.availableNanos >= HEAD * hold && (!a || A.isStale(a, now))) {
 							const id = `alw_${step}`;
-							const g = await stub.grant(grantOf(keyId, id, hold, A.ALLOWANCE_HOLDS * hold, now, false, HEAD));
+							const g = await at(now, () => stub.grant(grantOf(keyId, id, hold, A.ALLOWANCE_HOLDS * hold, false, HEAD)));
 							if (g.ok) {
 								seen.grants++;
 								isolates[i] = A.startAllowance(id, g, now, A.ALLOWANCE_HOLDS * hold);
@@ -262,13 +291,14 @@ describe("KeyLedger allowances", () => {
 				// A running request ends and settles, at any cost up to its hold.
 				const r = running.splice(rand(running.length), 1)[0] as Running;
 				const cost = rand(r.hold + 1);
-				const s = await stub.settle({
-					requestId: r.requestId,
-					costNanos: cost,
-					record: record(keyId),
-					now,
-					...(r.allowanceId ? { allowanceId: r.allowanceId } : {}),
-				});
+				const s = await at(now, () =>
+					stub.settle({
+						requestId: r.requestId,
+						costNanos: cost,
+						record: record(keyId),
+						...(r.allowanceId ? { allowanceId: r.allowanceId } : {}),
+					}),
+				);
 				expect(s.applied).toBe(true);
 				costs += cost;
 				const a = isolates[r.isolate];
@@ -283,7 +313,8 @@ describe("KeyLedger allowances", () => {
 					const a = isolates[r.isolate];
 					if (!r.allowanceId || r.adopted) continue;
 					if (a?.id === r.allowanceId ? A.adoptAt(a) <= now : true) {
-						const res = await stub.adopt({ allowanceId: r.allowanceId, requestId: r.requestId, holdNanos: r.hold, now });
+						const adopt = { allowanceId: r.allowanceId, requestId: r.requestId, holdNanos: r.hold };
+						const res = await at(now, () => stub.adopt(adopt));
 						expect(res.adopted).toBe(true);
 						r.adopted = true;
 						seen.adoptions++;
@@ -296,10 +327,10 @@ describe("KeyLedger allowances", () => {
 					if (a && a.expiresAt <= now) isolates[j] = null;
 				}
 			} else if (op < 95) {
-				await stub.credit({ keyId, amountNanos: 20_000, idempotencyKey: `top${step}`, now });
+				await at(now, () => stub.credit({ keyId, amountNanos: 20_000, idempotencyKey: `top${step}` }));
 				credited += 20_000;
 			} else {
-				await stub.revoke({ change: "changed", scope: keyId, pauseMs: 10_000, now });
+				await at(now, () => stub.revoke({ change: "changed", scope: keyId, pauseMs: 10_000 }));
 			}
 			await check(`step ${step} op ${op}`);
 		}
@@ -311,13 +342,14 @@ describe("KeyLedger allowances", () => {
 		// Everything running settles; the allowances expire.
 		for (const r of running.splice(0)) {
 			const cost = rand(r.hold + 1);
-			await stub.settle({
-				requestId: r.requestId,
-				costNanos: cost,
-				record: record(keyId),
-				now,
-				...(r.allowanceId ? { allowanceId: r.allowanceId } : {}),
-			});
+			await at(now, () =>
+				stub.settle({
+					requestId: r.requestId,
+					costNanos: cost,
+					record: record(keyId),
+					...(r.allowanceId ? { allowanceId: r.allowanceId } : {}),
+				}),
+			);
 			costs += cost;
 		}
 		await expire(stub, now + 10 * TTL);

@@ -77,7 +77,7 @@ async function settleMany(keyId: string, count: number, prefix: string): Promise
 	await stub.credit({ keyId, amountNanos: 1_000_000_000, idempotencyKey: "initial" });
 	const ids = Array.from({ length: count }, (_, i) => `${prefix}-${String(i).padStart(3, "0")}`);
 	for (const [i, id] of ids.entries()) {
-		await stub.authorize({ keyId, requestId: id, holdNanos: 10_000_000 });
+		await stub.authorize({ payerKeyId: keyId, requestId: id, holdNanos: 10_000_000 });
 		const r = await stub.settle({ requestId: id, costNanos: costOf(i + 1), record: record(keyId, i + 1) });
 		expect(r.applied).toBe(true);
 	}
@@ -202,7 +202,7 @@ describe("usage outbox flush", () => {
 		// A second batch of settles while the first flush still fails.
 		const more = Array.from({ length: 3 }, (_, i) => `inter-b-${i}`);
 		for (const [i, id] of more.entries()) {
-			await stub.authorize({ keyId, requestId: id, holdNanos: 10_000_000 });
+			await stub.authorize({ payerKeyId: keyId, requestId: id, holdNanos: 10_000_000 });
 			await stub.settle({ requestId: id, costNanos: costOf(i + 4), record: record(keyId, i + 4) });
 		}
 		await drain(stub);

@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { HOLD_TTL_MS, KeyLedger } from "../../../src/ledger/durable/key-ledger";
 import { LEDGER_MIGRATIONS } from "../../../src/ledger/durable/schema";
 import { schemaVersion } from "../../../src/storage/migrations";
+import { at } from "../../support/clock";
 
 function ledger(label: string): DurableObjectStub<KeyLedger> {
 	const id = `key_migrations_${label}_${crypto.randomUUID().slice(0, 8)}`;
@@ -81,18 +82,22 @@ describe("KeyLedger schema versions", () => {
 					outboxSize: 0,
 				});
 				// A replayed settlement still debits nothing; the old hold expires HOLD_TTL_MS after it was placed.
-				expect(upgraded.authorize({ keyId: "key_old", requestId: "done", holdNanos: 5, now: heldAt })).toMatchObject({
+				expect(
+					await at(heldAt, () => upgraded.authorize({ payerKeyId: "key_old", requestId: "done", holdNanos: 5 })),
+				).toMatchObject({
 					ok: true,
 					holdNanos: 0,
 				});
-				expect(upgraded.expireHolds(heldAt + HOLD_TTL_MS - 1)).toBe(0);
-				expect(upgraded.expireHolds(heldAt + HOLD_TTL_MS)).toBe(1);
+				expect(await at(heldAt + HOLD_TTL_MS - 1, () => upgraded.expireHolds())).toBe(0);
+				expect(await at(heldAt + HOLD_TTL_MS, () => upgraded.expireHolds())).toBe(1);
 				expect(upgraded.info().heldNanos).toBe(0);
 				// New holds carry their own expiry.
-				expect(upgraded.authorize({ keyId: "key_old", requestId: "new", holdNanos: 100, now: heldAt, ttlMs: 10 })).toMatchObject({
+				expect(
+					await at(heldAt, () => upgraded.authorize({ payerKeyId: "key_old", requestId: "new", holdNanos: 100, ttlMs: 10 })),
+				).toMatchObject({
 					ok: true,
 				});
-				expect(upgraded.expireHolds(heldAt + 10)).toBe(1);
+				expect(await at(heldAt + 10, () => upgraded.expireHolds())).toBe(1);
 				// Loading again migrates nothing more.
 				new KeyLedger(state, env);
 				expect(schemaVersion(state.storage.sql)).toBe(LEDGER_MIGRATIONS.length);

@@ -83,16 +83,20 @@ describe("the ledger refuses amounts that are not safe integers", () => {
 		await stub.credit({ keyId, amountNanos: 1_000_000, idempotencyKey: "initial" });
 		const before = await stub.info();
 		for (const v of bad) {
-			await expect(inLedger(stub, (l) => l.authorize({ keyId, requestId: `h-${v}`, holdNanos: v }))).rejects.toThrow(/holdNanos/);
-			const reserve = inLedger(stub, (l) => l.authorize({ keyId, requestId: `r-${v}`, holdNanos: 1, reserveNanos: v }));
+			await expect(inLedger(stub, (l) => l.authorize({ payerKeyId: keyId, requestId: `h-${v}`, holdNanos: v }))).rejects.toThrow(
+				/holdNanos/,
+			);
+			const reserve = inLedger(stub, (l) =>
+				l.authorize({ payerKeyId: keyId, requestId: `r-${v}`, holdNanos: 1, reserveNanos: v }),
+			);
 			await expect(reserve).rejects.toThrow(/reserveNanos/);
-			const tokens = inLedger(stub, (l) => l.authorize({ keyId, requestId: `t-${v}`, holdNanos: 1, tokens: v }));
+			const tokens = inLedger(stub, (l) => l.authorize({ payerKeyId: keyId, requestId: `t-${v}`, holdNanos: 1, tokens: v }));
 			await expect(tokens).rejects.toThrow(/tokens/);
 		}
 		expect(await stub.info()).toEqual(before);
 
 		// A settlement of a hold placed properly: a bad cost is refused, the hold stays for a proper one.
-		expect(await stub.authorize({ keyId, requestId: "ok", holdNanos: 500 })).toMatchObject({ ok: true });
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "ok", holdNanos: 500 })).toMatchObject({ ok: true });
 		const held = await stub.info();
 		for (const v of bad) {
 			const settle = inLedger(stub, (l) => l.settle({ requestId: "ok", costNanos: v, record: record(keyId) }));
@@ -115,7 +119,15 @@ describe("the ledger refuses amounts that are not safe integers", () => {
 		for (const v of bad) {
 			const credit = inLedger(stub, (l) => l.credit({ keyId, amountNanos: v, idempotencyKey: `c-${v}` }));
 			await expect(credit).rejects.toThrow(/amountNanos/);
-			const grant = { keyId, allowanceId: `a-${v}`, holdNanos: v, wantNanos: 10, ttlMs: 1000, minHeadroom: 2, extend: false };
+			const grant = {
+				payerKeyId: keyId,
+				allowanceId: `a-${v}`,
+				holdNanos: v,
+				wantNanos: 10,
+				ttlMs: 1000,
+				minHeadroom: 2,
+				extend: false,
+			};
 			await expect(inLedger(stub, (l) => l.grant(grant))).rejects.toThrow(/holdNanos/);
 		}
 		expect(await stub.info()).toMatchObject({ balanceNanos: 1_000_000, heldNanos: 0 });
@@ -127,7 +139,7 @@ describe("the ledger refuses amounts that are not safe integers", () => {
 		const keyId = freshKeyId("bounds", "range");
 		const stub = ledger(keyId);
 		await stub.credit({ keyId, amountNanos: 1_000, idempotencyKey: "initial" });
-		expect(await stub.authorize({ keyId, requestId: "big", holdNanos: 1 })).toMatchObject({ ok: true });
+		expect(await stub.authorize({ payerKeyId: keyId, requestId: "big", holdNanos: 1 })).toMatchObject({ ok: true });
 		const settle = inLedger(stub, (l) =>
 			l.settle({ requestId: "big", costNanos: Number.MAX_SAFE_INTEGER, record: record(keyId) }),
 		);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { formatDuration } from "../../../src/ledger/ledger-client";
+import { at } from "../../support/clock";
 import { chat, createKey, readSse } from "../../support/gateway";
 import { ledger } from "../../support/ledger";
 
@@ -74,32 +75,42 @@ describe("rpm", () => {
 		for (let i = 0; i < 4; i++) expect((await chat(key, body())).status).toBe(402);
 	});
 
-	it("slides: a request leaves the window a minute after it was admitted (ledger, with now)", async () => {
+	it("slides: a request leaves the window a minute after it was admitted (ledger, clock set)", async () => {
 		const keyId = `key_rpm_${crypto.randomUUID().slice(0, 8)}`;
 		const stub = ledger(keyId);
 		await stub.credit({ keyId, amountNanos: 1_000_000_000, idempotencyKey: "initial" });
 		const scopes = [{ scope: keyId, rpm: 2 }];
 		const t = 1_900_000_000_000;
-		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, now: t })).toMatchObject({
+		expect(await at(t, () => stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 1, scopes }))).toMatchObject({
 			ok: true,
 			rate: { requests: { limit: 2, remaining: 1, resetMs: 60_000 } },
 		});
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, now: t + 20_000 })).toMatchObject({
-			ok: true,
-			rate: { requests: { remaining: 0, resetMs: 40_000 } },
-		});
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, now: t + 30_000 })).toMatchObject({
-			ok: false,
-			refused: "rate_limited",
-			limit: "requests",
-			retryAfterMs: 30_000,
-		});
+		expect(await at(t + 20_000, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes }))).toMatchObject(
+			{
+				ok: true,
+				rate: { requests: { remaining: 0, resetMs: 40_000 } },
+			},
+		);
+		expect(await at(t + 30_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject(
+			{
+				ok: false,
+				refused: "rate_limited",
+				limit: "requests",
+				retryAfterMs: 30_000,
+			},
+		);
 		// A repeated authorize of an admitted request is not counted again.
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, now: t + 30_000 })).toMatchObject({ ok: true });
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, now: t + 60_000 })).toMatchObject({
-			ok: true,
-			rate: { requests: { remaining: 0, resetMs: 20_000 } },
-		});
+		expect(await at(t + 30_000, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes }))).toMatchObject(
+			{
+				ok: true,
+			},
+		);
+		expect(await at(t + 60_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes }))).toMatchObject(
+			{
+				ok: true,
+				rate: { requests: { remaining: 0, resetMs: 20_000 } },
+			},
+		);
 	});
 });
 
@@ -111,35 +122,45 @@ describe("tpm", () => {
 		const scopes = [{ scope: keyId, tpm: 1_000 }];
 		const t = 1_900_000_000_000;
 		const record = { key_id: keyId, model: "test/ok", node: null, status: "completed" as const, estimated: false };
-		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, tokens: 400, now: t })).toMatchObject({
+		expect(
+			await at(t, () => stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 1, scopes, tokens: 400 })),
+		).toMatchObject({
 			ok: true,
 			rate: { tokens: { limit: 1_000, remaining: 600 } },
 		});
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, tokens: 500, now: t + 1_000 })).toMatchObject({
+		expect(
+			await at(t + 1_000, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes, tokens: 500 })),
+		).toMatchObject({
 			ok: true,
 			rate: { tokens: { remaining: 100 } },
 		});
 		// 900 estimated tokens are counted: 200 more are refused until "a" leaves the window, 58 s later.
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 200, now: t + 2_000 })).toMatchObject({
+		expect(
+			await at(t + 2_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 200 })),
+		).toMatchObject({
 			ok: false,
 			refused: "rate_limited",
 			limit: "tokens",
 			retryAfterMs: 58_000,
 		});
 		// Settlement replaces the estimates with the real counts (30 and 40 tokens).
-		await stub.settle({
-			requestId: "a",
-			costNanos: 1,
-			record: { ...record, prompt_tokens: 10, completion_tokens: 20 },
-			now: t + 3_000,
-		});
-		await stub.settle({
-			requestId: "b",
-			costNanos: 1,
-			record: { ...record, prompt_tokens: 10, completion_tokens: 30 },
-			now: t + 3_000,
-		});
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 10, now: t + 4_000 })).toMatchObject({
+		await at(t + 3_000, () =>
+			stub.settle({
+				requestId: "a",
+				costNanos: 1,
+				record: { ...record, prompt_tokens: 10, completion_tokens: 20 },
+			}),
+		);
+		await at(t + 3_000, () =>
+			stub.settle({
+				requestId: "b",
+				costNanos: 1,
+				record: { ...record, prompt_tokens: 10, completion_tokens: 30 },
+			}),
+		);
+		expect(
+			await at(t + 4_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 10 })),
+		).toMatchObject({
 			ok: true,
 			rate: { tokens: { remaining: 1_000 - 30 - 40 - 10 } },
 		});
@@ -184,21 +205,27 @@ describe("retry timing", () => {
 		expect(refused.headers.get("x-ratelimit-reset-requests")).toBe(formatDuration(ms));
 	});
 
-	it("says when a tpm-refused request fits again, exact to the request leaving the window (ledger, with now)", async () => {
+	it("says when a tpm-refused request fits again, exact to the request leaving the window (ledger, clock set)", async () => {
 		const keyId = `key_tpm_${crypto.randomUUID().slice(0, 8)}`;
 		const stub = ledger(keyId);
 		await stub.credit({ keyId, amountNanos: 1_000_000_000, idempotencyKey: "initial" });
 		const scopes = [{ scope: keyId, tpm: 1_000 }];
 		const t = 1_900_000_000_000;
-		expect(await stub.authorize({ keyId, requestId: "a", holdNanos: 1, scopes, tokens: 300, now: t })).toMatchObject({
+		expect(
+			await at(t, () => stub.authorize({ payerKeyId: keyId, requestId: "a", holdNanos: 1, scopes, tokens: 300 })),
+		).toMatchObject({
 			ok: true,
 		});
-		expect(await stub.authorize({ keyId, requestId: "b", holdNanos: 1, scopes, tokens: 300, now: t + 5_000 })).toMatchObject({
+		expect(
+			await at(t + 5_000, () => stub.authorize({ payerKeyId: keyId, requestId: "b", holdNanos: 1, scopes, tokens: 300 })),
+		).toMatchObject({
 			ok: true,
 			rate: { tokens: { remaining: 400 } },
 		});
 		// 600 more do not fit in the 400 left: refused until "a" leaves (55 s), not admitted because something is left.
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600, now: t + 5_000 })).toMatchObject({
+		expect(
+			await at(t + 5_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 })),
+		).toMatchObject({
 			ok: false,
 			refused: "rate_limited",
 			limit: "tokens",
@@ -206,19 +233,27 @@ describe("retry timing", () => {
 			rate: { tokens: { resetMs: 55_000 } },
 		});
 		// 800 need both to leave: 60 s after "b".
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 800, now: t + 5_000 })).toMatchObject({
+		expect(
+			await at(t + 5_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 800 })),
+		).toMatchObject({
 			retryAfterMs: 60_000,
 		});
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600, now: t + 59_999 })).toMatchObject({
+		expect(
+			await at(t + 59_999, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 })),
+		).toMatchObject({
 			ok: false,
 			retryAfterMs: 1,
 		});
-		expect(await stub.authorize({ keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600, now: t + 60_000 })).toMatchObject({
+		expect(
+			await at(t + 60_000, () => stub.authorize({ payerKeyId: keyId, requestId: "c", holdNanos: 1, scopes, tokens: 600 })),
+		).toMatchObject({
 			ok: true,
 			rate: { tokens: { remaining: 100 } },
 		});
 		// More than the whole limit never fits: refused as too large.
-		expect(await stub.authorize({ keyId, requestId: "d", holdNanos: 1, scopes, tokens: 1_001, now: t + 200_000 })).toMatchObject({
+		expect(
+			await at(t + 200_000, () => stub.authorize({ payerKeyId: keyId, requestId: "d", holdNanos: 1, scopes, tokens: 1_001 })),
+		).toMatchObject({
 			ok: false,
 			refused: "rate_limited",
 			tooLarge: { requestedTokens: 1_001 },

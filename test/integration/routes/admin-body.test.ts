@@ -8,7 +8,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { ledgerFor } from "../../../src/ledger/ledger-client";
-import { balanceOf, credit, expect400, rawBody } from "../../support/admin-input";
+import { APP, balanceOf, credit, expect400, mint, rawBody } from "../../support/admin-input";
 import { admin, createKey, gw } from "../../support/gateway";
 import { TEST_ADMIN_TOKEN } from "../../support/test-config";
 
@@ -40,18 +40,6 @@ function streamedObject(size: number): ReadableStream<Uint8Array> {
 			controller.enqueue(enc.encode(`{"name":"${"x".repeat(size)}"}`));
 			sent = true;
 		},
-	});
-}
-
-type Json = Record<string, unknown>;
-
-const APP = "https://app.example";
-
-function mint(key: string, fields: Json): Promise<Response> {
-	return gw("/v1/tokens", {
-		method: "POST",
-		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-		body: JSON.stringify({ allowed_origins: [APP], ...fields }),
 	});
 }
 

@@ -3,21 +3,9 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { ledgerFor } from "../../../src/ledger/ledger-client";
-import { balanceOf, credit, expect400 } from "../../support/admin-input";
+import { balanceOf, credit, expect400, mint } from "../../support/admin-input";
 import { COMPLETED, type ErrorBody, HOLD, info, keyView, ping, usageOf, usd } from "../../support/billing";
-import { admin, chat, createKey, gw } from "../../support/gateway";
-
-type Json = Record<string, unknown>;
-
-const APP = "https://app.example";
-
-function mint(key: string, fields: Json): Promise<Response> {
-	return gw("/v1/tokens", {
-		method: "POST",
-		headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-		body: JSON.stringify({ allowed_origins: [APP], ...fields }),
-	});
-}
+import { admin, chat, createKey } from "../../support/gateway";
 
 describe("credits", () => {
 	it("a top-up revives a key that got 402; credits are idempotent by Idempotency-Key", async () => {

@@ -516,7 +516,7 @@ describe("rollups and retried flushes", () => {
 		await stub.credit({ keyId, amountNanos: 1_000_000_000, idempotencyKey: "initial" });
 		for (let i = 1; i <= 5; i++) {
 			const requestId = `${keyId}-${i}`;
-			await stub.authorize({ keyId, requestId, holdNanos: 10_000_000 });
+			await stub.authorize({ payerKeyId: keyId, requestId, holdNanos: 10_000_000 });
 			const record = rec(keyId, i, Date.now());
 			await stub.settle({ requestId, costNanos: 1000 * i, record });
 		}

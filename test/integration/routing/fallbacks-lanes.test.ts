@@ -6,17 +6,16 @@
  * allowlist, 400 for a model of another endpoint).
  */
 import { env } from "cloudflare:test";
-import { beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../../../src/config";
+import { describe, expect, it } from "vitest";
 import { estimatePromptTokens } from "../../../src/estimate";
 import { ledgerFor } from "../../../src/ledger/ledger-client";
 import { promptBound } from "../../../src/stream/usage-bounds";
 import {
 	callsWith,
+	dearCost,
 	errorOf,
 	fallbackFleet,
-	fleetConfig,
-	gatewayWith,
+	fallbackSuite,
 	marker,
 	model,
 	nodeUrl,
@@ -27,7 +26,6 @@ import {
 } from "../../support/fleet";
 import { createKey, gw as globalGw, waitFor } from "../../support/gateway";
 
-let key: string;
 const fleet = fallbackFleet("fl");
 const t = fleet.marker;
 const { broken: BROKEN, dear: DEAR, cheap: CHEAP, refuses: REFUSES } = fleet.nodes;
@@ -37,22 +35,18 @@ const EMBED_CHEAP = `${t}echeap`;
 const AFFINITY = [`${t}a1`, `${t}a2`, `${t}a3`];
 
 // Ids from the global test catalog where a key's allowed_models (checked against it) must name them.
-const config = fleetConfig([
-	...fleet.models,
-	model("test/failover", AFFINITY.map(nodeUrl)),
-	// Embeddings: a node that never answers (the first-byte timeout, 2 s, leaves time to read the hold).
-	model("test/embed", [nodeUrl(EMBED_HANG)], { capabilities: ["embeddings"], fallbacks: ["test/embed-dear"] }),
-	model("test/embed-dear", [nodeUrl(EMBED_DEAR)], { capabilities: ["embeddings"], pricing: { input_usd_per_mtok: 10 } }),
-	model("test/embed-cheap", [nodeUrl(EMBED_CHEAP)], { capabilities: ["embeddings"], pricing: { input_usd_per_mtok: 3 } }),
-]);
-const gw = gatewayWith(config);
-const dear = parseConfig(config).models.find((m) => m.id === "test/reasoning")!;
-
-beforeAll(async () => {
-	await fleet.setUp();
-	key = (await createKey({ name: "fallback lanes", balance_usd: 100 })).key;
-	await setNode(EMBED_HANG, { scenario: "hang" });
-});
+const { gw, dear, key } = fallbackSuite(
+	fleet,
+	"fallback lanes",
+	[
+		model("test/failover", AFFINITY.map(nodeUrl)),
+		// Embeddings: a node that never answers (the first-byte timeout, 2 s, leaves time to read the hold).
+		model("test/embed", [nodeUrl(EMBED_HANG)], { capabilities: ["embeddings"], fallbacks: ["test/embed-dear"] }),
+		model("test/embed-dear", [nodeUrl(EMBED_DEAR)], { capabilities: ["embeddings"], pricing: { input_usd_per_mtok: 10 } }),
+		model("test/embed-cheap", [nodeUrl(EMBED_CHEAP)], { capabilities: ["embeddings"], pricing: { input_usd_per_mtok: 3 } }),
+	],
+	() => setNode(EMBED_HANG, { scenario: "hang" }),
+);
 
 interface StoredResponse {
 	id: string;
@@ -82,15 +76,10 @@ function streamedResponses(text: string): Array<{ type: string; response: Stored
 		.filter((e): e is { type: string; response: StoredResponse } => e.response !== undefined);
 }
 
-/** test/reasoning's price: $10 in, $20 out per million tokens. */
-function dearCost(usage: { prompt_tokens: number; completion_tokens: number }): number {
-	return usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000;
-}
-
 describe("Responses", () => {
 	it("serves from a configured fallback, names it in the response and the stored copy, and bills its price", async () => {
 		const m = marker();
-		const a = await gw.post(key, "/v1/responses", { model: "test/ok", input: `hi ${m}` });
+		const a = await gw.post(key(), "/v1/responses", { model: "test/ok", input: `hi ${m}` });
 		expect(a.res.status, a.text).toBe(200);
 		expect(a.json).toMatchObject({ model: "test/reasoning", status: "completed" });
 		const calls = await callsWith(m);
@@ -103,12 +92,12 @@ describe("Responses", () => {
 		expect(record.cost_nanos).toBe(dearCost(record));
 		const usage = a.json?.usage as { input_tokens: number; output_tokens: number };
 		expect(record).toMatchObject({ prompt_tokens: usage.input_tokens, completion_tokens: usage.output_tokens });
-		expect(await storedResponse(key, String(a.json?.id))).toMatchObject({ model: "test/reasoning", status: "completed" });
+		expect(await storedResponse(key(), String(a.json?.id))).toMatchObject({ model: "test/reasoning", status: "completed" });
 	});
 
 	it("tries the request's `models` first, strips it from the engine body, and names the serving model in every event", async () => {
 		const m = marker();
-		const a = await gw.post(key, "/v1/responses", { model: "test/ok", models: ["test/slow"], stream: true, input: `hi ${m}` });
+		const a = await gw.post(key(), "/v1/responses", { model: "test/ok", models: ["test/slow"], stream: true, input: `hi ${m}` });
 		expect(a.res.status, a.text).toBe(200);
 		const events = streamedResponses(a.text);
 		expect(events.map((e) => e.type)).toContain("response.created");
@@ -124,7 +113,7 @@ describe("Responses", () => {
 		expect(record).toMatchObject({ model: "test/slow", requested_model: "test/ok" });
 		expect(record.cost_nanos).toBe(record.prompt_tokens * 3_000 + record.completion_tokens * 6_000);
 		const stored = await waitFor(async () => {
-			const r = await storedResponse(key, events[0]?.response.id ?? "");
+			const r = await storedResponse(key(), events[0]?.response.id ?? "");
 			return r.status === "completed" ? r : null;
 		});
 		expect(stored.model).toBe("test/slow");
@@ -149,15 +138,15 @@ describe("Responses", () => {
 	});
 
 	it("refuses a bad entry as chat does: 400 naming it (shape or unknown id), 403 outside the allowlist", async () => {
-		const shape = await gw.post(key, "/v1/responses", { model: "test/ok", fallbacks: [{ id: "test/slow" }], input: "hi" });
+		const shape = await gw.post(key(), "/v1/responses", { model: "test/ok", fallbacks: [{ id: "test/slow" }], input: "hi" });
 		expect(shape.res.status).toBe(400);
 		expect(errorOf(shape).param).toBe("fallbacks[0].model");
-		const both = await gw.post(key, "/v1/responses", { model: "test/ok", models: [], fallbacks: [], input: "hi" });
+		const both = await gw.post(key(), "/v1/responses", { model: "test/ok", models: [], fallbacks: [], input: "hi" });
 		expect(both.res.status).toBe(400);
-		const unknown = await gw.post(key, "/v1/responses", { model: "test/ok", models: ["test/slow", "test/nope"], input: "hi" });
+		const unknown = await gw.post(key(), "/v1/responses", { model: "test/ok", models: ["test/slow", "test/nope"], input: "hi" });
 		expect(unknown.res.status).toBe(400);
 		expect(errorOf(unknown)).toMatchObject({ param: "models[1]", code: "model_not_found" });
-		const embed = await gw.post(key, "/v1/responses", { model: "test/ok", models: ["test/embed"], input: "hi" });
+		const embed = await gw.post(key(), "/v1/responses", { model: "test/ok", models: ["test/embed"], input: "hi" });
 		expect(embed.res.status).toBe(400);
 		expect(errorOf(embed)).toMatchObject({ param: "models[0]", code: "unsupported_model" });
 		const scoped = await createKey({ name: "scoped responses", balance_usd: 1, allowed_models: ["test/ok"] });
@@ -175,7 +164,7 @@ describe("Responses", () => {
 
 	it("does not fall back on an engine's 4xx refusal", async () => {
 		const m = marker();
-		const a = await gw.post(key, "/v1/responses", { model: "test/bad400", input: `hi ${m}` });
+		const a = await gw.post(key(), "/v1/responses", { model: "test/bad400", input: `hi ${m}` });
 		expect(a.res.status).toBe(400);
 		expect(perNode(await callsWith(m))).toEqual({ [REFUSES]: 1 });
 	});
@@ -184,7 +173,7 @@ describe("Responses", () => {
 		const cacheKey = `conv-${marker()}`;
 		const m = marker();
 		for (let i = 0; i < 4; i++) {
-			const a = await gw.post(key, "/v1/responses", {
+			const a = await gw.post(key(), "/v1/responses", {
 				model: "test/failover",
 				prompt_cache_key: cacheKey,
 				input: `turn ${i} ${m}`,
@@ -237,7 +226,7 @@ describe("legacy completions", () => {
 	it("serves from a configured fallback, billed at its price, non-stream and stream", async () => {
 		for (const stream of [false, true]) {
 			const m = marker();
-			const a = await gw.post(key, "/v1/completions", { model: "test/ok", prompt: `say ${m}`, stream });
+			const a = await gw.post(key(), "/v1/completions", { model: "test/ok", prompt: `say ${m}`, stream });
 			expect(a.res.status, a.text).toBe(200);
 			if (stream) {
 				const chunks = a.text
@@ -265,7 +254,7 @@ describe("legacy completions", () => {
 
 	it("tries the request's `models`, stripped from the engine body, and refuses an embeddings model in it", async () => {
 		const m = marker();
-		const a = await gw.post(key, "/v1/completions", { model: "test/ok", models: ["test/slow"], prompt: `say ${m}` });
+		const a = await gw.post(key(), "/v1/completions", { model: "test/ok", models: ["test/slow"], prompt: `say ${m}` });
 		expect(a.res.status, a.text).toBe(200);
 		expect(a.json?.model).toBe("test/slow");
 		const calls = await callsWith(m);
@@ -274,7 +263,11 @@ describe("legacy completions", () => {
 		const record = await usageRecord(requestIdOf(a));
 		expect(record).toMatchObject({ model: "test/slow", requested_model: "test/ok" });
 		expect(record.cost_nanos).toBe(record.prompt_tokens * 3_000 + record.completion_tokens * 6_000);
-		const embed = await gw.post(key, "/v1/completions", { model: "test/ok", fallbacks: [{ model: "test/embed" }], prompt: "x" });
+		const embed = await gw.post(key(), "/v1/completions", {
+			model: "test/ok",
+			fallbacks: [{ model: "test/embed" }],
+			prompt: "x",
+		});
 		expect(embed.res.status).toBe(400);
 		expect(errorOf(embed)).toMatchObject({ param: "fallbacks[0].model", code: "unsupported_model" });
 	});
@@ -307,7 +300,7 @@ describe("embeddings", () => {
 
 	it("tries the request's `models` first and refuses a chat model in it", async () => {
 		const m = marker();
-		const a = await gw.post(key, "/v1/embeddings", { model: "test/embed", models: ["test/embed-cheap"], input: `e ${m}` });
+		const a = await gw.post(key(), "/v1/embeddings", { model: "test/embed", models: ["test/embed-cheap"], input: `e ${m}` });
 		expect(a.res.status, a.text).toBe(200);
 		expect(a.json?.model).toBe("test/embed-cheap");
 		const calls = await callsWith(m);
@@ -319,7 +312,7 @@ describe("embeddings", () => {
 		const record = await usageRecord(requestIdOf(a));
 		expect(record).toMatchObject({ model: "test/embed-cheap", requested_model: "test/embed" });
 		expect(record.cost_nanos).toBe(record.prompt_tokens * 3_000);
-		const chat = await gw.post(key, "/v1/embeddings", { model: "test/embed", models: ["test/ok"], input: "x" });
+		const chat = await gw.post(key(), "/v1/embeddings", { model: "test/embed", models: ["test/ok"], input: "x" });
 		expect(chat.res.status).toBe(400);
 		expect(errorOf(chat)).toMatchObject({ param: "models[0]", code: "unsupported_model" });
 	});

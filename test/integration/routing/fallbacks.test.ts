@@ -5,17 +5,16 @@
  * expensive candidate; a refusal never falls back; busy everywhere is a 503.
  */
 import { env } from "cloudflare:test";
-import { beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../../../src/config";
+import { describe, expect, it } from "vitest";
 import { estimatePromptTokens } from "../../../src/estimate";
 import { ledgerFor } from "../../../src/ledger/ledger-client";
 import { promptBound } from "../../../src/stream/usage-bounds";
 import {
 	callsWith,
+	dearCost,
 	errorOf,
 	fallbackFleet,
-	fleetConfig,
-	gatewayWith,
+	fallbackSuite,
 	marker,
 	model,
 	nodeUrl,
@@ -26,7 +25,6 @@ import {
 } from "../../support/fleet";
 import { createKey, waitFor } from "../../support/gateway";
 
-let key: string;
 const fleet = fallbackFleet("fb");
 const t = fleet.marker;
 const { broken: BROKEN, dear: DEAR, cheap: CHEAP, refuses: REFUSES } = fleet.nodes;
@@ -34,19 +32,15 @@ const BUSY = `${t}busy`;
 const BUSY2 = `${t}busy2`;
 
 // Ids from the global test catalog, so a key's allowed_models (checked against it) can name them.
-const config = fleetConfig([
-	...fleet.models,
-	model("test/all-busy", [nodeUrl(BUSY)], { fallbacks: ["test/comments"] }),
-	model("test/comments", [nodeUrl(BUSY2)]),
-]);
-const gw = gatewayWith(config);
-
-beforeAll(async () => {
-	await fleet.setUp();
-	key = (await createKey({ name: "fallbacks", balance_usd: 100 })).key;
-	await setNode(BUSY, { scenario: "fail429" });
-	await setNode(BUSY2, { scenario: "fail503" });
-});
+const { gw, dear, key } = fallbackSuite(
+	fleet,
+	"fallbacks",
+	[model("test/all-busy", [nodeUrl(BUSY)], { fallbacks: ["test/comments"] }), model("test/comments", [nodeUrl(BUSY2)])],
+	async () => {
+		await setNode(BUSY, { scenario: "fail429" });
+		await setNode(BUSY2, { scenario: "fail503" });
+	},
+);
 
 function user(text: string) {
 	return [{ role: "user", content: text }];
@@ -55,12 +49,11 @@ function user(text: string) {
 describe("configured fallbacks", () => {
 	it("serves from the fallback model when every node fails, billed at its price and recorded as it", async () => {
 		const m = marker();
-		const a = await gw.chat(key, { model: "test/ok", messages: user(`hi ${m}`) });
+		const a = await gw.chat(key(), { model: "test/ok", messages: user(`hi ${m}`) });
 		expect(a.res.status, a.text).toBe(200);
 		expect(a.json?.model).toBe("test/reasoning");
 		const usage = a.json?.usage as { prompt_tokens: number; completion_tokens: number };
-		// test/reasoning: $10 in, $20 out per million tokens = 10_000 and 20_000 nano-dollars a token.
-		const cost = usage.prompt_tokens * 10_000 + usage.completion_tokens * 20_000;
+		const cost = dearCost(usage);
 		expect(Number(a.res.headers.get("x-venym-cost-usd"))).toBeCloseTo(cost / 1e9, 12);
 		const calls = await callsWith(m);
 		expect(calls.map((c) => [c.node, c.body?.model])).toEqual([
@@ -73,7 +66,7 @@ describe("configured fallbacks", () => {
 
 	it("names the serving model in every chunk of a stream", async () => {
 		const m = marker();
-		const a = await gw.chat(key, { model: "test/ok", stream: true, messages: user(`hi ${m}`) });
+		const a = await gw.chat(key(), { model: "test/ok", stream: true, messages: user(`hi ${m}`) });
 		expect(a.res.status).toBe(200);
 		const frames = a.text
 			.split("\n\n")
@@ -87,7 +80,7 @@ describe("configured fallbacks", () => {
 	});
 
 	it("records the requested model as requested_model when it served itself", async () => {
-		const a = await gw.chat(key, { model: "test/slow", messages: user("hi") });
+		const a = await gw.chat(key(), { model: "test/slow", messages: user("hi") });
 		expect(a.res.status).toBe(200);
 		const record = await usageRecord(requestIdOf(a));
 		expect(record).toMatchObject({ model: "test/slow", requested_model: "test/slow" });
@@ -102,7 +95,6 @@ describe("configured fallbacks", () => {
 			const i = await ledgerFor(env, k.id).info();
 			return i.openHolds === 1 ? i.heldNanos : null;
 		});
-		const dear = parseConfig(config).models.find((m) => m.id === "test/reasoning")!;
 		// The dear fallback's worst case: the prompt's billing bound at $10, 100 output tokens at $20.
 		expect(held).toBe(promptBound(dear, estimatePromptTokens({ messages })) * 10_000 + 100 * 20_000);
 		const a = await pending;
@@ -118,14 +110,14 @@ describe("configured fallbacks", () => {
 
 	it("does not fall back on an engine's 4xx refusal", async () => {
 		const m = marker();
-		const a = await gw.chat(key, { model: "test/bad400", messages: user(`hi ${m}`) });
+		const a = await gw.chat(key(), { model: "test/bad400", messages: user(`hi ${m}`) });
 		expect(a.res.status).toBe(400);
 		expect(perNode(await callsWith(m))).toEqual({ [REFUSES]: 1 });
 	});
 
 	it("answers 503 with Retry-After when every node of every candidate is busy", async () => {
 		const m = marker();
-		const a = await gw.chat(key, { model: "test/all-busy", messages: user(`hi ${m}`) });
+		const a = await gw.chat(key(), { model: "test/all-busy", messages: user(`hi ${m}`) });
 		expect(a.res.status).toBe(503);
 		expect(a.res.headers.get("retry-after")).toBe("1");
 		expect(errorOf(a).code).toBe("upstream_unavailable");
@@ -136,7 +128,7 @@ describe("configured fallbacks", () => {
 describe("the request's own fallbacks", () => {
 	it("tries `models` (OpenRouter) before the configured fallbacks, and strips it from the engine body", async () => {
 		const m = marker();
-		const a = await gw.chat(key, { model: "test/ok", models: ["test/slow"], messages: user(`hi ${m}`) });
+		const a = await gw.chat(key(), { model: "test/ok", models: ["test/slow"], messages: user(`hi ${m}`) });
 		expect(a.res.status, a.text).toBe(200);
 		expect(a.json?.model).toBe("test/slow");
 		const calls = await callsWith(m);
@@ -153,7 +145,7 @@ describe("the request's own fallbacks", () => {
 
 	it("takes `fallbacks` (Venice) too, and keeps web search on for whichever model serves", async () => {
 		const m = marker();
-		const a = await gw.chat(key, {
+		const a = await gw.chat(key(), {
 			model: "test/ok:online",
 			fallbacks: [{ model: "test/slow" }],
 			messages: user(`hi ${m}`),
@@ -166,7 +158,7 @@ describe("the request's own fallbacks", () => {
 	});
 
 	it("refuses an unknown id with a 400 naming the entry, and a model outside the key's allowlist with a 403", async () => {
-		const unknown = await gw.chat(key, { model: "test/ok", models: ["test/slow", "test/nope"], messages: user("hi") });
+		const unknown = await gw.chat(key(), { model: "test/ok", models: ["test/slow", "test/nope"], messages: user("hi") });
 		expect(unknown.res.status).toBe(400);
 		expect(unknown.json?.error).toMatchObject({ param: "models[1]", code: "model_not_found" });
 		const scoped = await createKey({ name: "scoped", balance_usd: 1, allowed_models: ["test/ok"] });
