@@ -62,13 +62,7 @@ export async function searchToolRound(
 	const { assembled, outcome } = await readAnswer(run, authorized, { answer: first.answer, events: primed, bounds });
 	settlement.addUsage(outcome.usage, outcome.estimated);
 	const call = searchCallOf(assembled.body(""), tool.name, first.answer.secrets) ?? { id: "call_search", query: "" };
-	const search = await runWebSearch(
-		run.config.web_search,
-		run.env,
-		call.query,
-		tool.results,
-		run.clientSignal,
-	);
+	const search = await runWebSearch(run.config.web_search, run.env, call.query, tool.results, run.clientSignal);
 	headers["x-venym-web-search"] = search.status;
 	if (run.log) run.log.webSearch = search.status;
 	// As the chat lane's up-front search: charged when the backend answered, whatever follows.

@@ -9,7 +9,10 @@ import type { ResponsesRequest } from "./request-schema";
 import { type EchoedTool, echoTool } from "./tools";
 
 /** The response object on the wire. `output_text` is left out: the SDKs compute it. */
-export type ResponseObject = Omit<SdkResponse, "output_text" | "access_programs" | "output" | "usage" | "error" | "tools" | "tool_choice"> & {
+export type ResponseObject = Omit<
+	SdkResponse,
+	"output_text" | "access_programs" | "output" | "usage" | "error" | "tools" | "tool_choice"
+> & {
 	output: OutputItem[];
 	tools: EchoedTool[];
 	/** As sent: `{"type": "web_search"}` too, which the SDK's types do not list yet. */
