@@ -41,7 +41,7 @@
 //                              (a named node's queue is set at runtime, dev/engine-nodes.mjs)
 
 import { planCodex } from "./engine-codex.mjs";
-import { planToolLoop } from "./engine-tool-loop.mjs";
+import { planSearchAgain, planToolLoop } from "./engine-tool-loop.mjs";
 import { closeAbruptly, flatError, nestedError, sendJson, sendText, sleep } from "./engine-wire.mjs";
 
 const MULTIBYTE_TEXT = "héllo 👋 世界";
@@ -227,6 +227,8 @@ export const SCENARIOS = {
 	// Says something first, then calls the tool in the same answer.
 	"search-late": { sayBeforeTool: "Let me look that up." },
 	searchslow: { searchDelayMs: 5000 },
+	// Calls web_search again in the search round's second call, after a few words.
+	"search-again": { afterTool: { plan: planSearchAgain, sayBeforeTool: "Here is what I found." } },
 };
 
 export const scenarioNames = Object.keys(SCENARIOS);

@@ -38,7 +38,7 @@ export interface EngineCall {
 export interface AfterRound extends EngineCall {
 	/** The search that ran, when the engine called it: the answer is the second call's. */
 	search?: SearchRound;
-	/** Takes a search call out of an answer that called it after it began answering. */
+	/** Takes a search call out of an answer: one that called it after it began answering, or the second call's. */
 	filter?: SearchCallFilter;
 }
 
@@ -91,5 +91,7 @@ export async function searchToolRound(
 	}
 	settlement.progressed();
 	const second = await again();
-	return { ...second, search: { query: call.query, status: search.status, sources: sourcesOf(search.results) } };
+	// A model may call the search again though it is no longer offered: the client never sees the gateway's tool.
+	const searched = { query: call.query, status: search.status, sources: sourcesOf(search.results) };
+	return { ...second, search: searched, filter: new SearchCallFilter(tool.name) };
 }

@@ -219,11 +219,14 @@ describe("the model does not call the hosted search", () => {
 	}
 });
 
-/** The shared test config with a model on one dev-engine scenario (and, maybe, another search backend). */
-function direct(scenario: string, searchScenario?: string) {
+/**
+ * The shared test config with a model `test/search-<scenario>` on one dev-engine scenario (its
+ * other settings `extra`), and maybe another search backend.
+ */
+function direct(scenario: string, searchScenario?: string, extra: Json = {}) {
 	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { models: Json[]; web_search: Json };
 	const base = cfg.models.find((m) => m.id === "test/ok") as Json;
-	cfg.models.push({ ...base, id: `test/search-${scenario}`, nodes: [`${env.ENGINE_URL}/s/${scenario}/v1`] });
+	cfg.models.push({ ...base, id: `test/search-${scenario}`, nodes: [`${env.ENGINE_URL}/s/${scenario}/v1`], ...extra });
 	if (searchScenario) cfg.web_search.url = `${env.ENGINE_URL}/s/${searchScenario}/search`;
 	const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(cfg) };
 	return (key: string, body: Json, signal?: AbortSignal) => {
@@ -339,6 +342,61 @@ describe("a model that starts answering and calls the search later", () => {
 			const { chats, searches } = await engineCalls(since);
 			expect([chats.length, searches.length]).toEqual([1, 0]);
 			expect((await onlyRecord(id)).search_count).toBe(0);
+		});
+	}
+});
+
+describe("a search round served by two models", () => {
+	it("bills each call at the prices of the model that served it (the second failed over to a dearer fallback)", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		// The requested model answers the first call and fails the second ('"tool_call_id"' is in it
+		// only); test/fb-dear (ten times the price) serves the second.
+		const call = direct("search-failed-answer", undefined, { fallbacks: ["test/fb-dear"] });
+		const since = await lastEngineId();
+		const input = "search the mixed tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], store: false });
+		const res = await answer;
+		const { response } = await answered(res, false);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const { chats } = await engineCalls(since);
+		// The first call, the second refused by the requested model, the second on the fallback.
+		expect(chats.map((c) => c.model)).toEqual(["engine-ok", "engine-ok", "engine-fb-dear"]);
+		const firstPrompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const firstCompletion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const secondPrompt = devPrompt((chats[2] as { messages: Message[] }).messages);
+		const secondCompletion = messageText(response.output).split(/\s+/).length;
+		const cost = firstPrompt * 1_000 + firstCompletion * 2_000 + secondPrompt * 10_000 + secondCompletion * 20_000 + SEARCH_NANOS;
+		expect(Math.round(Number(res.headers.get("x-venym-cost-usd")) * 1e9)).toBe(cost);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({
+			status: "completed",
+			prompt_tokens: firstPrompt + secondPrompt,
+			completion_tokens: firstCompletion + secondCompletion,
+			cost_nanos: cost,
+		});
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(cost);
+	});
+});
+
+describe("a second answer that calls the search again", () => {
+	for (const stream of [false, true]) {
+		it(`keeps its text, the call taken out, and searches once (${stream ? "stream" : "JSON"})`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const call = direct("search-again");
+			const since = await lastEngineId();
+			const { answer, ctx } = call(key, { input: "search the twice tides", tools: [WEB, EXEC], stream, store: false });
+			const res = await answer;
+			const { response, events } = await answered(res, stream);
+			await waitOnExecutionContext(ctx);
+			expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+			expect(messageText(response.output)).toBe("Here is what I found.");
+			expect(response.status).toBe("completed");
+			expect(JSON.stringify([response.output, events])).not.toMatch(/function_call|once more/);
+			const { chats, searches } = await engineCalls(since);
+			expect([chats.length, searches.length]).toEqual([2, 1]);
+			expect((await onlyRecord(id)).search_count).toBe(1);
 		});
 	}
 });
