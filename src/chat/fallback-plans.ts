@@ -155,6 +155,11 @@ export function targetBounds(a: Authorized, target: number): UsageBounds {
 	return fallbackAt(a, target)?.bounds ?? a.bounds;
 }
 
+/** The catalog model of one engine call on `target`, whose prices bill that call. */
+export function targetModel(a: Authorized, target: number): ModelConfig {
+	return fallbackAt(a, target)?.model ?? a.req.model;
+}
+
 /** Every target's engine body, the requested model's first (a search round rewrites them all). */
 export function targetBodies(a: Authorized): Array<Record<string, unknown>> {
 	return [a.prepared.engineBody, ...(a.fallbacks ?? []).map((f) => f.engineBody)];

@@ -19,7 +19,7 @@ import type { EngineEvents } from "../stream/engine-events";
 import type { AuthorizedChat } from "./authorize-chat";
 import { readAnswer, settleChat } from "./chat-answer";
 import type { ChatRun } from "./chat-run";
-import { targetBodies, targetBounds } from "./fallback-plans";
+import { targetBodies, targetBounds, targetModel } from "./fallback-plans";
 import {
 	PrimedEvents,
 	roundMessages,
@@ -60,7 +60,7 @@ export async function searchToolRound(
 	const { settlement } = authorized;
 	const bounds = targetBounds(authorized, first.answer.target);
 	const { assembled, outcome } = await readAnswer(run, authorized, { answer: first.answer, events: primed, bounds });
-	settlement.addUsage(outcome.usage, outcome.estimated);
+	settlement.addUsage(outcome.usage, outcome.estimated, targetModel(authorized, first.answer.target).pricing);
 	const call = searchCallOf(assembled.body(""), tool.name, first.answer.secrets) ?? { id: "call_search", query: "" };
 	const search = await runWebSearch(
 		run.config.web_search,
