@@ -52,12 +52,13 @@ export async function searchToolRound(
 ): Promise<AfterRound> {
 	const tool = authorized.prepared.searchTool;
 	if (!tool) return first;
-	const primed = new PrimedEvents(first.events);
+	const { settlement } = authorized;
+	// A model reasoning before it shows its intent moves the request: its hold is kept alive.
+	const primed = new PrimedEvents(first.events, () => settlement.progressed());
 	// What is held before the model shows its intent (reasoning) is bounded as a non-stream answer is.
 	if ((await primed.decide(tool.name, MAX_ASSEMBLED_CHARS)) === "answer") {
 		return { ...first, events: primed, filter: new SearchCallFilter(tool.name) };
 	}
-	const { settlement } = authorized;
 	const bounds = targetBounds(authorized, first.answer.target);
 	const { assembled, outcome } = await readAnswer(run, authorized, { answer: first.answer, events: primed, bounds });
 	settlement.addUsage(outcome.usage, outcome.estimated, targetModel(authorized, first.answer.target).pricing);

@@ -112,11 +112,14 @@ export function chunkIntent(chunk: Json, name: string): "search" | "answer" | un
  */
 export class PrimedEvents implements EngineEvents {
 	readonly #source: EngineEvents;
+	/** Called for every batch read while deciding: the request moves (its hold is kept alive) though nothing reaches the client yet. */
+	readonly #onData: (() => void) | undefined;
 	#held: EngineEvent[] = [];
 	#chars = 0;
 
-	constructor(source: EngineEvents) {
+	constructor(source: EngineEvents, onData?: () => void) {
 		this.#source = source;
+		this.#onData = onData;
 	}
 
 	/**
@@ -126,6 +129,7 @@ export class PrimedEvents implements EngineEvents {
 	async decide(name: string, maxChars: number): Promise<"search" | "answer"> {
 		for (;;) {
 			const events = await this.#source.next();
+			this.#onData?.();
 			this.#held.push(...events);
 			for (const e of events) {
 				if (e.type !== "chunk") return "answer";

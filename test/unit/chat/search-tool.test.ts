@@ -85,6 +85,18 @@ describe("a search call told from an answer", () => {
 		expect((await primed.next()).map((e) => e.type)).toEqual(["chunk", "done"]);
 	});
 
+	it("counts every batch it reads while deciding as progress, so a long reasoning keeps the hold alive", async () => {
+		const batches: EngineEvent[][] = [
+			[{ type: "chunk", chunk: delta({ reasoning_content: "a" }), data: "{}" }],
+			[{ type: "chunk", chunk: delta({ reasoning_content: "b" }), data: "{}" }],
+			[{ type: "chunk", chunk: delta({ tool_calls: [call(0, "web_search", "{}")] }), data: "{}" }],
+		];
+		let moved = 0;
+		const primed = new PrimedEvents({ next: async () => batches.shift() ?? [], cancel: async () => {} }, () => moved++);
+		expect(await primed.decide("web_search", 1000)).toBe("search");
+		expect(moved).toBe(3);
+	});
+
 	it("passes an answer on once it holds too much without knowing, or the answer ends", async () => {
 		const long = {
 			next: async (): Promise<EngineEvent[]> => [
