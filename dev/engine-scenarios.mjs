@@ -27,6 +27,7 @@
 //   gate                       the answer waits after its first frame (a stream: empty chunks
 //                              every 200 ms) until a test releases it (dev/engine-gate.mjs)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
+//   searchPadBytes             the search endpoint's JSON carries that many bytes of padding
 //   sayBeforeTool              this text first, then the tool call, in one answer
 //   afterTool                  behaviour merged in when the conversation ends with a tool's result
 //                              (the second call of the gateway's search round)
@@ -227,6 +228,8 @@ export const SCENARIOS = {
 	// Says something first, then calls the tool in the same answer.
 	"search-late": { sayBeforeTool: "Let me look that up." },
 	searchslow: { searchDelayMs: 5000 },
+	// A search backend whose answer is valid JSON of 16 MiB.
+	searchhuge: { searchPadBytes: 16 * 1024 * 1024 },
 	// Calls web_search again in the search round's second call, after a few words.
 	"search-again": { afterTool: { plan: planSearchAgain, sayBeforeTool: "Here is what I found." } },
 };

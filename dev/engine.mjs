@@ -132,7 +132,16 @@ async function search(ctx) {
 	if (behaviour.searchFail) return sendJson(res, 500, nestedError("search backend failed", "server_error", 500));
 	if (behaviour.searchDelayMs) await sleep(behaviour.searchDelayMs);
 	if (ctx.gone) return;
-	sendJson(res, 200, searchResults(ctx.url.searchParams.get("q") ?? ""));
+	const found = searchResults(ctx.url.searchParams.get("q") ?? "");
+	if (!behaviour.searchPadBytes) return sendJson(res, 200, found);
+	// Valid JSON, its results first, then a padding field of that many bytes, sent in pieces.
+	res.writeHead(200, { "content-type": "application/json" });
+	res.write(`${JSON.stringify(found).slice(0, -1)},"padding":"`);
+	const piece = "x".repeat(64 * 1024);
+	for (let sent = 0; sent < behaviour.searchPadBytes && !ctx.gone; sent += piece.length) {
+		if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve));
+	}
+	if (!ctx.gone) res.end('"}');
 }
 
 /** The body as text, and parsed (null when there was none or it was not JSON). */

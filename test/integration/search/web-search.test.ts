@@ -244,6 +244,27 @@ describe("web search", () => {
 		expect(Date.now() - started).toBeLessThan(4000);
 	});
 
+	it("does not read a search answer past its size cap: the search failed, the model still answers", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		const { res, ctx } = await withConfig(
+			(cfg) => {
+				(cfg.web_search as Record<string, unknown>).url = `${env.ENGINE_URL}/s/searchhuge/search`;
+			},
+			key,
+			{ model: "test/ok:online", messages: [question] },
+		);
+		expect(res.status).toBe(200);
+		expect(res.headers.get("x-venym-web-search")).toBe("failed");
+		expect(((await res.json()) as Completion).venym).toBeUndefined();
+		await waitOnExecutionContext(ctx);
+		const { chats, searches } = await engineCalls(since);
+		expect(systemText(chats[0]?.body ?? null)).toBe("");
+		// The rest of the answer was left unread.
+		await waitFor(async () => (await engineCalls(since)).searches[0]?.aborted === true);
+		expect(searches).toHaveLength(1);
+	});
+
 	it("adds price_usd_per_search to the cost and counts the search in the usage record", async () => {
 		const { id, key } = await createKey({ balance_usd: 1 });
 		const plain = await chat(key, { model: "test/ok", messages: [question] });
