@@ -11,6 +11,7 @@ import worker from "../../../src/index";
 import { settled, type UsageRow } from "../../support/billing";
 import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse } from "../../support/gateway";
 import { expectBooks, ledger } from "../../support/ledger";
+import { created, settled as settledResponse } from "../../support/responses";
 
 type Json = Record<string, unknown>;
 type Item = Json & { type: string };
@@ -195,6 +196,26 @@ describe("the model calls the hosted search", () => {
 		expect(toolNames(chats[1] as Json)).toEqual(["web_search"]);
 		expect(searches).toHaveLength(1);
 		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+	});
+});
+
+describe("a background response whose model calls the hosted search", () => {
+	it("runs the round in the queue, bills both calls and the search once, and leaves no hold", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const since = await lastEngineId();
+		const input = "search the background tides";
+		const queued = await created(key, { model: "test/ok", input, tools: [WEB], background: true });
+		const done = await settledResponse(key, queued.id);
+		expect(done.status).toBe("completed");
+		expect(done.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([2, 1]);
+		const prompt = devPrompt(chats[0]?.messages ?? []) + devPrompt(chats[1]?.messages ?? []);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "completed", search_count: 1, prompt_tokens: prompt });
+		expect(record.cost_nanos).toBe(prompt * 1_000 + record.completion_tokens * 2_000 + SEARCH_NANOS);
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(record.cost_nanos);
 	});
 });
 
