@@ -1,4 +1,5 @@
 /** The chat pipeline's web search step: grounding before the engine call, sources on the answer. */
+import { estimatePromptTokens } from "../estimate";
 import { citationAnnotations, groundingMessage, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
 import type { Source } from "../types";
@@ -31,6 +32,8 @@ export async function groundWithSearch(
 	if (search.status === "ok" || search.status === "empty") settlement.chargeSearch(authorized.searchPrice);
 	if (!search.results.length) return [];
 	messages.unshift(groundingMessage(search.results, new Date()));
+	// An engine that reports no usage is billed its prompt's estimate: the prompt it is now sent.
+	authorized.promptTokens = estimatePromptTokens(prepared.engineBody);
 	return sourcesOf(search.results);
 }
 

@@ -11,6 +11,7 @@
  */
 import type { EngineAnswer } from "../engine/call-types";
 import { GatewayError } from "../errors";
+import { estimatePromptTokens } from "../estimate";
 import { sourcesOf } from "../search/grounding";
 import { runWebSearch } from "../search/run-search";
 import { releasedOutcome } from "../settlement/settlement";
@@ -90,6 +91,8 @@ export async function searchToolRound(
 			body.messages.push(...added);
 		}
 	}
+	// An engine that reports no usage is billed its prompt's estimate: the second call's own prompt.
+	authorized.promptTokens = estimatePromptTokens(authorized.prepared.engineBody);
 	settlement.progressed();
 	const second = await again();
 	// A model may call the search again though it is no longer offered: the client never sees the gateway's tool.

@@ -7,6 +7,7 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { estimatePromptTokens } from "../../../src/estimate";
 import worker from "../../../src/index";
 import { settled, type UsageRow } from "../../support/billing";
 import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse } from "../../support/gateway";
@@ -420,4 +421,24 @@ describe("a second answer that calls the search again", () => {
 			expect((await onlyRecord(id)).search_count).toBe(1);
 		});
 	}
+});
+
+describe("an engine that reports no usage", () => {
+	it("has each call's prompt estimated from what that call was sent, the search's result included", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("nousage");
+		const since = await lastEngineId();
+		const { answer, ctx } = call(key, { input: "search the uncounted tides", tools: [WEB], store: false });
+		const { response } = await answered(await answer, false);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(2);
+		// The first body offers the search tool; the second carries the search's result instead.
+		const [first, second] = chats.map((c) => estimatePromptTokens(c)) as [number, number];
+		expect(second).toBeGreaterThan(first);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ estimated: true, prompt_tokens: first + second });
+		expect(response.usage.input_tokens).toBe(first + second);
+	});
 });

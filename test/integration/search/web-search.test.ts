@@ -1,5 +1,6 @@
 import { createExecutionContext, env, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
+import { estimatePromptTokens } from "../../../src/estimate";
 import worker from "../../../src/index";
 import { fleetConfig, gatewayWith, marker, model, ownEngineUrl } from "../../support/fleet";
 import { chat, createKey, engineRequestsSince, lastEngineId, readSse, sdkClient, waitFor } from "../../support/gateway";
@@ -263,6 +264,18 @@ describe("web search", () => {
 		// The rest of the answer was left unread.
 		await waitFor(async () => (await engineCalls(since)).searches[0]?.aborted === true);
 		expect(searches).toHaveLength(1);
+	});
+
+	it("estimates the prompt of an engine that reports no usage from what it was sent, the grounding included", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		const res = await chat(key, { model: "test/nousage:online", messages: [question] });
+		expect(res.headers.get("x-venym-web-search")).toBe("ok");
+		const body = (await res.json()) as { usage: { prompt_tokens: number } };
+		const { chats } = await engineCalls(since);
+		const sent = chats[0]?.body as Record<string, unknown>;
+		expect(systemText(sent)).toMatch(/^Web search results/);
+		expect(body.usage.prompt_tokens).toBe(estimatePromptTokens(sent));
 	});
 
 	it("adds price_usd_per_search to the cost and counts the search in the usage record", async () => {
