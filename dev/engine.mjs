@@ -13,7 +13,16 @@ import { parseArgs } from "node:util";
 import { createGates, keepAliveUntil } from "./engine-gate.mjs";
 import { embeddings, legacyCompletions } from "./engine-legacy.mjs";
 import { createNodes, health, isProbe, metrics, nodeControl, splitNode } from "./engine-nodes.mjs";
-import { awkwardPieces, completion, encodeFrame, MODEL_IDS, planReply, searchResults, streamPayloads } from "./engine-reply.mjs";
+import {
+	awkwardPieces,
+	completion,
+	encodeFrame,
+	MODEL_IDS,
+	planReply,
+	promptTokens,
+	searchResults,
+	streamPayloads,
+} from "./engine-reply.mjs";
 import { SCENARIOS } from "./engine-scenarios.mjs";
 import { tokenize } from "./engine-tool-loop.mjs";
 import { cutAfterFlush, nestedError, sendJson, sleep, stallForever } from "./engine-wire.mjs";
@@ -112,6 +121,15 @@ async function chat(ctx) {
 		return sendJson(ctx.res, 400, {
 			error: { message: "messages must be an array", type: "BadRequestError", param: "messages", code: 400 },
 		});
+	}
+	if (behaviour.contextLength) {
+		// As vLLM: the prompt and the output asked for must fit the context.
+		const asked = body.max_completion_tokens ?? body.max_tokens ?? 0;
+		const prompt = promptTokens(body.messages);
+		if (prompt + asked > behaviour.contextLength) {
+			const message = `This model's maximum context length is ${behaviour.contextLength} tokens. However, you requested ${prompt + asked} tokens (${prompt} in the messages, ${asked} in the completion).`;
+			return sendJson(ctx.res, 400, { error: { message, type: "BadRequestError", param: null, code: 400 } });
+		}
 	}
 	if (behaviour.headerDelayMs) await sleep(behaviour.headerDelayMs);
 	if (ctx.gone) return;

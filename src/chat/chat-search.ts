@@ -5,6 +5,7 @@ import { runWebSearch, type SearchStatus } from "../search/run-search";
 import type { Source } from "../types";
 import type { AuthorizedChat } from "./authorize-chat";
 import type { ChatRun } from "./chat-run";
+import { fitOutputCaps } from "./fallback-plans";
 
 /**
  * Runs the web search a request asked for and puts its grounding message first; returns the
@@ -34,6 +35,7 @@ export async function groundWithSearch(
 	messages.unshift(groundingMessage(search.results, new Date()));
 	// An engine that reports no usage is billed its prompt's estimate: the prompt it is now sent.
 	authorized.promptTokens = estimatePromptTokens(prepared.engineBody);
+	fitOutputCaps(authorized);
 	return sourcesOf(search.results);
 }
 

@@ -20,7 +20,7 @@ import type { EngineEvents } from "../stream/engine-events";
 import type { AuthorizedChat } from "./authorize-chat";
 import { readAnswer, settleChat } from "./chat-answer";
 import type { ChatRun } from "./chat-run";
-import { targetBodies, targetBounds, targetModel } from "./fallback-plans";
+import { fitOutputCaps, targetBodies, targetBounds, targetModel } from "./fallback-plans";
 import {
 	PrimedEvents,
 	roundMessages,
@@ -93,6 +93,7 @@ export async function searchToolRound(
 	}
 	// An engine that reports no usage is billed its prompt's estimate: the second call's own prompt.
 	authorized.promptTokens = estimatePromptTokens(authorized.prepared.engineBody);
+	fitOutputCaps(authorized);
 	settlement.progressed();
 	const second = await again();
 	// A model may call the search again though it is no longer offered: the client never sees the gateway's tool.

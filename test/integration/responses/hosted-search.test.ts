@@ -442,3 +442,24 @@ describe("an engine that reports no usage", () => {
 		expect(response.usage.input_tokens).toBe(first + second);
 	});
 });
+
+describe("a prompt near the model's context", () => {
+	it("has the second call's output cap lowered to what the context leaves once the search's result is added", async () => {
+		const { key } = await createKey({ balance_usd: 5 });
+		// The engine enforces a context of 4096 tokens (prompt + max tokens), as the catalog says.
+		const call = direct("ctx4096", undefined, { context_length: 4096 });
+		const since = await lastEngineId();
+		// Instructions of about 3,700 tokens: the first call's cap is the few hundred the context leaves.
+		const instructions = "word ".repeat(2950);
+		const { answer, ctx } = call(key, { instructions, input: "search the long tides", tools: [WEB], store: false });
+		const res = await answer;
+		const { response } = await answered(res, false);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(2);
+		const [first, second] = chats as [Json & { messages: Message[] }, Json & { messages: Message[] }];
+		expect(second.max_tokens).toBeLessThan(first.max_tokens as number);
+		expect(devPrompt(second.messages) + (second.max_tokens as number)).toBeLessThanOrEqual(4096);
+	});
+});

@@ -278,6 +278,30 @@ describe("web search", () => {
 		expect(body.usage.prompt_tokens).toBe(estimatePromptTokens(sent));
 	});
 
+	it("lowers the output cap to what the context leaves once the grounding is added to a prompt near it", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		const long = { role: "system", content: "word ".repeat(2950) };
+		const { res, ctx } = await withConfig(
+			(cfg) => {
+				const models = cfg.models as Array<Record<string, unknown>>;
+				const base = models.find((m) => m.id === "test/ok") as Record<string, unknown>;
+				// The engine enforces a context of 4096 tokens (prompt + max tokens), as the catalog says.
+				models.push({ ...base, id: "test/ctx4096", nodes: [`${env.ENGINE_URL}/s/ctx4096/v1`], context_length: 4096 });
+			},
+			key,
+			{ model: "test/ctx4096:online", messages: [long, question] },
+		);
+		expect(res.status).toBe(200);
+		expect(res.headers.get("x-venym-web-search")).toBe("ok");
+		await waitOnExecutionContext(ctx);
+		const { chats } = await engineCalls(since);
+		const sent = chats[0]?.body as { max_tokens: number; messages: Array<{ content: string }> };
+		expect(systemText(sent)).toMatch(/^Web search results/);
+		const prompt = Math.ceil(sent.messages.reduce((n, m) => n + m.content.length, 0) / 4);
+		expect(prompt + sent.max_tokens).toBeLessThanOrEqual(4096);
+	});
+
 	it("adds price_usd_per_search to the cost and counts the search in the usage record", async () => {
 		const { id, key } = await createKey({ balance_usd: 1 });
 		const plain = await chat(key, { model: "test/ok", messages: [question] });
