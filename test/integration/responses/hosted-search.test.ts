@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { estimatePromptTokens } from "../../../src/estimate";
 import worker from "../../../src/index";
 import { settled, type UsageRow } from "../../support/billing";
-import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse } from "../../support/gateway";
+import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../../support/gateway";
 import { expectBooks, ledger } from "../../support/ledger";
 import { created, settled as settledResponse } from "../../support/responses";
 
@@ -296,6 +296,33 @@ describe("a search round that does not end well settles once, billing what was u
 		const first = devPrompt((chats[0] as { messages: Message[] }).messages) * 1_000;
 		expect(info.spentNanos).toBeGreaterThan(first + SEARCH_NANOS);
 		expect(record.prompt_tokens).toBeGreaterThan(devPrompt((chats[0] as { messages: Message[] }).messages));
+	});
+
+	it("a client that leaves while the search runs pays the first call only: no search charged, no second call, no hold", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("ok", "searchslow");
+		const client = new AbortController();
+		const since = await lastEngineId();
+		const input = "search the abandoned tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false }, client.signal);
+		const pending = answer.catch((err: unknown) => err);
+		await waitFor(async () => (await engineCalls(since)).searches.length === 1);
+		client.abort();
+		await pending;
+		await waitOnExecutionContext(ctx);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([1, 1]);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({
+			status: "client_disconnected",
+			search_count: 0,
+			prompt_tokens: prompt,
+			completion_tokens: completion,
+			cost_nanos: prompt * 1_000 + completion * 2_000,
+		});
+		await expectBooks(id, 5e9);
 	});
 
 	for (const stream of [false, true]) {
