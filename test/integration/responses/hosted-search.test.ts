@@ -298,6 +298,28 @@ describe("a search round that does not end well settles once, billing what was u
 		expect(record.prompt_tokens).toBeGreaterThan(devPrompt((chats[0] as { messages: Message[] }).messages));
 	});
 
+	it("a client that leaves while the model reasons before calling it: the engine is let go, nothing searched, no hold", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		// The engine reasons first (reasoning_effort), then waits after its first frame until released: never, here.
+		const call = direct("gated");
+		const client = new AbortController();
+		const since = await lastEngineId();
+		const body = { input: "search the pondered tides", tools: [WEB], stream: true, store: false, reasoning: { effort: "low" } };
+		const { answer, ctx } = call(key, body, client.signal);
+		const pending = answer.catch((err: unknown) => err);
+		const asked = await waitFor(async () => (await engineCalls(since)).chats[0]);
+		expect(asked.reasoning_effort).toBe("low");
+		client.abort();
+		await pending;
+		await waitOnExecutionContext(ctx);
+		await waitFor(async () => (await engineRequestsSince(since))[0]?.aborted === true);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([1, 0]);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "client_disconnected", search_count: 0 });
+		await expectBooks(id, 5e9);
+	});
+
 	it("a client that leaves while the search runs pays the first call only: no search charged, no second call, no hold", async () => {
 		const { id, key } = await createKey({ balance_usd: 5 });
 		const call = direct("ok", "searchslow");
