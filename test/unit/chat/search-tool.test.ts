@@ -164,6 +164,17 @@ describe("the query and the round's messages", () => {
 		expect(searchCallOf(body("{}"), "other", [])).toBeUndefined();
 	});
 
+	it("keeps the engine's call id only when it is short: the round's call is held at a bounded size", () => {
+		const withId = (id: string) => {
+			const b = body('{"query": "q"}');
+			(b.choices[0] as { message: { tool_calls: Array<{ id: string }> } }).message.tool_calls[0]!.id = id;
+			return b;
+		};
+		expect(searchCallOf(withId("call_abc-123"), "web_search", [])?.id).toBe("call_abc-123");
+		const long = searchCallOf(withId("x".repeat(100_000)), "web_search", [])?.id ?? "";
+		expect(long).toMatch(/^call_[0-9a-f]{8}$/);
+	});
+
 	it("adds the call and the grounding text as the tool's result", () => {
 		const results = [{ title: "A", url: "https://a.example", snippet: "About A." }];
 		const text = searchResultText("ok", results, new Date("2026-01-02T00:00:00Z"));
