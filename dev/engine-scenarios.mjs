@@ -27,6 +27,8 @@
 //   gate                       the answer waits after its first frame (a stream: empty chunks
 //                              every 200 ms) until a test releases it (dev/engine-gate.mjs)
 //   searchFail, searchDelayMs  the search endpoint fails or is slow
+//   searchPadBytes             the search endpoint's JSON carries that many bytes of padding
+//   contextLength              a chat request whose prompt and max tokens exceed it gets vLLM's 400
 //   sayBeforeTool              this text first, then the tool call, in one answer
 //   afterTool                  behaviour merged in when the conversation ends with a tool's result
 //                              (the second call of the gateway's search round)
@@ -41,7 +43,7 @@
 //                              (a named node's queue is set at runtime, dev/engine-nodes.mjs)
 
 import { planCodex } from "./engine-codex.mjs";
-import { planToolLoop } from "./engine-tool-loop.mjs";
+import { planSearchAgain, planToolLoop } from "./engine-tool-loop.mjs";
 import { closeAbruptly, flatError, nestedError, sendJson, sendText, sleep } from "./engine-wire.mjs";
 
 const MULTIBYTE_TEXT = "héllo 👋 世界";
@@ -227,6 +229,12 @@ export const SCENARIOS = {
 	// Says something first, then calls the tool in the same answer.
 	"search-late": { sayBeforeTool: "Let me look that up." },
 	searchslow: { searchDelayMs: 5000 },
+	// A context of 4096 tokens, enforced as vLLM does (prompt + max tokens).
+	ctx4096: { contextLength: 4096 },
+	// A search backend whose answer is valid JSON of 16 MiB.
+	searchhuge: { searchPadBytes: 16 * 1024 * 1024 },
+	// Calls web_search again in the search round's second call, after a few words.
+	"search-again": { afterTool: { plan: planSearchAgain, sayBeforeTool: "Here is what I found." } },
 };
 
 export const scenarioNames = Object.keys(SCENARIOS);

@@ -36,6 +36,16 @@ export function planToolLoop(body, behaviour, n) {
 	return plan(body, { id: `call_loop${n}`, type: "function", function: { name, arguments: args } }, []);
 }
 
+/**
+ * A model that calls `web_search` again once the search round gave it its result (the tool is no
+ * longer offered): `sayBeforeTool` first, then the call; the first call is planReply's.
+ */
+export function planSearchAgain(body, behaviour, n) {
+	if (body.messages.at(-1)?.role !== "tool") return planReply(body, behaviour, n);
+	const call = { id: `call_again${n}`, type: "function", function: { name: "web_search", arguments: '{"query":"once more"}' } };
+	return plan(body, call, words(behaviour.sayBeforeTool ?? ""));
+}
+
 /** vLLM's `POST /tokenize` for a chat request: the prompt's tokens as this engine counts them. */
 export function tokenize(ctx) {
 	const messages = Array.isArray(ctx.body?.messages) ? ctx.body.messages : null;

@@ -13,7 +13,16 @@ import { parseArgs } from "node:util";
 import { createGates, keepAliveUntil } from "./engine-gate.mjs";
 import { embeddings, legacyCompletions } from "./engine-legacy.mjs";
 import { createNodes, health, isProbe, metrics, nodeControl, splitNode } from "./engine-nodes.mjs";
-import { awkwardPieces, completion, encodeFrame, MODEL_IDS, planReply, searchResults, streamPayloads } from "./engine-reply.mjs";
+import {
+	awkwardPieces,
+	completion,
+	encodeFrame,
+	MODEL_IDS,
+	planReply,
+	promptTokens,
+	searchResults,
+	streamPayloads,
+} from "./engine-reply.mjs";
 import { SCENARIOS } from "./engine-scenarios.mjs";
 import { tokenize } from "./engine-tool-loop.mjs";
 import { cutAfterFlush, nestedError, sendJson, sleep, stallForever } from "./engine-wire.mjs";
@@ -113,6 +122,15 @@ async function chat(ctx) {
 			error: { message: "messages must be an array", type: "BadRequestError", param: "messages", code: 400 },
 		});
 	}
+	if (behaviour.contextLength) {
+		// As vLLM: the prompt and the output asked for must fit the context.
+		const asked = body.max_completion_tokens ?? body.max_tokens ?? 0;
+		const prompt = promptTokens(body.messages);
+		if (prompt + asked > behaviour.contextLength) {
+			const message = `This model's maximum context length is ${behaviour.contextLength} tokens. However, you requested ${prompt + asked} tokens (${prompt} in the messages, ${asked} in the completion).`;
+			return sendJson(ctx.res, 400, { error: { message, type: "BadRequestError", param: null, code: 400 } });
+		}
+	}
 	if (behaviour.headerDelayMs) await sleep(behaviour.headerDelayMs);
 	if (ctx.gone) return;
 	const plan = (behaviour.plan ?? planReply)(body, behaviour, record.id);
@@ -132,7 +150,16 @@ async function search(ctx) {
 	if (behaviour.searchFail) return sendJson(res, 500, nestedError("search backend failed", "server_error", 500));
 	if (behaviour.searchDelayMs) await sleep(behaviour.searchDelayMs);
 	if (ctx.gone) return;
-	sendJson(res, 200, searchResults(ctx.url.searchParams.get("q") ?? ""));
+	const found = searchResults(ctx.url.searchParams.get("q") ?? "");
+	if (!behaviour.searchPadBytes) return sendJson(res, 200, found);
+	// Valid JSON, its results first, then a padding field of that many bytes, sent in pieces.
+	res.writeHead(200, { "content-type": "application/json" });
+	res.write(`${JSON.stringify(found).slice(0, -1)},"padding":"`);
+	const piece = "x".repeat(64 * 1024);
+	for (let sent = 0; sent < behaviour.searchPadBytes && !ctx.gone; sent += piece.length) {
+		if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve));
+	}
+	if (!ctx.gone) res.end('"}');
 }
 
 /** The body as text, and parsed (null when there was none or it was not JSON). */

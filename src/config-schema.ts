@@ -131,7 +131,8 @@ const WebSearchSchema = z
 		provider: z.enum(["searxng", "brave", "tavily"]).default("searxng"),
 		url: url.optional(),
 		api_key_env: z.string().min(1).optional(),
-		timeout_ms: z.number().int().positive().default(5000),
+		// At most MAX_WAIT_MS, as every wait: a search that hangs longer would let the hold lapse while it runs.
+		timeout_ms: z.number().int().positive().max(MAX_WAIT_MS).default(5000),
 		price_usd_per_search: z.number().nonnegative().max(MAX_SEARCH_USD).default(0),
 	})
 	.superRefine((ws, ctx) => {

@@ -25,7 +25,11 @@ export interface AuthorizedChat {
 	/** The request's money from here on: every path ends it exactly once (settlement/settlement.ts). */
 	settlement: Settlement;
 	prepared: PreparedChat;
-	/** The prompt estimate the hold was computed from (grounding allowance included when web search is on). */
+	/**
+	 * The prompt's estimate (the hold adds the largest grounding or search round to it); once a web
+	 * search adds its grounding, or a search round its call and result, the estimate of what the
+	 * engine is then sent: what an engine that reports no usage is billed.
+	 */
 	promptTokens: number;
 	searchPrice: number;
 	rateHeaders: Record<string, string>;

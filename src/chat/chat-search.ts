@@ -1,9 +1,11 @@
 /** The chat pipeline's web search step: grounding before the engine call, sources on the answer. */
+import { estimatePromptTokens } from "../estimate";
 import { citationAnnotations, groundingMessage, searchQuery, sourcesOf } from "../search/grounding";
 import { runWebSearch, type SearchStatus } from "../search/run-search";
 import type { Source } from "../types";
 import type { AuthorizedChat } from "./authorize-chat";
 import type { ChatRun } from "./chat-run";
+import { fitOutputCaps } from "./fallback-plans";
 
 /**
  * Runs the web search a request asked for and puts its grounding message first; returns the
@@ -31,6 +33,9 @@ export async function groundWithSearch(
 	if (search.status === "ok" || search.status === "empty") settlement.chargeSearch(authorized.searchPrice);
 	if (!search.results.length) return [];
 	messages.unshift(groundingMessage(search.results, new Date()));
+	// An engine that reports no usage is billed its prompt's estimate: the prompt it is now sent.
+	authorized.promptTokens = estimatePromptTokens(prepared.engineBody);
+	fitOutputCaps(authorized);
 	return sourcesOf(search.results);
 }
 

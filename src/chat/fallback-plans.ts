@@ -10,12 +10,13 @@ import { modelAllowed } from "../auth/scopes";
 import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel } from "../config";
 import type { EngineTarget } from "../engine/call-types";
 import { GatewayError } from "../errors";
+import { estimatePromptTokens } from "../estimate";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos } from "../money/pricing";
 import { fallbackChain, type RequestedFallback } from "../routing/fallback-chain";
 import { prefixAffinityKey } from "../routing/prefix-affinity";
 import { promptBound, type UsageBounds } from "../stream/usage-bounds";
-import { prepareChat } from "./prepare";
+import { outputCap, prepareChat } from "./prepare";
 import type { ChatRequest } from "./validate";
 
 /** A model the request may fall back to, ready to send. */
@@ -153,6 +154,30 @@ function fallbackAt(a: Authorized, target: number): ChatFallback | undefined {
 /** The usage bounds of one engine call on `target` (the request stays on the requested model). */
 export function targetBounds(a: Authorized, target: number): UsageBounds {
 	return fallbackAt(a, target)?.bounds ?? a.bounds;
+}
+
+/** The catalog model of one engine call on `target`, whose prices bill that call. */
+export function targetModel(a: Authorized, target: number): ModelConfig {
+	return fallbackAt(a, target)?.model ?? a.req.model;
+}
+
+/**
+ * Lowers every target's output cap to what its model's context leaves of the prompt it is now
+ * sent (a search's grounding, or a search round's call and result, added after authorization):
+ * an engine refuses a prompt and max tokens over its context. Only ever lowered: the hold stands.
+ */
+export function fitOutputCaps(a: Authorized): void {
+	const targets = [
+		{ model: a.req.model, body: a.prepared.engineBody },
+		...(a.fallbacks ?? []).map((f) => ({ model: f.model, body: f.engineBody })),
+	];
+	for (const { model, body } of targets) {
+		const cap = outputCap(model, estimatePromptTokens(body));
+		for (const field of ["max_tokens", "max_completion_tokens"]) {
+			const v = body[field];
+			if (typeof v === "number") body[field] = Math.min(v, cap);
+		}
+	}
 }
 
 /** Every target's engine body, the requested model's first (a search round rewrites them all). */

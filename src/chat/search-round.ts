@@ -11,6 +11,7 @@
  */
 import type { EngineAnswer } from "../engine/call-types";
 import { GatewayError } from "../errors";
+import { estimatePromptTokens } from "../estimate";
 import { sourcesOf } from "../search/grounding";
 import { runWebSearch } from "../search/run-search";
 import { releasedOutcome } from "../settlement/settlement";
@@ -19,7 +20,7 @@ import type { EngineEvents } from "../stream/engine-events";
 import type { AuthorizedChat } from "./authorize-chat";
 import { readAnswer, settleChat } from "./chat-answer";
 import type { ChatRun } from "./chat-run";
-import { targetBodies, targetBounds } from "./fallback-plans";
+import { fitOutputCaps, targetBodies, targetBounds, targetModel } from "./fallback-plans";
 import {
 	PrimedEvents,
 	roundMessages,
@@ -38,7 +39,7 @@ export interface EngineCall {
 export interface AfterRound extends EngineCall {
 	/** The search that ran, when the engine called it: the answer is the second call's. */
 	search?: SearchRound;
-	/** Takes a search call out of an answer that called it after it began answering. */
+	/** Takes a search call out of an answer: one that called it after it began answering, or the second call's. */
 	filter?: SearchCallFilter;
 }
 
@@ -52,15 +53,16 @@ export async function searchToolRound(
 ): Promise<AfterRound> {
 	const tool = authorized.prepared.searchTool;
 	if (!tool) return first;
-	const primed = new PrimedEvents(first.events);
+	const { settlement } = authorized;
+	// A model reasoning before it shows its intent moves the request: its hold is kept alive.
+	const primed = new PrimedEvents(first.events, () => settlement.progressed());
 	// What is held before the model shows its intent (reasoning) is bounded as a non-stream answer is.
 	if ((await primed.decide(tool.name, MAX_ASSEMBLED_CHARS)) === "answer") {
 		return { ...first, events: primed, filter: new SearchCallFilter(tool.name) };
 	}
-	const { settlement } = authorized;
 	const bounds = targetBounds(authorized, first.answer.target);
 	const { assembled, outcome } = await readAnswer(run, authorized, { answer: first.answer, events: primed, bounds });
-	settlement.addUsage(outcome.usage, outcome.estimated);
+	settlement.addUsage(outcome.usage, outcome.estimated, targetModel(authorized, first.answer.target).pricing);
 	const call = searchCallOf(assembled.body(""), tool.name, first.answer.secrets) ?? { id: "call_search", query: "" };
 	const search = await runWebSearch(run.config.web_search, run.env, call.query, tool.results, run.clientSignal);
 	headers["x-venym-web-search"] = search.status;
@@ -83,7 +85,12 @@ export async function searchToolRound(
 			body.messages.push(...added);
 		}
 	}
+	// An engine that reports no usage is billed its prompt's estimate: the second call's own prompt.
+	authorized.promptTokens = estimatePromptTokens(authorized.prepared.engineBody);
+	fitOutputCaps(authorized);
 	settlement.progressed();
 	const second = await again();
-	return { ...second, search: { query: call.query, status: search.status, sources: sourcesOf(search.results) } };
+	// A model may call the search again though it is no longer offered: the client never sees the gateway's tool.
+	const searched = { query: call.query, status: search.status, sources: sourcesOf(search.results) };
+	return { ...second, search: searched, filter: new SearchCallFilter(tool.name) };
 }

@@ -35,6 +35,8 @@ export const SEARCH_TOOL_NAME = "web_search";
 /** The longest query searched for, as the chat lane's grounding takes the user's text. */
 export const MAX_QUERY_CHARS = 400;
 const QUERY_ARG = "query";
+/** The longest engine tool-call id a round keeps (vLLM's are `chatcmpl-tool-` and 32 hex digits). */
+const MAX_CALL_ID_CHARS = 64;
 const DESCRIPTION =
 	"Search the web for current information. Call it when the answer needs facts you may not know or that may have changed; the results come back numbered, to cite as [n].";
 
@@ -112,11 +114,14 @@ export function chunkIntent(chunk: Json, name: string): "search" | "answer" | un
  */
 export class PrimedEvents implements EngineEvents {
 	readonly #source: EngineEvents;
+	/** Called for every batch read while deciding: the request moves (its hold is kept alive) though nothing reaches the client yet. */
+	readonly #onData: (() => void) | undefined;
 	#held: EngineEvent[] = [];
 	#chars = 0;
 
-	constructor(source: EngineEvents) {
+	constructor(source: EngineEvents, onData?: () => void) {
 		this.#source = source;
+		this.#onData = onData;
 	}
 
 	/**
@@ -126,6 +131,7 @@ export class PrimedEvents implements EngineEvents {
 	async decide(name: string, maxChars: number): Promise<"search" | "answer"> {
 		for (;;) {
 			const events = await this.#source.next();
+			this.#onData?.();
 			this.#held.push(...events);
 			for (const e of events) {
 				if (e.type !== "chunk") return "answer";
@@ -230,7 +236,9 @@ export function searchCallOf(body: Json, name: string, secrets: readonly string[
 		// No JSON at all: nothing to search for.
 	}
 	query = scrubEngineText(query.trim().slice(0, MAX_QUERY_CHARS), secrets).slice(0, MAX_QUERY_CHARS);
-	return { id: typeof call.id === "string" && call.id ? call.id : `call_${crypto.randomUUID().slice(0, 8)}`, query };
+	// The engine's id goes back to it twice in the second call: only a short one, so the round stays within its held size.
+	const ownId = typeof call.id === "string" && call.id && call.id.length <= MAX_CALL_ID_CHARS;
+	return { id: ownId ? (call.id as string) : `call_${crypto.randomUUID().slice(0, 8)}`, query };
 }
 
 /**

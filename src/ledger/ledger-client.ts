@@ -1,7 +1,7 @@
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
 import { retryAfterHeaders } from "../http/retry-after";
-import { costNanos, nanosToUsd, usageCostNanos } from "../money/pricing";
+import { costNanos, nanosToUsd } from "../money/pricing";
 import { errorText, logEvent } from "../observability/log-event";
 import { nodeLabel } from "../routing/node-label";
 import type { Outcome } from "../types";
@@ -190,14 +190,11 @@ export function rateLimitHeaders(rate: RateState | undefined): Record<string, st
 	return headers;
 }
 
-/** Debits the real cost and writes the usage record, once per request id. */
-/** What settlement will debit for this outcome: the same formula the ledger is given. */
-export function outcomeCostNanos(req: RequestContext, outcome: Outcome, extraNanos = 0): number {
-	return usageCostNanos(req.model.pricing, outcome.usage) + extraNanos;
-}
-
-export async function settleRequest(env: Env, req: RequestContext, outcome: Outcome, extraNanos = 0): Promise<SettleResult> {
-	const cost = outcomeCostNanos(req, outcome, extraNanos);
+/**
+ * Debits `cost` (the settlement's sum: settlement.ts `costOf`) and writes the usage record of
+ * `outcome`, once per request id.
+ */
+export async function settleRequest(env: Env, req: RequestContext, outcome: Outcome, cost: number): Promise<SettleResult> {
 	// An adoption under way lands first: the ledger then knows whether the request holds.
 	if (req.allowance) await beforeSettle(req.allowance);
 	// In a batch with this isolate's other settlements of the key (settle-batch.ts); a fresh stub per call.
@@ -223,17 +220,12 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 	});
 }
 
-/** Settlement that never throws: retried a few times, then logged (the hold expires through the alarm). */
-export async function settleSafely(
-	env: Env,
-	req: RequestContext,
-	outcome: Outcome,
-	extraNanos = 0,
-): Promise<SettleResult | null> {
+/** Settlement of `cost` that never throws: retried a few times, then logged (the hold expires through the alarm). */
+export async function settleSafely(env: Env, req: RequestContext, outcome: Outcome, cost = 0): Promise<SettleResult | null> {
 	let result: SettleResult | null = null;
 	for (let attempt = 0; attempt < 3; attempt++) {
 		try {
-			result = await settleRequest(env, req, outcome, extraNanos);
+			result = await settleRequest(env, req, outcome, cost);
 			break;
 		} catch (err) {
 			if ((err as { overloaded?: boolean }).overloaded) break;
@@ -241,7 +233,6 @@ export async function settleSafely(
 		}
 	}
 	if (req.allowance) {
-		const cost = outcomeCostNanos(req, outcome, extraNanos);
 		afterSettle(() => ledgerFor(env, req.payerKeyId), req.allowance, result, cost, req.edge);
 	}
 	return result;

@@ -1,4 +1,5 @@
 import type { GatewayConfig } from "../config";
+import { readCappedText } from "../http/read-capped";
 import { type Secrets, secretNamed } from "../secrets";
 import { type SearchResult, searchProvider } from "./providers";
 
@@ -9,6 +10,12 @@ export interface SearchOutcome {
 	status: SearchStatus;
 	results: SearchResult[];
 }
+
+/**
+ * The most of a search backend's answer read (a SearXNG or Brave page of results is some tens of
+ * kilobytes): a larger one is cancelled unread and the search failed, never parsed whole.
+ */
+export const MAX_SEARCH_BODY_BYTES = 2 * 1024 * 1024;
 
 /**
  * Runs one web search. It never throws: a backend that fails or times out leaves the answer
@@ -36,7 +43,12 @@ export async function runWebSearch(
 			console.warn(`web search: ${cfg.provider} answered ${res.status}`);
 			return { status: "failed", results: [] };
 		}
-		const results = provider.parse(await res.json()).slice(0, count);
+		const text = await readCappedText(res.body, MAX_SEARCH_BODY_BYTES);
+		if (text === null) {
+			console.warn(`web search: ${cfg.provider} answered more than ${MAX_SEARCH_BODY_BYTES} bytes`);
+			return { status: "failed", results: [] };
+		}
+		const results = provider.parse(JSON.parse(text)).slice(0, count);
 		return { status: results.length ? "ok" : "empty", results };
 	} catch (err) {
 		console.warn(`web search: ${cfg.provider} failed`, err);

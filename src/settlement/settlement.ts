@@ -16,14 +16,8 @@
  */
 import { GatewayError } from "../errors";
 import { afterResponse } from "../http/after-response";
-import {
-	authorizeRequest,
-	keepReservationAlive,
-	outcomeCostNanos,
-	type RequestContext,
-	settleSafely,
-} from "../ledger/ledger-client";
-import { nanosToUsd } from "../money/pricing";
+import { authorizeRequest, keepReservationAlive, type RequestContext, settleSafely } from "../ledger/ledger-client";
+import { callsCostNanos, nanosToUsd, type PricedUsage, type Pricing } from "../money/pricing";
 import type { RequestLog } from "../observability/request-log";
 import type { StreamEnd } from "../stream/chat-reducer";
 import { sumUsage } from "../stream/usage-bounds";
@@ -81,8 +75,9 @@ export class Settlement {
 	readonly #req: RequestContext;
 	readonly #log: RequestLog | undefined;
 	#extraNanos = 0;
-	/** What earlier engine calls of this request used (the first call of a search round): billed with the outcome. */
-	#earlier: { usage: Usage; estimated: boolean } | undefined;
+	/** What earlier engine calls of this request used (the first call of a search round), at their model's prices: billed with the outcome. */
+	readonly #earlier: PricedUsage[] = [];
+	#earlierEstimated = false;
 	#moved = 0;
 	readonly #progress: Array<() => number> = [];
 	readonly #keepAlive: HoldKeepAlive | undefined;
@@ -131,26 +126,26 @@ export class Settlement {
 
 	/**
 	 * An earlier engine call of this request answered (the first call of a search round, before the
-	 * call that answers the client): its usage is added to whatever outcome settles the request, so
-	 * it is billed exactly once however the rest ends. Nothing changes once settled.
+	 * call that answers the client) on a model with these prices: its usage is added to whatever
+	 * outcome settles the request, billed exactly once at those prices however the rest ends (the
+	 * rest may be served by another model). Nothing changes once settled.
 	 */
-	addUsage(usage: Usage, estimated: boolean): void {
+	addUsage(usage: Usage, estimated: boolean, pricing: Pricing): void {
 		if (this.#settled) return;
-		this.#earlier = this.#earlier
-			? { usage: sumUsage(this.#earlier.usage, usage), estimated: this.#earlier.estimated || estimated }
-			: { usage, estimated };
+		this.#earlier.push({ usage, pricing });
+		this.#earlierEstimated ||= estimated;
 	}
 
 	/** The usage of the request's earlier engine calls, if any: the client is shown it added to the answer's. */
 	get earlierUsage(): Usage | undefined {
-		return this.#earlier?.usage;
+		return this.#earlier.length ? this.#earlier.map((c) => c.usage).reduce(sumUsage) : undefined;
 	}
 
-	/** `outcome` with the earlier calls' usage added: what is billed and recorded. */
+	/** `outcome` with the earlier calls' usage added: what is recorded. */
 	total(outcome: Outcome): Outcome {
-		const earlier = this.#earlier;
+		const earlier = this.earlierUsage;
 		if (!earlier) return outcome;
-		return { ...outcome, usage: sumUsage(earlier.usage, outcome.usage), estimated: outcome.estimated || earlier.estimated };
+		return { ...outcome, usage: sumUsage(earlier, outcome.usage), estimated: outcome.estimated || this.#earlierEstimated };
 	}
 
 	/** The request moved (the engine answered, data was read): the hold is renewed at the next tick. */
@@ -163,9 +158,9 @@ export class Settlement {
 		this.#progress.push(count);
 	}
 
-	/** What settling this outcome debits: the ledger's formula, web search included. */
+	/** What settling this outcome debits: each engine call at its model's prices (the outcome's at the served model's), and the search. */
 	costOf(outcome: Outcome): number {
-		return outcomeCostNanos(this.#req, this.total(outcome), this.#extraNanos);
+		return callsCostNanos([...this.#earlier, { pricing: this.#req.model.pricing, usage: outcome.usage }]) + this.#extraNanos;
 	}
 
 	/** The cost and balance headers of an answer that completed with `outcome`. */
@@ -185,7 +180,7 @@ export class Settlement {
 		if (this.#settled) return this.#settled;
 		const total = this.total(outcome);
 		this.#log?.settled(this.#req, total, this.costOf(outcome));
-		return this.#conclude(afterResponse().then(() => settleSafely(this.#env, this.#req, total, this.#extraNanos)));
+		return this.#conclude(afterResponse().then(() => settleSafely(this.#env, this.#req, total, this.costOf(outcome))));
 	}
 
 	/**

@@ -56,6 +56,13 @@ describe("parseConfig", () => {
 			config({ models: [model({ nodes: ["https://Node-B.example/v1", { url: "https://node-b.example/v1/", weight: 2 }] })] }),
 		);
 		expect(byObject.message).toContain("models.0.nodes.1");
+		// The default port written out, a fragment, a dot segment: the same node.
+		for (const [a, b] of [
+			["http://10.0.0.5/v1", "http://10.0.0.5:80/v1"],
+			["https://node.example/v1", "HTTPS://node.example:443/./v1/#x"],
+		]) {
+			expect(configError(config({ models: [model({ nodes: [a, b] })] })).message).toContain("already listed");
+		}
 		// The same node may serve two models.
 		expect(() => parseConfig(config({ models: [model(), model({ id: "venym/other" })] }))).not.toThrow();
 	});
@@ -115,6 +122,12 @@ describe("parseConfig", () => {
 		["searxng has no url", { web_search: { provider: "searxng" } }, "web_search.url"],
 		["a paid search provider has no key", { web_search: { provider: "brave" } }, "web_search.api_key_env"],
 		["first_byte_timeout_ms is negative", { first_byte_timeout_ms: -5 }, "first_byte_timeout_ms"],
+		// Every wait is bounded as the engine's are: a search that hangs longer would let the hold lapse.
+		[
+			"the search timeout is over ten minutes",
+			{ web_search: { provider: "searxng", url: "https://search.example/search", timeout_ms: 3_600_000 } },
+			"web_search.timeout_ms",
+		],
 	])("names the bad field when %s", (_label, patch, path) => {
 		const err = configError(JSON.stringify(config(patch)));
 		expect(err.kind).toBe("config_invalid");

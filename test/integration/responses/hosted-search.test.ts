@@ -7,10 +7,12 @@
  */
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { estimatePromptTokens } from "../../../src/estimate";
 import worker from "../../../src/index";
 import { settled, type UsageRow } from "../../support/billing";
-import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse } from "../../support/gateway";
+import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../../support/gateway";
 import { expectBooks, ledger } from "../../support/ledger";
+import { created, settled as settledResponse } from "../../support/responses";
 
 type Json = Record<string, unknown>;
 type Item = Json & { type: string };
@@ -198,6 +200,26 @@ describe("the model calls the hosted search", () => {
 	});
 });
 
+describe("a background response whose model calls the hosted search", () => {
+	it("runs the round in the queue, bills both calls and the search once, and leaves no hold", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const since = await lastEngineId();
+		const input = "search the background tides";
+		const queued = await created(key, { model: "test/ok", input, tools: [WEB], background: true });
+		const done = await settledResponse(key, queued.id);
+		expect(done.status).toBe("completed");
+		expect(done.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([2, 1]);
+		const prompt = devPrompt(chats[0]?.messages ?? []) + devPrompt(chats[1]?.messages ?? []);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "completed", search_count: 1, prompt_tokens: prompt });
+		expect(record.cost_nanos).toBe(prompt * 1_000 + record.completion_tokens * 2_000 + SEARCH_NANOS);
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(record.cost_nanos);
+	});
+});
+
 describe("the model does not call the hosted search", () => {
 	for (const stream of [false, true]) {
 		it(`searches nothing and charges no search (${stream ? "stream" : "JSON"})`, async () => {
@@ -219,11 +241,14 @@ describe("the model does not call the hosted search", () => {
 	}
 });
 
-/** The shared test config with a model on one dev-engine scenario (and, maybe, another search backend). */
-function direct(scenario: string, searchScenario?: string) {
+/**
+ * The shared test config with a model `test/search-<scenario>` on one dev-engine scenario (its
+ * other settings `extra`), and maybe another search backend.
+ */
+function direct(scenario: string, searchScenario?: string, extra: Json = {}) {
 	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { models: Json[]; web_search: Json };
 	const base = cfg.models.find((m) => m.id === "test/ok") as Json;
-	cfg.models.push({ ...base, id: `test/search-${scenario}`, nodes: [`${env.ENGINE_URL}/s/${scenario}/v1`] });
+	cfg.models.push({ ...base, id: `test/search-${scenario}`, nodes: [`${env.ENGINE_URL}/s/${scenario}/v1`], ...extra });
 	if (searchScenario) cfg.web_search.url = `${env.ENGINE_URL}/s/${searchScenario}/search`;
 	const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(cfg) };
 	return (key: string, body: Json, signal?: AbortSignal) => {
@@ -271,6 +296,55 @@ describe("a search round that does not end well settles once, billing what was u
 		const first = devPrompt((chats[0] as { messages: Message[] }).messages) * 1_000;
 		expect(info.spentNanos).toBeGreaterThan(first + SEARCH_NANOS);
 		expect(record.prompt_tokens).toBeGreaterThan(devPrompt((chats[0] as { messages: Message[] }).messages));
+	});
+
+	it("a client that leaves while the model reasons before calling it: the engine is let go, nothing searched, no hold", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		// The engine reasons first (reasoning_effort), then waits after its first frame until released: never, here.
+		const call = direct("gated");
+		const client = new AbortController();
+		const since = await lastEngineId();
+		const body = { input: "search the pondered tides", tools: [WEB], stream: true, store: false, reasoning: { effort: "low" } };
+		const { answer, ctx } = call(key, body, client.signal);
+		const pending = answer.catch((err: unknown) => err);
+		const asked = await waitFor(async () => (await engineCalls(since)).chats[0]);
+		expect(asked.reasoning_effort).toBe("low");
+		client.abort();
+		await pending;
+		await waitOnExecutionContext(ctx);
+		await waitFor(async () => (await engineRequestsSince(since))[0]?.aborted === true);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([1, 0]);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "client_disconnected", search_count: 0 });
+		await expectBooks(id, 5e9);
+	});
+
+	it("a client that leaves while the search runs pays the first call only: no search charged, no second call, no hold", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("ok", "searchslow");
+		const client = new AbortController();
+		const since = await lastEngineId();
+		const input = "search the abandoned tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false }, client.signal);
+		const pending = answer.catch((err: unknown) => err);
+		await waitFor(async () => (await engineCalls(since)).searches.length === 1);
+		client.abort();
+		await pending;
+		await waitOnExecutionContext(ctx);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([1, 1]);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({
+			status: "client_disconnected",
+			search_count: 0,
+			prompt_tokens: prompt,
+			completion_tokens: completion,
+			cost_nanos: prompt * 1_000 + completion * 2_000,
+		});
+		await expectBooks(id, 5e9);
 	});
 
 	for (const stream of [false, true]) {
@@ -341,4 +415,100 @@ describe("a model that starts answering and calls the search later", () => {
 			expect((await onlyRecord(id)).search_count).toBe(0);
 		});
 	}
+});
+
+describe("a search round served by two models", () => {
+	it("bills each call at the prices of the model that served it (the second failed over to a dearer fallback)", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		// The requested model answers the first call and fails the second ('"tool_call_id"' is in it
+		// only); test/fb-dear (ten times the price) serves the second.
+		const call = direct("search-failed-answer", undefined, { fallbacks: ["test/fb-dear"] });
+		const since = await lastEngineId();
+		const input = "search the mixed tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], store: false });
+		const res = await answer;
+		const { response } = await answered(res, false);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const { chats } = await engineCalls(since);
+		// The first call, the second refused by the requested model, the second on the fallback.
+		expect(chats.map((c) => c.model)).toEqual(["engine-ok", "engine-ok", "engine-fb-dear"]);
+		const firstPrompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const firstCompletion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const secondPrompt = devPrompt((chats[2] as { messages: Message[] }).messages);
+		const secondCompletion = messageText(response.output).split(/\s+/).length;
+		const cost = firstPrompt * 1_000 + firstCompletion * 2_000 + secondPrompt * 10_000 + secondCompletion * 20_000 + SEARCH_NANOS;
+		expect(Math.round(Number(res.headers.get("x-venym-cost-usd")) * 1e9)).toBe(cost);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({
+			status: "completed",
+			prompt_tokens: firstPrompt + secondPrompt,
+			completion_tokens: firstCompletion + secondCompletion,
+			cost_nanos: cost,
+		});
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(cost);
+	});
+});
+
+describe("a second answer that calls the search again", () => {
+	for (const stream of [false, true]) {
+		it(`keeps its text, the call taken out, and searches once (${stream ? "stream" : "JSON"})`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const call = direct("search-again");
+			const since = await lastEngineId();
+			const { answer, ctx } = call(key, { input: "search the twice tides", tools: [WEB, EXEC], stream, store: false });
+			const res = await answer;
+			const { response, events } = await answered(res, stream);
+			await waitOnExecutionContext(ctx);
+			expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+			expect(messageText(response.output)).toBe("Here is what I found.");
+			expect(response.status).toBe("completed");
+			expect(JSON.stringify([response.output, events])).not.toMatch(/function_call|once more/);
+			const { chats, searches } = await engineCalls(since);
+			expect([chats.length, searches.length]).toEqual([2, 1]);
+			expect((await onlyRecord(id)).search_count).toBe(1);
+		});
+	}
+});
+
+describe("an engine that reports no usage", () => {
+	it("has each call's prompt estimated from what that call was sent, the search's result included", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("nousage");
+		const since = await lastEngineId();
+		const { answer, ctx } = call(key, { input: "search the uncounted tides", tools: [WEB], store: false });
+		const { response } = await answered(await answer, false);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(2);
+		// The first body offers the search tool; the second carries the search's result instead.
+		const [first, second] = chats.map((c) => estimatePromptTokens(c)) as [number, number];
+		expect(second).toBeGreaterThan(first);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ estimated: true, prompt_tokens: first + second });
+		expect(response.usage.input_tokens).toBe(first + second);
+	});
+});
+
+describe("a prompt near the model's context", () => {
+	it("has the second call's output cap lowered to what the context leaves once the search's result is added", async () => {
+		const { key } = await createKey({ balance_usd: 5 });
+		// The engine enforces a context of 4096 tokens (prompt + max tokens), as the catalog says.
+		const call = direct("ctx4096", undefined, { context_length: 4096 });
+		const since = await lastEngineId();
+		// Instructions of about 3,700 tokens: the first call's cap is the few hundred the context leaves.
+		const instructions = "word ".repeat(2950);
+		const { answer, ctx } = call(key, { instructions, input: "search the long tides", tools: [WEB], store: false });
+		const res = await answer;
+		const { response } = await answered(res, false);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(2);
+		const [first, second] = chats as [Json & { messages: Message[] }, Json & { messages: Message[] }];
+		expect(second.max_tokens).toBeLessThan(first.max_tokens as number);
+		expect(devPrompt(second.messages) + (second.max_tokens as number)).toBeLessThanOrEqual(4096);
+	});
 });

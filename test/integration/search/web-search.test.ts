@@ -1,5 +1,6 @@
 import { createExecutionContext, env, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
+import { estimatePromptTokens } from "../../../src/estimate";
 import worker from "../../../src/index";
 import { fleetConfig, gatewayWith, marker, model, ownEngineUrl } from "../../support/fleet";
 import { chat, createKey, engineRequestsSince, lastEngineId, readSse, sdkClient, waitFor } from "../../support/gateway";
@@ -242,6 +243,63 @@ describe("web search", () => {
 		expect(frames.some((f) => f.includes("venym.sources"))).toBe(false);
 		expect(frames.at(-1)).toBe("[DONE]");
 		expect(Date.now() - started).toBeLessThan(4000);
+	});
+
+	it("does not read a search answer past its size cap: the search failed, the model still answers", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		const { res, ctx } = await withConfig(
+			(cfg) => {
+				(cfg.web_search as Record<string, unknown>).url = `${env.ENGINE_URL}/s/searchhuge/search`;
+			},
+			key,
+			{ model: "test/ok:online", messages: [question] },
+		);
+		expect(res.status).toBe(200);
+		expect(res.headers.get("x-venym-web-search")).toBe("failed");
+		expect(((await res.json()) as Completion).venym).toBeUndefined();
+		await waitOnExecutionContext(ctx);
+		const { chats, searches } = await engineCalls(since);
+		expect(systemText(chats[0]?.body ?? null)).toBe("");
+		// The rest of the answer was left unread.
+		await waitFor(async () => (await engineCalls(since)).searches[0]?.aborted === true);
+		expect(searches).toHaveLength(1);
+	});
+
+	it("estimates the prompt of an engine that reports no usage from what it was sent, the grounding included", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		const res = await chat(key, { model: "test/nousage:online", messages: [question] });
+		expect(res.headers.get("x-venym-web-search")).toBe("ok");
+		const body = (await res.json()) as { usage: { prompt_tokens: number } };
+		const { chats } = await engineCalls(since);
+		const sent = chats[0]?.body as Record<string, unknown>;
+		expect(systemText(sent)).toMatch(/^Web search results/);
+		expect(body.usage.prompt_tokens).toBe(estimatePromptTokens(sent));
+	});
+
+	it("lowers the output cap to what the context leaves once the grounding is added to a prompt near it", async () => {
+		const { key } = await createKey();
+		const since = await lastEngineId();
+		const long = { role: "system", content: "word ".repeat(2950) };
+		const { res, ctx } = await withConfig(
+			(cfg) => {
+				const models = cfg.models as Array<Record<string, unknown>>;
+				const base = models.find((m) => m.id === "test/ok") as Record<string, unknown>;
+				// The engine enforces a context of 4096 tokens (prompt + max tokens), as the catalog says.
+				models.push({ ...base, id: "test/ctx4096", nodes: [`${env.ENGINE_URL}/s/ctx4096/v1`], context_length: 4096 });
+			},
+			key,
+			{ model: "test/ctx4096:online", messages: [long, question] },
+		);
+		expect(res.status).toBe(200);
+		expect(res.headers.get("x-venym-web-search")).toBe("ok");
+		await waitOnExecutionContext(ctx);
+		const { chats } = await engineCalls(since);
+		const sent = chats[0]?.body as { max_tokens: number; messages: Array<{ content: string }> };
+		expect(systemText(sent)).toMatch(/^Web search results/);
+		const prompt = Math.ceil(sent.messages.reduce((n, m) => n + m.content.length, 0) / 4);
+		expect(prompt + sent.max_tokens).toBeLessThanOrEqual(4096);
 	});
 
 	it("adds price_usd_per_search to the cost and counts the search in the usage record", async () => {

@@ -85,6 +85,18 @@ describe("a search call told from an answer", () => {
 		expect((await primed.next()).map((e) => e.type)).toEqual(["chunk", "done"]);
 	});
 
+	it("counts every batch it reads while deciding as progress, so a long reasoning keeps the hold alive", async () => {
+		const batches: EngineEvent[][] = [
+			[{ type: "chunk", chunk: delta({ reasoning_content: "a" }), data: "{}" }],
+			[{ type: "chunk", chunk: delta({ reasoning_content: "b" }), data: "{}" }],
+			[{ type: "chunk", chunk: delta({ tool_calls: [call(0, "web_search", "{}")] }), data: "{}" }],
+		];
+		let moved = 0;
+		const primed = new PrimedEvents({ next: async () => batches.shift() ?? [], cancel: async () => {} }, () => moved++);
+		expect(await primed.decide("web_search", 1000)).toBe("search");
+		expect(moved).toBe(3);
+	});
+
 	it("passes an answer on once it holds too much without knowing, or the answer ends", async () => {
 		const long = {
 			next: async (): Promise<EngineEvent[]> => [
@@ -150,6 +162,17 @@ describe("the query and the round's messages", () => {
 		expect(searchCallOf(body('{"query": "cut'), "web_search", [])?.query).toBe("cut");
 		expect(searchCallOf(body("nonsense"), "web_search", [])?.query).toBe("");
 		expect(searchCallOf(body("{}"), "other", [])).toBeUndefined();
+	});
+
+	it("keeps the engine's call id only when it is short: the round's call is held at a bounded size", () => {
+		const withId = (id: string) => {
+			const b = body('{"query": "q"}');
+			(b.choices[0] as { message: { tool_calls: Array<{ id: string }> } }).message.tool_calls[0]!.id = id;
+			return b;
+		};
+		expect(searchCallOf(withId("call_abc-123"), "web_search", [])?.id).toBe("call_abc-123");
+		const long = searchCallOf(withId("x".repeat(100_000)), "web_search", [])?.id ?? "";
+		expect(long).toMatch(/^call_[0-9a-f]{8}$/);
 	});
 
 	it("adds the call and the grounding text as the tool's result", () => {

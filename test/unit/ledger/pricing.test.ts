@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ModelConfig } from "../../../src/config";
 import { holdNanos } from "../../../src/ledger/ledger-client";
-import { costNanos, nanosToUsd, usageCostNanos, usdToNanos } from "../../../src/money/pricing";
+import { callsCostNanos, costNanos, nanosToUsd, usageCostNanos, usdToNanos } from "../../../src/money/pricing";
 
 type Pricing = ModelConfig["pricing"];
 
@@ -117,6 +117,40 @@ describe("costNanos", () => {
 		expect(usageCostNanos(TEST_PRICING, { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 })).toBe(9_000);
 		// total_tokens is not what is billed.
 		expect(usageCostNanos(TEST_PRICING, { prompt_tokens: 7, completion_tokens: 5, total_tokens: 999 })).toBe(17_000);
+	});
+});
+
+describe("callsCostNanos", () => {
+	const usage = (p: number, c: number) => ({ prompt_tokens: p, completion_tokens: c, total_tokens: p + c });
+
+	it("prices each call at its model's prices, rounded once", () => {
+		const dear: Pricing = { input_usd_per_mtok: 10, output_usd_per_mtok: 20 };
+		const calls = [
+			{ pricing: TEST_PRICING, usage: usage(100, 10) },
+			{ pricing: dear, usage: usage(50, 5) },
+		];
+		expect(callsCostNanos(calls)).toBe(100 * 1_000 + 10 * 2_000 + 50 * 10_000 + 5 * 20_000);
+		// Half a nano each way: rounded once, not per call.
+		const half: Pricing = { input_usd_per_mtok: 0.0005, output_usd_per_mtok: 0 };
+		const other: Pricing = { input_usd_per_mtok: 0.0025, output_usd_per_mtok: 0 };
+		expect(
+			callsCostNanos([
+				{ pricing: half, usage: usage(1, 0) },
+				{ pricing: other, usage: usage(1, 0) },
+			]),
+		).toBe(3);
+		expect(callsCostNanos([])).toBe(0);
+	});
+
+	it("costs what the summed usage costs when every call has the same prices, so it never exceeds a hold for both", () => {
+		const odd: Pricing = { input_usd_per_mtok: 0.0015, output_usd_per_mtok: 0.0015 };
+		// Per call, 1.5 nanos would round to 2 each (4); the hold for both calls is costNanos(2) = 3.
+		const calls = [
+			{ pricing: odd, usage: usage(1, 0) },
+			{ pricing: { ...odd }, usage: usage(1, 0) },
+		];
+		expect(callsCostNanos(calls)).toBe(costNanos(odd, 2, 0));
+		expect(callsCostNanos(calls)).toBe(3);
 	});
 });
 

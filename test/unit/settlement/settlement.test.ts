@@ -208,11 +208,11 @@ describe("a request's settlement", () => {
 			const { scope: s, waits } = scope(l.env);
 			const { settlement } = await placeHold(s, request(`req_two_${status}`), 1_000_000);
 			settlement.chargeSearch(7_000);
-			settlement.addUsage(first, false);
+			settlement.addUsage(first, false, MODEL.pricing);
 			expect(settlement.costOf(outcome)).toBe(tokensNanos + 7_000);
 			void settlement.settle(outcome);
 			void settlement.settle(completed(1, 1));
-			settlement.addUsage(first, false);
+			settlement.addUsage(first, false, MODEL.pricing);
 			await Promise.all(waits);
 			expect(l.settled).toHaveLength(1);
 			const { prompt_tokens, completion_tokens } = settlement.total(outcome).usage;
@@ -224,10 +224,22 @@ describe("a request's settlement", () => {
 		}
 	});
 
+	it("bills an earlier call at the prices of the model that served it, not the model that answers the client", async () => {
+		const l = fakeLedger();
+		const { scope: s, waits } = scope(l.env);
+		// The first call on a model at ten times MODEL's prices; the request then served by MODEL.
+		const { settlement } = await placeHold(s, request("req_two_models"), 1_000_000);
+		settlement.addUsage(completed(100, 20).usage, false, { input_usd_per_mtok: 10, output_usd_per_mtok: 10 });
+		expect(settlement.costOf(completed(30, 5))).toBe(120 * 10_000 + 35 * 1_000);
+		void settlement.settle(completed(30, 5));
+		await Promise.all(waits);
+		expect(l.settled[0]).toMatchObject({ costNanos: 1_235_000, record: { prompt_tokens: 130, completion_tokens: 25 } });
+	});
+
 	it("sums cached tokens and keeps an estimate flagged", () => {
 		const l = fakeLedger();
 		const settlement = new Settlement({ env: l.env, waitUntil: () => {} }, request("req_sum"), { keepAlive: false });
-		settlement.addUsage({ prompt_tokens: 10, completion_tokens: 2, total_tokens: 12, cached_tokens: 4 }, true);
+		settlement.addUsage({ prompt_tokens: 10, completion_tokens: 2, total_tokens: 12, cached_tokens: 4 }, true, MODEL.pricing);
 		expect(settlement.total({ ...completed(5, 1), usage: { ...completed(5, 1).usage, cached_tokens: 3 } })).toEqual({
 			status: "completed",
 			usage: { prompt_tokens: 15, completion_tokens: 3, total_tokens: 18, cached_tokens: 7 },
