@@ -69,3 +69,44 @@ describe("openai-node on a web-search stream", () => {
 		expect(usageChunks).toBe(1);
 	});
 });
+
+// The Responses lane's hosted web_search tool, run when the model asks for it: the dev engine
+// calls the offered search function when the prompt says "search", then answers citing [1].
+describe("openai-node with the hosted web_search tool on /v1/responses", () => {
+	const input = "Please search for volcano eruptions";
+
+	it("responses.create(): a web_search_call item, then the cited answer", async () => {
+		const res = await client.responses.create({ model: "test/ok", input, tools: [{ type: "web_search" }] });
+		expect(res.status).toBe("completed");
+		expect(res.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		const call = res.output[0];
+		if (call?.type !== "web_search_call") throw new Error("no web_search_call item");
+		expect(call.status).toBe("completed");
+		expect(res.output_text).toContain("[1]");
+		// Both engine calls are in the usage the client sees.
+		expect(res.usage?.input_tokens).toBeGreaterThan(0);
+		expect(res.usage?.output_tokens).toBeGreaterThan(0);
+	});
+
+	it("responses.stream(): the search's events come before the text, finalResponse() matches", async () => {
+		const stream = client.responses.stream({ model: "test/ok", input, tools: [{ type: "web_search" }] });
+		const types: string[] = [];
+		let text = "";
+		for await (const event of stream) {
+			types.push(event.type);
+			if (event.type === "response.output_text.delta") text += event.delta;
+		}
+		const final = await stream.finalResponse();
+		expect(types[0]).toBe("response.created");
+		const searched = types.indexOf("response.web_search_call.completed");
+		expect(searched).toBeGreaterThan(0);
+		expect(searched).toBeLessThan(types.indexOf("response.output_text.delta"));
+		expect(final.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		expect(final.output_text).toBe(text);
+	});
+
+	it("answers without a search when the prompt asks for none", async () => {
+		const res = await client.responses.create({ model: "test/ok", input: "Say hello", tools: [{ type: "web_search" }] });
+		expect(res.output.map((i) => i.type)).toEqual(["message"]);
+	});
+});
