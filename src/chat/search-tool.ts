@@ -76,11 +76,16 @@ export function offerSearchTool(body: Json, request: SearchToolRequest): string 
 	return name;
 }
 
-/** The body without the search function (a round's second call): a choice naming it goes, and with no tool left, every tool field. */
+/**
+ * The body without the search function (a round's second call): a choice naming it or `required`
+ * goes, and with no tool left, every tool field.
+ */
 export function withdrawSearchTool(body: Json, name: string): void {
 	const tools = (Array.isArray(body.tools) ? body.tools : []).filter((t) => toolName(t) !== name);
 	const choice = body.tool_choice;
-	if (isRecord(choice) && toolName(choice) === name) delete body.tool_choice;
+	// The search call was the tool call a `required` choice asked for: after its result, the
+	// model may answer in text, as OpenAI's hosted tools let it.
+	if ((isRecord(choice) && toolName(choice) === name) || choice === "required") delete body.tool_choice;
 	if (tools.length) {
 		body.tools = tools;
 		return;

@@ -59,6 +59,15 @@ describe("the search tool's offer", () => {
 		withdrawSearchTool(alone, offerSearchTool(alone, { required: false }));
 		expect(alone).toEqual({});
 	});
+
+	it("frees a `required` choice for the second call: the search was the call it asked for", () => {
+		const body: Json = { tools: [fn("exec")], tool_choice: "required" };
+		withdrawSearchTool(body, offerSearchTool(body, { required: false }));
+		expect(body).toEqual({ tools: [fn("exec")] });
+		const named: Json = { tools: [fn("exec")], tool_choice: { type: "function", function: { name: "exec" } } };
+		withdrawSearchTool(named, offerSearchTool(named, { required: false }));
+		expect(named.tool_choice).toEqual({ type: "function", function: { name: "exec" } });
+	});
 });
 
 describe("a search call told from an answer", () => {
