@@ -6,7 +6,7 @@
  */
 
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
-import { drainChatStream } from "./chat-stream";
+import { rewriteChatStream } from "./chat-stream";
 import { type AssembledObject, CompletionAssembler } from "./completion-assembler";
 import type { EngineEventReader } from "./engine-events";
 import type { StreamEncoder } from "./pipe-engine-stream";
@@ -70,7 +70,7 @@ export async function assembleAnswer(
 	abortEngine: (reason: unknown) => void,
 ): Promise<AssembledAnswer> {
 	const encoder = new AssemblingEncoder(opts.object, opts.onData);
-	const { end, failure } = await drainChatStream(
+	const { stream, done } = rewriteChatStream(
 		events,
 		{
 			model: "",
@@ -83,8 +83,17 @@ export async function assembleAnswer(
 		},
 		abortEngine,
 	);
-	// The pipe has ended the stream as an engine failure already; an oversized answer is one.
-	const overflowed = failure instanceof AnswerTooLarge;
-	if (failure !== undefined) abortEngine(failure);
+	const reader = stream.getReader();
+	let overflowed = false;
+	try {
+		while (!(await reader.read()).done) {
+			// The encoder sends nothing: this only drives the pipe.
+		}
+	} catch (err) {
+		// The pipe has ended the stream as an engine failure already; an oversized answer is one.
+		overflowed = err instanceof AnswerTooLarge;
+		abortEngine(err);
+	}
+	const end = await done;
 	return { end, overflowed, body: (model) => encoder.assembler.body(model, encoder.usage) };
 }

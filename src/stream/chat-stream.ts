@@ -6,16 +6,10 @@
  */
 
 import type { Source } from "../types";
-import { ChatStreamReducer, type StreamEnd } from "./chat-reducer";
+import { ChatStreamReducer } from "./chat-reducer";
 import { ChatSseEncoder } from "./chat-sse-encoder";
 import { EngineEventReader } from "./engine-events";
-import {
-	type ChunkTransform,
-	drainEngineStream,
-	type EngineStream,
-	pipeEngineStream,
-	type StreamEncoder,
-} from "./pipe-engine-stream";
+import { type ChunkTransform, type EngineStream, pipeEngineStream, type StreamEncoder } from "./pipe-engine-stream";
 import { withSecretsRedacted } from "./secret-filter";
 import type { UsageBounds } from "./usage-bounds";
 
@@ -58,30 +52,11 @@ export function rewriteChatStream(
 	opts: ChatStreamOptions,
 	abortEngine?: (reason: unknown) => void,
 ): EngineStream {
-	const { events, reducer, encoder } = layers(upstream, opts, abortEngine);
-	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal, opts.clientIdleTimeoutMs, opts.transform);
-}
-
-/** The same layers read to their end for a non-stream answer (pipe-engine-stream.ts `drainEngineStream`). */
-export function drainChatStream(
-	upstream: ReadableStream<Uint8Array> | EngineEventReader,
-	opts: ChatStreamOptions,
-	abortEngine?: (reason: unknown) => void,
-): Promise<{ end: StreamEnd; failure: unknown }> {
-	const { events, reducer, encoder } = layers(upstream, opts, abortEngine);
-	return drainEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal);
-}
-
-function layers(
-	upstream: ReadableStream<Uint8Array> | EngineEventReader,
-	opts: ChatStreamOptions,
-	abortEngine?: (reason: unknown) => void,
-) {
 	const events =
 		upstream instanceof EngineEventReader
 			? upstream
 			: new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine });
 	const reducer = new ChatStreamReducer({ promptTokensEstimate: opts.promptTokensEstimate, bounds: opts.bounds });
 	const encoder = withSecretsRedacted(opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources), opts.secrets);
-	return { events, reducer, encoder };
+	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal, opts.clientIdleTimeoutMs, opts.transform);
 }

@@ -2,9 +2,7 @@
  * The driver of every engine stream: typed engine events → the chat reducer → an encoder (chat
  * SSE or Responses events) → the client, pulled one read at a time so backpressure reaches the
  * engine. It ends exactly once — engine done, engine failure, or client gone — and that one end
- * (`done`) is what settlement and logging hang off. A non-stream answer runs the same pipe with
- * no client stream around it (`drainEngineStream`): one ReadableStream and its reads fewer per
- * request (bench/HISTORY.md, session 10).
+ * (`done`) is what settlement and logging hang off.
  */
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
 import { ClientPace } from "./client-pace";
@@ -48,69 +46,7 @@ export class ClientIdleError extends Error {
 	}
 }
 
-/** Where the pipe's frames go: the client stream's controller, or nowhere (a non-stream answer). */
-interface FrameSink {
-	enqueue(chunk: Uint8Array): void;
-	close(): void;
-	error(reason: unknown): void;
-}
-
-/** The pipe behind a client stream, a non-stream answer alike: the source's start, pull and cancel. */
-interface Pipe {
-	start(sink: FrameSink): void;
-	pull(sink: FrameSink): Promise<void>;
-	cancel(reason: unknown): Promise<void> | undefined;
-	/** Ends the pipe when the client's signal fires (at once if it has): after `start`. */
-	watchClient(): void;
-	concluded(): boolean;
-	done: Promise<StreamEnd>;
-	frames(): number;
-}
-
-/** The client's stream: the pipe as a ReadableStream, pulled by the runtime as the client reads. */
-export function pipeEngineStream(...args: Parameters<typeof createPipe>): EngineStream {
-	const pipe = createPipe(...args);
-	const stream = new ReadableStream<Uint8Array>({
-		start: (controller) => pipe.start(controller),
-		pull: (controller) => pipe.pull(controller),
-		cancel: (reason) => pipe.cancel(reason),
-	});
-	pipe.watchClient();
-	return { stream, done: pipe.done, frames: pipe.frames };
-}
-
-/**
- * A non-stream answer: the same pipe driven to its end without a stream in between (no
- * ReadableStream, reader or read promise per pull); its encoder puts the answer together and
- * sends nothing. Resolves with the one end and the error that broke the pipe, if one did.
- */
-export async function drainEngineStream(
-	events: EngineEventReader,
-	reducer: ChatStreamReducer,
-	encoder: StreamEncoder,
-	abortEngine?: (reason: unknown) => void,
-	clientSignal?: AbortSignal,
-): Promise<{ end: StreamEnd; failure: unknown }> {
-	let closed = false;
-	let failure: unknown;
-	const sink: FrameSink = {
-		enqueue() {},
-		close() {
-			closed = true;
-		},
-		error(reason) {
-			closed = true;
-			failure = reason;
-		},
-	};
-	const pipe = createPipe(events, reducer, encoder, abortEngine, clientSignal);
-	pipe.start(sink);
-	pipe.watchClient();
-	while (!closed && !pipe.concluded()) await pipe.pull(sink);
-	return { end: await pipe.done, failure };
-}
-
-function createPipe(
+export function pipeEngineStream(
 	events: EngineEventReader,
 	reducer: ChatStreamReducer,
 	encoder: StreamEncoder,
@@ -125,7 +61,7 @@ function createPipe(
 	clientIdleTimeoutMs = 0,
 	/** Rewrites forwarded chunks between the reducer and the encoder (tool-call repair). */
 	transform?: ChunkTransform,
-): Pipe {
+): EngineStream {
 	const bytes = new TextEncoder();
 	let concluded = false;
 	let resolveDone: (end: StreamEnd) => void = () => {};
@@ -152,7 +88,7 @@ function createPipe(
 		}
 		return cancelled;
 	};
-	let ctl!: FrameSink;
+	let ctl!: ReadableStreamDefaultController<Uint8Array>;
 	/**
 	 * The client stopped reading (or is gone without the runtime saying so): nothing pulls, so
 	 * the engine is not read either (backpressure), and only this ends the request. The body is
@@ -169,7 +105,7 @@ function createPipe(
 		}
 	});
 	/** A frame for the client: queued, and owed until the client asks for more. */
-	const send = (controller: FrameSink, text: string) => {
+	const send = (controller: ReadableStreamDefaultController<Uint8Array>, text: string) => {
 		controller.enqueue(bytes.encode(text));
 		pace.queued();
 	};
@@ -194,7 +130,7 @@ function createPipe(
 	const keepAlive = encoder.keepAlive;
 	const beat = keepAlive ? bytes.encode(keepAlive.text) : undefined;
 	/** Waits on the engine, with the encoder's keep-alive going out meanwhile. */
-	async function quietly<T>(controller: FrameSink, wait: () => Promise<T>): Promise<T> {
+	async function quietly<T>(controller: ReadableStreamDefaultController<Uint8Array>, wait: () => Promise<T>): Promise<T> {
 		if (!keepAlive || !beat) return wait();
 		const timer = setInterval(() => {
 			if (concluded) return;
@@ -211,7 +147,7 @@ function createPipe(
 		}
 	}
 
-	return {
+	const stream = new ReadableStream<Uint8Array>({
 		start(controller) {
 			ctl = controller;
 			const head = encoder.start();
@@ -264,12 +200,8 @@ function createPipe(
 		cancel(reason) {
 			return clientGone(reason);
 		},
-		watchClient() {
-			if (clientSignal?.aborted) onClientAbort();
-			else clientSignal?.addEventListener("abort", onClientAbort, { once: true });
-		},
-		concluded: () => concluded,
-		done,
-		frames: () => pace.frames,
-	};
+	});
+	if (clientSignal?.aborted) onClientAbort();
+	else clientSignal?.addEventListener("abort", onClientAbort, { once: true });
+	return { stream, done, frames: () => pace.frames };
 }
