@@ -4,7 +4,7 @@
 // the targets take turns in short windows: this box's speed drifts by tens of percent from one
 // minute to the next, and a window of each target in every round cancels most of it.
 //
-//   node bench/ablate.mjs [--rounds 8] [--sequential 300] [--seconds 2] [--streams 10] <bundle-dir> <bundle-dir> …
+//   node bench/ablate.mjs [--rounds 8] [--sequential 300] [--seconds 2] [--streams 10] [--long-chunks N] [--streams-only] <bundle-dir> …
 //
 // The first bundle is "gateway", the others "b1", "b2", … Bundles come from
 // `wrangler deploy --dry-run --outdir <dir>`; a copy with one line patched out measures what that
@@ -12,9 +12,14 @@
 // floor's in the same round, req/s as % of the floor's, p50 latency over the floor's, and a short
 // paced stream's first byte over the engine's own (direct), `--streams` of them per target and round.
 // The `minimal` target (bench/workers/minimal.mjs) takes its turns too: the ratios issue 27 reads.
+// `--long-chunks N` adds, per round, the same number of short streams each right after a stream of N
+// paced chunks on the same target (issue 22 item 21's "after a long stream"); `--streams-only`
+// skips the capacity and sequential turns (stream first bytes only). `--json <file>` saves every
+// round's figures and every first byte (for ratios between bundles within a round).
+import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { send } from "./lib/http.mjs";
-import { closedLoop, sequential } from "./lib/load.mjs";
+import { closedLoop, sequential, turnOrder } from "./lib/load.mjs";
 import { cpuDelta, cpuSample } from "./lib/proc.mjs";
 import { ENGINE_MODEL, GW_MODEL, GW_PACED_MODEL, killChildren, startRig } from "./lib/rig.mjs";
 import { summarize } from "./lib/stats.mjs";
@@ -26,12 +31,17 @@ const { values: argv, positionals: bundles } = parseArgs({
 		sequential: { type: "string", default: "300" },
 		seconds: { type: "string", default: "2" },
 		streams: { type: "string", default: "10" },
+		"long-chunks": { type: "string", default: "0" },
+		"streams-only": { type: "boolean", default: false },
+		json: { type: "string" },
 	},
 });
 const ROUNDS = Number(argv.rounds);
 const SEQ = Number(argv.sequential);
 const MS = Number(argv.seconds) * 1000;
 const STREAMS = Number(argv.streams);
+const LONG = Number(argv["long-chunks"]);
+const STREAMS_ONLY = argv["streams-only"];
 const PACE_MS = 20;
 if (bundles.length === 0) {
 	console.error("usage: node bench/ablate.mjs [--rounds N] <bundle-dir> …");
@@ -46,17 +56,22 @@ const body = (t) =>
 		max_tokens: 16,
 	});
 const request = (t) => ({ path: "/v1/chat/completions", body: body(t) });
-/** A short stream the engine paces (10 content chunks, PACE_MS apart): what a first byte is measured on. */
-const streamRequest = (t) => ({
+/** A stream the engine paces (one content chunk per word of `prompt`, PACE_MS apart). */
+const pacedStream = (t, prompt, maxTokens) => ({
 	path: `${gatewayModels(t) ? "" : `/p/${PACE_MS}`}/v1/chat/completions`,
 	body: JSON.stringify({
 		model: gatewayModels(t) ? GW_PACED_MODEL : ENGINE_MODEL,
-		messages: [{ role: "user", content: "the quick brown fox jumps over a lazy dog" }],
-		max_tokens: 32,
+		messages: [{ role: "user", content: prompt }],
+		max_tokens: maxTokens,
 		stream: true,
 		stream_options: { include_usage: true },
 	}),
 });
+/** A short stream (10 content chunks): what a first byte is measured on. */
+const streamRequest = (t) => pacedStream(t, "the quick brown fox jumps over a lazy dog", 32);
+const LONG_PROMPT = Array.from({ length: LONG }, (_, i) => `w${i}`).join(" ");
+/** The long stream sent before each "after long" measurement. */
+const longRequest = (t) => pacedStream(t, LONG_PROMPT, LONG + 16);
 
 async function quiet(pids) {
 	const names = Object.keys(pids).filter((k) => k !== "engine");
@@ -87,9 +102,41 @@ try {
 	const all = [floor, minimal, ...gws];
 	await sequential(all, 300, request);
 	const measured = ["minimal", ...names];
-	const rows = Object.fromEntries(measured.map((n) => [n, { cpu: [], rps: [], p50: [], seqCpu: [], first: [] }]));
+	const rows = Object.fromEntries(
+		measured.map((n) => [n, { name: n, cpu: [], rps: [], p50: [], seqCpu: [], first: [], afterLong: [] }]),
+	);
 	const directFirst = [];
+	const directAfterLong = [];
+	const floorRounds = [];
+	/** Response heads of the quiet streams, per target: `first − headers` is a body that waits after its head. */
+	const heads = {};
+	const streamTargets = [direct, minimal, ...gws];
+	/** One short stream's first byte, after a long stream on the same target when `afterLong`. */
+	async function firstByte(t, afterLong) {
+		if (afterLong) {
+			const { path, body: b } = longRequest(t);
+			const l = await send(t, path, b);
+			if (!l.ok) throw new Error(`long stream ${t.name}: status ${l.status} ${l.error ?? ""}`);
+		}
+		const { path, body: b } = streamRequest(t);
+		const r = await send(t, path, b);
+		if (!r.ok) throw new Error(`stream ${t.name}: status ${r.status} ${r.error ?? ""}`);
+		const into = t === direct ? (afterLong ? directAfterLong : directFirst) : rows[t.name][afterLong ? "afterLong" : "first"];
+		into.push(r.first);
+		if (!afterLong) heads[t.name] = [...(heads[t.name] ?? []), r.headers];
+	}
 	for (let round = 0; round < ROUNDS; round++) {
+		// Stream first bytes, one stream at a time, targets interleaved stream by stream.
+		for (const afterLong of LONG > 0 ? [false, true] : [false]) {
+			await quiet(rig.pids);
+			for (let i = 0; i < STREAMS; i++) {
+				for (const t of turnOrder(streamTargets, i)) await firstByte(t, afterLong);
+			}
+		}
+		if (STREAMS_ONLY) {
+			console.log(`r${round}: ${STREAMS} streams per target${LONG > 0 ? `, and as many after ${LONG}-chunk streams` : ""}`);
+			continue;
+		}
 		// Capacity at 16 in flight, each target in turn (rotated), CPU per request from /proc.
 		const load = {};
 		for (let j = 0; j < all.length; j++) {
@@ -108,17 +155,7 @@ try {
 		await quiet(rig.pids);
 		const seqCpu = cpuDelta(a, cpuSample(rig.pids));
 		const floorP50 = summarize(seq.floor.latency).p50;
-		// Stream first bytes, one stream at a time, targets interleaved stream by stream.
-		const streamTargets = [direct, minimal, ...gws];
-		for (let i = 0; i < STREAMS; i++) {
-			for (let j = 0; j < streamTargets.length; j++) {
-				const t = streamTargets[(i + j) % streamTargets.length];
-				const { path, body: b } = streamRequest(t);
-				const r = await send(t, path, b);
-				if (!r.ok) throw new Error(`stream ${t.name}: status ${r.status} ${r.error ?? ""}`);
-				(t === direct ? directFirst : rows[t.name].first).push(r.first);
-			}
-		}
+		floorRounds.push({ rps: load.floor.rps, cpu: load.floor.cpu, seqP50: floorP50, seqCpu: seqCpu.floor.stat / SEQ });
 		const line = [`r${round}: floor ${load.floor.rps.toFixed(0)} rps ${load.floor.cpu.toFixed(3)} ms/req`];
 		for (const n of measured) {
 			const row = rows[n];
@@ -126,6 +163,8 @@ try {
 			row.rps.push((100 * load[n].rps) / load.floor.rps);
 			row.p50.push(summarize(seq[n].latency).p50 - floorP50);
 			row.seqCpu.push(seqCpu[n].stat / SEQ);
+			row.raw ??= [];
+			row.raw.push({ rps: load[n].rps, cpu: load[n].cpu, seqP50: summarize(seq[n].latency).p50, seqCpu: seqCpu[n].stat / SEQ });
 			const errors = load[n].errors + seq[n].errors;
 			line.push(
 				`${n} ${load[n].rps.toFixed(0)} rps ${load[n].cpu.toFixed(3)} ms/req, seq +${row.p50.at(-1).toFixed(3)} ms${errors ? ` ERRORS ${errors}` : ""}`,
@@ -133,20 +172,34 @@ try {
 		}
 		console.log(line.join(" | "));
 	}
-	console.log("\nmedians over rounds (CPU/request @16 as a multiple of the floor's in the same round):");
+	if (argv.json) {
+		const floorRaw = { directFirst, directAfterLong, rounds: floorRounds, heads };
+		writeFileSync(argv.json, JSON.stringify({ bundles: dirOf, rounds: ROUNDS, long: LONG, floor: floorRaw, rows }, null, 1));
+	}
+	const signed = (x, digits) => (x >= 0 ? "+" : "") + x.toFixed(digits);
 	const directP50 = median(directFirst);
-	for (const n of measured) {
-		const r = rows[n];
-		const m = rows.minimal;
-		const vsMinimal =
-			n === "minimal"
-				? ""
-				: ` | vs minimal: cpu/req @16 ${(median(r.cpu) / median(m.cpu)).toFixed(2)}×, req/s ${((100 * median(r.rps)) / median(m.rps)).toFixed(0)}%, seq p50 ${(median(r.p50) - median(m.p50) >= 0 ? "+" : "") + (median(r.p50) - median(m.p50)).toFixed(3)} ms`;
-		console.log(
-			`${n.padEnd(8)} ${dirOf[n] ?? "bench/workers/minimal.mjs"}: cpu/req @16 ${median(r.cpu).toFixed(2)}× floor, ${median(r.rps).toFixed(1)}% of floor's req/s, ` +
-				`seq p50 +${median(r.p50).toFixed(3)} ms over floor, seq cpu/req ${median(r.seqCpu).toFixed(3)} ms, ` +
-				`stream first byte p50 ${(median(r.first) - directP50 >= 0 ? "+" : "") + (median(r.first) - directP50).toFixed(2)} ms over direct (${r.first.length} streams)${vsMinimal}`,
-		);
+	const firstBytes = (r) =>
+		`stream first byte p50 ${signed(median(r.first) - directP50, 2)} ms over direct (${r.first.length} streams, head ${signed(median(heads[r.name]) - directP50, 2)})` +
+		(LONG > 0
+			? `, after a ${LONG}-chunk stream ${signed(median(r.afterLong) - median(directAfterLong), 2)} ms (${r.afterLong.length})`
+			: "");
+	if (STREAMS_ONLY) {
+		console.log(`\nstream first byte, direct's p50 ${directP50.toFixed(2)} ms:`);
+		for (const n of measured) console.log(`${n.padEnd(8)} ${dirOf[n] ?? "bench/workers/minimal.mjs"}: ${firstBytes(rows[n])}`);
+	} else {
+		console.log("\nmedians over rounds (CPU/request @16 as a multiple of the floor's in the same round):");
+		for (const n of measured) {
+			const r = rows[n];
+			const m = rows.minimal;
+			const vsMinimal =
+				n === "minimal"
+					? ""
+					: ` | vs minimal: cpu/req @16 ${(median(r.cpu) / median(m.cpu)).toFixed(2)}×, req/s ${((100 * median(r.rps)) / median(m.rps)).toFixed(0)}%, seq p50 ${signed(median(r.p50) - median(m.p50), 3)} ms`;
+			console.log(
+				`${n.padEnd(8)} ${dirOf[n] ?? "bench/workers/minimal.mjs"}: cpu/req @16 ${median(r.cpu).toFixed(2)}× floor, ${median(r.rps).toFixed(1)}% of floor's req/s, ` +
+					`seq p50 +${median(r.p50).toFixed(3)} ms over floor, seq cpu/req ${median(r.seqCpu).toFixed(3)} ms, ${firstBytes(r)}${vsMinimal}`,
+			);
+		}
 	}
 } finally {
 	await rig.stop();

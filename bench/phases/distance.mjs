@@ -4,7 +4,7 @@
 // the floor and each gateway target, interleaved: non-stream latency one request at a time, and
 // the time to first byte of single paced streams. The earlier phases ran with no delay, so each
 // gateway target's figures here are set against its own from the sequential phase.
-import { sequential, streams } from "../lib/load.mjs";
+import { sequential, streams, turnOrder } from "../lib/load.mjs";
 import { summarize } from "../lib/stats.mjs";
 
 export async function distancePhase(ctx, results) {
@@ -49,8 +49,7 @@ export async function distancePhase(ctx, results) {
 		const st = await ctx.countLedgerCalls(
 			async () => {
 				for (let i = 0; i < P.distanceStreams; i++) {
-					for (let j = 0; j < targets.length; j++) {
-						const t = targets[(i + j) % targets.length];
+					for (const t of turnOrder(targets, i)) {
 						const [r] = await streams(t, 1, 1, request);
 						acc[t.name].push(r);
 					}

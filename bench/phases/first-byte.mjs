@@ -7,7 +7,7 @@
 // `first` is the first body byte as node:http sees it on the client's socket; `headers` is the
 // response head, so `first − headers` shows a body that waits after its headers went out.
 import { send } from "../lib/http.mjs";
-import { streams } from "../lib/load.mjs";
+import { streams, turnOrder } from "../lib/load.mjs";
 import { summarize } from "../lib/stats.mjs";
 
 const SITUATIONS = ["quiet", "afterLong", "afterWave"];
@@ -36,9 +36,7 @@ export async function firstBytePhase(ctx, results) {
 	for (const situation of SITUATIONS) {
 		await ctx.quiesce();
 		for (let i = 0; i < count; i++) {
-			for (let j = 0; j < targets.length; j++) {
-				// Rotate who goes first so no target always follows the same neighbour.
-				const t = targets[(i + j) % targets.length];
+			for (const t of turnOrder(targets, i)) {
 				if (situation === "afterLong") {
 					const l = long(t);
 					const r = await send(t, l.path, l.body);
