@@ -32,6 +32,8 @@ const CONTEXT_WINDOW = 200_000;
 
 function catalog(engineUrl) {
 	return {
+		// The development engine's search backend: a live hosted web_search is served by it.
+		web_search: { provider: "searxng", url: `${engineUrl}/search` },
 		models: [
 			{
 				id: MODEL,
@@ -46,9 +48,9 @@ function catalog(engineUrl) {
 	};
 }
 
-/** The config.toml the README shows, pointed at `url`. */
-function config(url) {
-	return `model = "${MODEL}"
+/** The config.toml the README shows, pointed at `url`; `extra` lines go on top (e.g. `web_search = "live"`). */
+function config(url, extra = "") {
+	return `${extra}model = "${MODEL}"
 model_provider = "venym"
 model_context_window = ${CONTEXT_WINDOW}
 approval_policy = "never"
@@ -74,7 +76,7 @@ function codex(gw, home, work, cliArgs) {
 function shown(output) {
 	return output
 		.split("\n")
-		.filter((l) => /Echo:|Tool said|Reasoning received|echo hi|ERROR|error/i.test(l))
+		.filter((l) => /Echo:|Tool said|Reasoning received|According to|echo hi|ERROR|error/i.test(l))
 		.slice(-8);
 }
 
@@ -101,6 +103,16 @@ try {
 	const answer = await codex(gw, home, work, ["--skip-git-repo-check", "Hello from the check"]);
 	const loop = await codex(gw, home, work, ["--skip-git-repo-check", "Run echo hi in the shell and tell me what it printed"]);
 	const again = await codex(gw, home, work, ["resume", "--last", "--skip-git-repo-check", "What did you think before?"]);
+	// Codex's `web_search = "live"`: the hosted tool allows live access, the model asks for a
+	// search, the gateway runs it and the engine's second answer cites the results.
+	const liveHome = await mkdtemp(join(tmpdir(), "venym-codex-home-"));
+	let searched = "";
+	try {
+		await writeFile(join(liveHome, "config.toml"), config(gw.url, 'web_search = "live"\n'));
+		searched = await codex(gw, liveHome, work, ["--skip-git-repo-check", "Please search for volcano eruptions"]);
+	} finally {
+		await rm(liveHome, { recursive: true, force: true });
+	}
 	const answered = check("answers a prompt", answer, ["Echo: Hello from the check"]);
 	// The tool's output ends in what `echo hi` printed; the engine also got turn 1's reasoning back.
 	const looped = check("completes an exec_command tool loop", loop, [
@@ -111,7 +123,8 @@ try {
 		"Echo: What did you think before?",
 		"Reasoning received: I plan the next step.",
 	]);
-	passed = answered && looped && reasoned;
+	const live = check("a live web_search runs when the model asks for it", searched, ["According to [1]"]);
+	passed = answered && looped && reasoned && live;
 } finally {
 	await gw.close();
 	await rm(home, { recursive: true, force: true });
