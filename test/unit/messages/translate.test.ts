@@ -363,7 +363,7 @@ describe("chat completion → Anthropic message", () => {
 		const round = { query: "tides", status: "ok" as const, sources: [{ title: "T", url: "https://t.example/" }] };
 		const m = messageFromCompletion(completion({ role: "assistant", content: "Hi [1]." }, "stop"), [], round);
 		expect(m.content.map((b) => b.type)).toEqual(["server_tool_use", "web_search_tool_result", "text"]);
-		const [call, result] = m.content as [Json, Json];
+		const [call, result] = m.content as unknown as [Json, Json];
 		expect(call).toMatchObject({ name: "web_search", input: { query: "tides" } });
 		expect(result.tool_use_id).toBe(call.id);
 		const [hit] = result.content as Json[];
