@@ -4,7 +4,9 @@
  * reason, and usage as Anthropic counts it (input without the cached prefix, which is
  * `cache_read_input_tokens`). The stream encoder uses the same pieces.
  */
+import type { SearchRound } from "../chat/search-tool";
 import { randomId } from "../ids";
+import { type SearchBlockOut, searchBlocks, serverToolUsage } from "./web-search";
 
 type Json = Record<string, unknown>;
 
@@ -19,13 +21,16 @@ export const THINKING_SIGNATURE = "venym-unsigned";
 export type ContentBlockOut =
 	| { type: "thinking"; thinking: string; signature: string }
 	| { type: "text"; text: string }
-	| { type: "tool_use"; id: string; name: string; input: Json };
+	| { type: "tool_use"; id: string; name: string; input: Json }
+	| SearchBlockOut;
 
 export interface AnthropicUsage {
 	input_tokens: number;
 	output_tokens: number;
 	cache_read_input_tokens: number;
 	cache_creation_input_tokens: number;
+	/** The gateway's web search the model ran (src/messages/web-search.ts). */
+	server_tool_use?: { web_search_requests: number };
 }
 
 export interface AnthropicMessageOut {
@@ -86,26 +91,36 @@ export function stopReasonOf(
 }
 
 /** Billed chat usage as Anthropic's: the cached prefix (engine's `cached_tokens`) apart from the rest of the input. */
-export function anthropicUsage(usage: unknown): AnthropicUsage {
+export function anthropicUsage(usage: unknown, round?: SearchRound): AnthropicUsage {
 	const u = isRecord(usage) ? usage : {};
 	const prompt = typeof u.prompt_tokens === "number" ? u.prompt_tokens : 0;
 	const output = typeof u.completion_tokens === "number" ? u.completion_tokens : 0;
 	const details = isRecord(u.prompt_tokens_details) ? u.prompt_tokens_details : {};
 	const raw = details.cached_tokens;
 	const cached = typeof raw === "number" && Number.isSafeInteger(raw) ? Math.min(Math.max(raw, 0), prompt) : 0;
-	return {
+	const out: AnthropicUsage = {
 		input_tokens: prompt - cached,
 		output_tokens: output,
 		cache_read_input_tokens: cached,
 		cache_creation_input_tokens: 0,
 	};
+	const server = serverToolUsage(round);
+	if (server) out.server_tool_use = server;
+	return out;
 }
 
-/** A chat completion (already rewritten by the chat pipeline: gateway model id, billed usage) as an Anthropic message. */
-export function messageFromCompletion(completion: Json, stopSequences: readonly string[]): AnthropicMessageOut {
+/**
+ * A chat completion (already rewritten by the chat pipeline: gateway model id, billed usage) as an
+ * Anthropic message; after a search round (`round`) its two blocks come first.
+ */
+export function messageFromCompletion(
+	completion: Json,
+	stopSequences: readonly string[],
+	round?: SearchRound,
+): AnthropicMessageOut {
 	const choice = Array.isArray(completion.choices) && isRecord(completion.choices[0]) ? completion.choices[0] : {};
 	const m = isRecord(choice.message) ? choice.message : {};
-	const content: ContentBlockOut[] = [];
+	const content: ContentBlockOut[] = round ? searchBlocks(round) : [];
 	const reasoning = reasoningOf(m);
 	if (reasoning) content.push({ type: "thinking", thinking: reasoning, signature: THINKING_SIGNATURE });
 	if (typeof m.content === "string" && m.content) content.push({ type: "text", text: m.content });
@@ -127,7 +142,7 @@ export function messageFromCompletion(completion: Json, stopSequences: readonly 
 		model: typeof completion.model === "string" ? completion.model : "",
 		content,
 		...stop,
-		usage: anthropicUsage(completion.usage),
+		usage: anthropicUsage(completion.usage, round),
 	};
 	// Web-search sources, where chat puts them.
 	if (completion.venym !== undefined) message.venym = completion.venym;

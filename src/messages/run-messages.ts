@@ -6,6 +6,7 @@
 import { assertModelAllowed, ledgerScopes, payerKeyId } from "../auth/scopes";
 import { assertServes } from "../chat/authorize-chat";
 import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
+import type { SearchRound } from "../chat/search-tool";
 import { resolveModel } from "../config";
 import { countRequest } from "../ledger/ledger-client";
 import type { Source } from "../types";
@@ -14,6 +15,7 @@ import { type AnthropicMessageOut, messageFromCompletion } from "./from-chat";
 import { validateCountTokensRequest, validateMessagesRequest } from "./request-schema";
 import { MessagesStreamEncoder } from "./stream-encoder";
 import { messagesToChat } from "./to-chat";
+import { serverSearchTool } from "./web-search";
 
 const REASONING = "reasoning";
 
@@ -30,30 +32,31 @@ function laneHeaders(requestId: string, ignored: string[]): Record<string, strin
 
 function chatBodyOf(run: ChatRun, req: Parameters<typeof messagesToChat>[0]): Record<string, unknown> {
 	const { model } = resolveModel(run.config, req.model);
-	return messagesToChat(req, { reasoning: model.capabilities.includes(REASONING) });
+	return messagesToChat(req, { reasoning: model.capabilities.includes(REASONING), webSearch: !!run.config.web_search });
 }
 
 /** POST /v1/messages */
 export async function createMessage(run: ChatRun, body: unknown): Promise<MessagesResult> {
 	const { req, ignored } = validateMessagesRequest(body);
-	const authorized = await authorizeChat(run, chatBodyOf(run, req));
+	const authorized = await authorizeChat(run, chatBodyOf(run, req), { searchTool: serverSearchTool(req, run.config) });
 	const stopSequences = req.stop_sequences ?? [];
 	const chatRun: ChatRun = {
 		...run,
 		// Made once the engine answered: `requestedModel` is then the model that serves (a fallback, maybe).
-		streamEncoder: (sources: Source[]) =>
+		streamEncoder: (sources: Source[], search?: SearchRound) =>
 			new MessagesStreamEncoder({
 				model: authorized.req.requestedModel,
 				inputTokens: authorized.promptTokens,
 				requestId: run.requestId,
 				stopSequences,
 				sources,
+				search,
 			}),
 	};
 	const result = await runAuthorized(chatRun, authorized);
 	const headers = { ...result.headers, ...laneHeaders(run.requestId, ignored) };
 	if (result.kind === "stream") return { kind: "stream", stream: result.stream, headers };
-	return { kind: "json", body: messageFromCompletion(result.body, stopSequences), headers };
+	return { kind: "json", body: messageFromCompletion(result.body, stopSequences, result.search), headers };
 }
 
 /** POST /v1/messages/count_tokens: free, unrecorded; the key must be allowed the model. */
@@ -72,7 +75,7 @@ export async function countMessageTokens(
 		requestId: run.requestId,
 		scopes: ledgerScopes(run.principal),
 	});
-	const chatBody = messagesToChat({ ...req, max_tokens: 1 }, { reasoning: false });
+	const chatBody = messagesToChat({ ...req, max_tokens: 1 }, { reasoning: false, webSearch: !!run.config.web_search });
 	const count: TokenCount = await countTokens(model, chatBody, {
 		fetch: fetcher,
 		secrets: run.env,

@@ -5,12 +5,14 @@
  * `message_stop`). An engine failure ends with an `error` event built by the one Anthropic error
  * mapping, never with a clean `message_stop`.
  */
+import type { SearchRound } from "../chat/search-tool";
 import { toAnthropicErrorResponse } from "../errors";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "../stream/chat-reducer";
 import { streamFailure } from "../stream/chat-sse-encoder";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
 import type { Source } from "../types";
 import { anthropicUsage, messageId, reasoningOf, stopReasonOf, THINKING_SIGNATURE } from "./from-chat";
+import { searchBlocks } from "./web-search";
 
 type Json = Record<string, unknown>;
 
@@ -34,6 +36,8 @@ export interface MessagesStreamOptions {
 	stopSequences?: readonly string[];
 	/** Web-search sources: on `message_start`'s message, as `venym.sources`. */
 	sources?: Source[];
+	/** The search the model ran (chat/search-round.ts): its two blocks open the stream. */
+	search?: SearchRound;
 	/** A `ping` this often while the engine is quiet (default PING_EVERY_MS). */
 	pingEveryMs?: number;
 }
@@ -90,7 +94,19 @@ export class MessagesStreamEncoder implements StreamEncoder {
 			},
 		};
 		if (this.#opts.sources?.length) message.venym = { sources: this.#opts.sources };
-		return sseEvent("message_start", { message }) + PING_EVENT;
+		return sseEvent("message_start", { message }) + PING_EVENT + this.#searchEvents();
+	}
+
+	/**
+	 * The search round as Anthropic streams it: the `server_tool_use` block (its input as one
+	 * `input_json_delta`), then the `web_search_tool_result` block whole.
+	 */
+	#searchEvents(): string {
+		if (!this.#opts.search) return "";
+		const [call, result] = searchBlocks(this.#opts.search);
+		let out = this.#begin({ kind: "tool" }, { ...call, input: {} });
+		out += this.#blockDelta({ type: "input_json_delta", partial_json: JSON.stringify(call.input) });
+		return out + this.#begin({ kind: "tool" }, { ...result }) + this.#close();
 	}
 
 	chunks(chunks: ForwardedChunk[]): string {
@@ -114,7 +130,7 @@ export class MessagesStreamEncoder implements StreamEncoder {
 		}
 		let out = this.#flushCalls() + this.#close();
 		const stop = stopReasonOf(this.#finish, this.#matched, this.#opts.stopSequences ?? [], this.#sawToolCall);
-		out += sseEvent("message_delta", { delta: stop, usage: anthropicUsage(reducer.usageField()) });
+		out += sseEvent("message_delta", { delta: stop, usage: anthropicUsage(reducer.usageField(), this.#opts.search) });
 		return out + sseEvent("message_stop", {});
 	}
 

@@ -6,6 +6,7 @@
  */
 import { GatewayError } from "../errors";
 import type { AnthropicMessage, ContentBlock, CustomToolInput, MessagesRequest } from "./request-schema";
+import { isServerSearch, searchName, searchResultReplay } from "./web-search";
 
 type ChatPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
 
@@ -24,6 +25,11 @@ export type ChatMessage =
 export interface TranslateOptions {
 	/** The model has the `reasoning` capability: `thinking` turns the engine's reasoning on or off. */
 	reasoning: boolean;
+	/**
+	 * The gateway has a search backend: a web search server tool is accepted and left out of the
+	 * chat tools (the search round offers its own, src/messages/web-search.ts).
+	 */
+	webSearch?: boolean;
 }
 
 function invalid(message: string, param: string): GatewayError {
@@ -106,7 +112,11 @@ function assistantTurn(content: ContentBlock[], at: string, out: ChatMessage[]):
 	const calls: ChatToolCall[] = [];
 	for (const [j, block] of content.entries()) {
 		if (block.type === "text") texts.push(block.text);
-		else if (block.type === "tool_use") {
+		else if (block.type === "web_search_tool_result") {
+			// An earlier turn's search: its results as text, where the model read them.
+			const replay = searchResultReplay(block);
+			if (replay) texts.push(replay);
+		} else if (block.type === "tool_use") {
 			calls.push({ id: block.id, type: "function", function: { name: block.name, arguments: JSON.stringify(block.input) } });
 		} else if (block.type === "tool_result") {
 			throw invalid("A 'tool_result' block belongs in a user message.", `${at}.content[${j}]`);
@@ -171,6 +181,21 @@ function chatTool(tool: Record<string, unknown>, i: number): Record<string, unkn
 	return { type: "function", function: fn };
 }
 
+/**
+ * The `tool_choice` left for the chat tools: one naming the served search tool, or `any` with no
+ * chat tool, is the search round's (its `required`); with no chat tool left, none.
+ */
+function servedChoice(
+	choice: MessagesRequest["tool_choice"],
+	served: Record<string, unknown>[],
+	chatTools: number,
+): MessagesRequest["tool_choice"] {
+	if (!choice || served.length === 0) return choice;
+	if (chatTools === 0) return undefined;
+	if (choice.type === "tool" && served.some((t) => searchName(t) === choice.name)) return undefined;
+	return choice;
+}
+
 /** Anthropic's budget in tokens as the engines' effort level (OpenAI's reasoning_effort). */
 export function effortOf(thinking: NonNullable<MessagesRequest["thinking"]>): "low" | "medium" | "high" {
 	if (thinking.type !== "enabled") return "medium";
@@ -190,8 +215,10 @@ export function messagesToChat(req: MessagesRequest, opts: TranslateOptions): Re
 	if (req.top_p !== undefined) body.top_p = req.top_p;
 	if (req.top_k !== undefined) body.top_k = req.top_k;
 	if (req.stop_sequences?.length) body.stop = req.stop_sequences;
-	if (req.tools?.length) body.tools = req.tools.map((t, i) => chatTool(t, i));
-	const choice = req.tool_choice;
+	const served = opts.webSearch ? (req.tools ?? []).filter(isServerSearch) : [];
+	const tools = (req.tools ?? []).flatMap((t, i) => (served.includes(t) ? [] : [chatTool(t, i)]));
+	if (tools.length) body.tools = tools;
+	const choice = servedChoice(req.tool_choice, served, tools.length);
 	if (choice) {
 		if (choice.type === "tool") body.tool_choice = { type: "function", function: { name: choice.name } };
 		else body.tool_choice = choice.type === "any" ? "required" : choice.type;

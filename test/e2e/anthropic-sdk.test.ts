@@ -194,4 +194,33 @@ describe("@anthropic-ai/sdk against the gateway", () => {
 		expect(err).toBeInstanceOf(APIError);
 		expect((err as APIError).error).toMatchObject({ type: "error", error: { type: "api_error" } });
 	});
+
+	// Claude Code's WebSearch: a separate call whose only tool is Anthropic's web search server tool.
+	it("serves the web_search server tool: server_tool_use and web_search_tool_result, then the answer", async () => {
+		const client = anthropic((await createKey({ name: "anthropic-web-search", balance_usd: 50 })).key);
+		const tools: Anthropic.ToolUnion[] = [{ type: "web_search_20250305", name: "web_search", max_uses: 8 }];
+		const query = "Please search for volcano eruptions";
+		const created = await client.messages.create({ model: "test/ok", max_tokens: 500, messages: ask(query), tools });
+		const streamed = await client.messages
+			.stream({ model: "test/ok", max_tokens: 500, messages: ask(query), tools })
+			.finalMessage();
+		for (const message of [created, streamed]) {
+			expect(message.content.map((b) => b.type)).toEqual(["server_tool_use", "web_search_tool_result", "text"]);
+			const [call, result, text] = message.content as [
+				Anthropic.ServerToolUseBlock,
+				Anthropic.WebSearchToolResultBlock,
+				Anthropic.TextBlock,
+			];
+			expect(call).toMatchObject({ name: "web_search", input: { query } });
+			expect(result.tool_use_id).toBe(call.id);
+			const results = result.content as Anthropic.WebSearchResultBlock[];
+			expect(results.length).toBeGreaterThan(0);
+			expect(results[0]?.url).toMatch(/^https:\/\//);
+			expect(text.text).toContain("[1]");
+			expect(message.usage.server_tool_use?.web_search_requests).toBe(1);
+		}
+		// Without a search in the prompt: the tool is offered, the model answers without it.
+		const plain = await client.messages.create({ model: "test/ok", max_tokens: 50, messages: ask("Say hello"), tools });
+		expect(plain.content.map((b) => b.type)).toEqual(["text"]);
+	});
 });

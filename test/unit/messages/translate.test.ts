@@ -247,6 +247,62 @@ describe("Anthropic request → chat body", () => {
 		// count_tokens needs no max_tokens.
 		expect(validateCountTokensRequest(base).req.model).toBe("m");
 	});
+
+	it("leaves a served web search server tool out of the chat tools, its tool_choice to the search round", () => {
+		const search = { type: "web_search_20250305", name: "web_search", max_uses: 3, allowed_domains: ["a.com"] };
+		const custom = { name: "f", input_schema: { type: "object" } };
+		const served = (body: Json) =>
+			messagesToChat(validateMessagesRequest({ model: "m", max_tokens: 100, ...body }).req, {
+				reasoning: false,
+				webSearch: true,
+			});
+		const messages = [{ role: "user", content: "q" }];
+		// Alone: no chat tool and no choice left (the search round offers its own and makes it required).
+		const alone = served({ messages, tools: [search], tool_choice: { type: "tool", name: "web_search" } });
+		expect(alone).not.toHaveProperty("tools");
+		expect(alone).not.toHaveProperty("tool_choice");
+		const beside = served({ messages, tools: [custom, search], tool_choice: { type: "tool", name: "web_search" } });
+		expect((beside.tools as Json[]).map((t) => (t.function as Json).name)).toEqual(["f"]);
+		expect(beside).not.toHaveProperty("tool_choice");
+		expect(served({ messages, tools: [custom, search], tool_choice: { type: "tool", name: "f" } }).tool_choice).toEqual({
+			type: "function",
+			function: { name: "f" },
+		});
+		// Without a backend: the 400 as before; other server tools are refused either way.
+		expect(refusal(() => translate({ messages, tools: [search] })).options.param).toBe("tools[0].type");
+		expect(refusal(() => served({ messages, tools: [{ type: "bash_20250124", name: "bash" }] })).options.param).toBe(
+			"tools[0].type",
+		);
+	});
+
+	it("replays an earlier web_search_tool_result as the assistant's text, never a 400", () => {
+		const body = translate({
+			messages: [
+				{ role: "user", content: "q" },
+				{
+					role: "assistant",
+					content: [
+						{ type: "server_tool_use", id: "srvtoolu_1", name: "web_search", input: { query: "q" } },
+						{
+							type: "web_search_tool_result",
+							tool_use_id: "srvtoolu_1",
+							content: [{ type: "web_search_result", url: "https://a.com/", title: "A", encrypted_content: "x", page_age: null }],
+						},
+						{
+							type: "web_search_tool_result",
+							tool_use_id: "srvtoolu_2",
+							content: { type: "web_search_tool_result_error", error_code: "unavailable" },
+						},
+						{ type: "text", text: "Answer [1]." },
+					],
+				},
+			],
+		});
+		expect((body.messages as Json[])[1]).toEqual({
+			role: "assistant",
+			content: "Web search results:\n[1] A\nhttps://a.com/\n\nAnswer [1].",
+		});
+	});
 });
 
 describe("chat completion → Anthropic message", () => {
@@ -301,6 +357,32 @@ describe("chat completion → Anthropic message", () => {
 			"END",
 		]);
 		expect(matched).toMatchObject({ stop_reason: "stop_sequence", stop_sequence: "END" });
+	});
+
+	it("puts a search round's blocks first, and counts the search in usage when the backend answered", () => {
+		const round = { query: "tides", status: "ok" as const, sources: [{ title: "T", url: "https://t.example/" }] };
+		const m = messageFromCompletion(completion({ role: "assistant", content: "Hi [1]." }, "stop"), [], round);
+		expect(m.content.map((b) => b.type)).toEqual(["server_tool_use", "web_search_tool_result", "text"]);
+		const [call, result] = m.content as unknown as [Json, Json];
+		expect(call).toMatchObject({ name: "web_search", input: { query: "tides" } });
+		expect(result.tool_use_id).toBe(call.id);
+		const [hit] = result.content as Json[];
+		expect(hit).toMatchObject({ type: "web_search_result", url: "https://t.example/", title: "T", page_age: null });
+		expect(JSON.parse(atob(hit?.encrypted_content as string))).toEqual({ url: "https://t.example/", title: "T" });
+		expect(m.usage.server_tool_use).toEqual({ web_search_requests: 1 });
+		const skipped = messageFromCompletion(completion({ role: "assistant", content: "Hi." }, "stop"), [], {
+			...round,
+			status: "skipped",
+			sources: [],
+		});
+		expect((skipped.content[1] as Json).content).toEqual({
+			type: "web_search_tool_result_error",
+			error_code: "invalid_tool_input",
+		});
+		expect(skipped.usage.server_tool_use).toEqual({ web_search_requests: 0 });
+		expect(messageFromCompletion(completion({ role: "assistant", content: "Hi." }, "stop"), []).usage).not.toHaveProperty(
+			"server_tool_use",
+		);
 	});
 
 	it("keeps a malformed tool input an object and usage counts sane", () => {
