@@ -219,6 +219,9 @@ export const SCENARIOS = {
 	slowbody: { bodyMs: 3000, minWords: 40 },
 	// An agent's tool loop (Claude Code): call Bash with `echo hi` once, then answer with what it printed.
 	"tool-loop": { plan: planToolLoop },
+	// Claude Code's WebSearch tool: called once with a query; Claude Code then asks the gateway with
+	// Anthropic's web search server tool, whose search round this engine's search call starts.
+	"websearch-loop": { plan: planToolLoop, toolName: "WebSearch", toolInput: { query: "search volcano eruptions" } },
 	// Codex CLI (dev/engine-codex.mjs): reasons, runs `exec_command` with `echo hi` when asked to
 	// run something, answers with the tool's output, and says what earlier reasoning it was given.
 	codex: { plan: planCodex },

@@ -36,6 +36,7 @@ export type ScenarioName =
 	| "slowheaders"
 	| "slowbody"
 	| "tool-loop"
+	| "websearch-loop"
 	| "codex"
 	| "searchfail"
 	| "search-slow-answer"

@@ -1,7 +1,9 @@
 // Claude Code against the gateway, as a new user would run it: `claude -p … --model <id>` with
 // ANTHROPIC_BASE_URL and a vk-… key. Checks that it answers (venym/dev-echo, no tools) and that a
 // tool loop completes (venym/dev-tools: the development engine calls Bash with `echo hi`, Claude
-// Code runs it and sends the result back, the engine answers "Tool said: hi").
+// Code runs it and sends the result back, the engine answers "Tool said: hi"); and that its
+// WebSearch tool works (venym/dev-websearch: the engine calls WebSearch, Claude Code asks the
+// gateway with Anthropic's web search server tool, the gateway's search round runs it).
 //
 //   node scripts/check-claude-code.mjs                        starts the engine and the gateway itself
 //                                                             (ENGINE_PORT, default 8871; PORT, default 8870)
@@ -33,7 +35,10 @@ function catalog(engineUrl) {
 		models: [
 			model("venym/dev-echo", null, ["tools", "reasoning"]),
 			model("venym/dev-tools", "tool-loop", ["tools", "reasoning"]),
+			model("venym/dev-websearch", "websearch-loop", ["tools", "reasoning"]),
 		],
+		// The development engine's search backend: serves Anthropic's web search server tool.
+		web_search: { provider: "searxng", url: `${engineUrl}/search` },
 	};
 }
 
@@ -78,9 +83,19 @@ try {
 		"--allowedTools",
 		"Bash",
 	]);
+	const searched = await claude(gw, home, [
+		"-p",
+		"Search the web for volcano eruptions and tell me what you found",
+		"--model",
+		"venym/dev-websearch",
+		"--allowedTools",
+		"WebSearch",
+	]);
 	const answered = check("answers a prompt", answer, "Hello from the check");
 	const looped = check("completes a Bash tool loop", loop, "Tool said: hi");
-	passed = answered && looped;
+	// Claude Code writes "Links: [...]" from the web_search_tool_result block the gateway returned.
+	const web = check("completes a WebSearch tool loop (the server tool on the gateway's search)", searched, 'Links: [{"title"');
+	passed = answered && looped && web;
 } finally {
 	await gw.close();
 	await rm(home, { recursive: true, force: true });

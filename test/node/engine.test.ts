@@ -247,6 +247,7 @@ describe("dev engine", () => {
 			ctx4096: true,
 			searchhuge: true,
 			"tool-loop": true,
+			"websearch-loop": true,
 			codex: true,
 			gated: true,
 		};
