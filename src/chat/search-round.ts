@@ -7,7 +7,9 @@
  * (when the backend answered), and the engine asked again, on the same targets, without the
  * tool, with the call and its result added to the conversation. One round per request: the
  * hold placed at authorization covers both calls and the search (authorize-chat.ts). The first
- * call's usage goes to the settlement, which bills it once with however the request then ends.
+ * call's usage goes to the settlement, which bills it once with however the request then ends. A
+ * stream does not wait for the search: its response starts once the search call is known, and the
+ * search and second call run as it is read (early-round.ts).
  */
 import type { EngineAnswer } from "../engine/call-types";
 import { GatewayError } from "../errors";
