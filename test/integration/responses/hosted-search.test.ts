@@ -244,10 +244,10 @@ describe("the model does not call the hosted search", () => {
 
 /**
  * The shared test config with a model `test/search-<scenario>` on one dev-engine scenario (its
- * other settings `extra`), and maybe another search backend.
+ * other settings `extra`), maybe another search backend, and other gateway `settings`.
  */
-function direct(scenario: string, searchScenario?: string, extra: Json = {}) {
-	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { models: Json[]; web_search: Json };
+function direct(scenario: string, searchScenario?: string, extra: Json = {}, settings: Json = {}) {
+	const cfg = { ...JSON.parse(env.GATEWAY_CONFIG), ...settings } as { models: Json[]; web_search: Json };
 	const base = cfg.models.find((m) => m.id === "test/ok") as Json;
 	cfg.models.push({ ...base, id: `test/search-${scenario}`, nodes: [`${env.ENGINE_URL}/s/${scenario}/v1`], ...extra });
 	if (searchScenario) cfg.web_search.url = `${env.ENGINE_URL}/s/${searchScenario}/search`;
@@ -619,6 +619,32 @@ describe("a streamed round starts before its search ran", () => {
 			search_count: 0,
 			prompt_tokens: prompt,
 			completion_tokens: completion,
+			cost_nanos: prompt * 1_000 + completion * 2_000,
+		});
+		await expectBooks(id, 5e9);
+	});
+
+	it("a client that reads nothing while the search waits is cut after client_idle_timeout_ms: the search let go, settled once", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("ok", "searchgated", {}, { client_idle_timeout_ms: 300 });
+		const since = await lastEngineId();
+		const input = "search the idle tides";
+		// The client never reads the opening events, and never leaves: only the gateway can end this.
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false });
+		expect((await answer).status).toBe(200);
+		await waitOnExecutionContext(ctx);
+		// The round's work is over (the request settled): its search, if it was sent yet, was let go.
+		await waitFor(async () => {
+			const search = (await engineRequestsSince(since)).find((r) => r.path.endsWith("/search"));
+			return !search || search.aborted;
+		});
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(1);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		expect(await onlyRecord(id)).toMatchObject({
+			status: "client_disconnected",
+			search_count: 0,
 			cost_nanos: prompt * 1_000 + completion * 2_000,
 		});
 		await expectBooks(id, 5e9);
