@@ -232,6 +232,8 @@ export const SCENARIOS = {
 	// Says something first, then calls the tool in the same answer.
 	"search-late": { sayBeforeTool: "Let me look that up." },
 	searchslow: { searchDelayMs: 5000 },
+	// A search backend that answers once the test releases it (POST /_engine/release with text of the query).
+	searchgated: { gateSearch: true },
 	// A context of 4096 tokens, enforced as vLLM does (prompt + max tokens).
 	ctx4096: { contextLength: 4096 },
 	// A search backend whose answer is valid JSON of 16 MiB.

@@ -43,6 +43,7 @@ export type ScenarioName =
 	| "search-failed-answer"
 	| "search-late"
 	| "searchslow"
+	| "searchgated"
 	| "search-again"
 	| "ctx4096"
 	| "searchhuge"

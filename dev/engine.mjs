@@ -149,6 +149,7 @@ async function search(ctx) {
 	const { behaviour, res } = ctx;
 	if (behaviour.searchFail) return sendJson(res, 500, nestedError("search backend failed", "server_error", 500));
 	if (behaviour.searchDelayMs) await sleep(behaviour.searchDelayMs);
+	if (behaviour.gateSearch) await ctx.released;
 	if (ctx.gone) return;
 	const found = searchResults(ctx.url.searchParams.get("q") ?? "");
 	if (!behaviour.searchPadBytes) return sendJson(res, 200, found);
@@ -282,6 +283,7 @@ async function handle(req, res, engine, quiet) {
 	};
 	watchClose(ctx, quiet || probe);
 	if (behaviour?.gate && !probe) ctx.released = state.gates.wait(ctx, text);
+	if (behaviour?.gateSearch && route === "/search") ctx.released = state.gates.wait(ctx, url.searchParams.get("q") ?? "");
 	if (!behaviour) return sendJson(res, 404, nestedError(`unknown scenario "${scenario}"`, "not_found_error", 404));
 	const endpoint = ROUTES[`${req.method} ${route}`];
 	if (!endpoint) return sendJson(res, 404, nestedError(`no route ${req.method} ${route}`, "not_found_error", 404));

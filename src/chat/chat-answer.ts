@@ -16,11 +16,12 @@ import type { Outcome, Source } from "../types";
 import type { AuthorizedChat } from "./authorize-chat";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { attachSources } from "./chat-search";
-import type { SearchRound } from "./search-tool";
+import type { SearchRound, SearchUnderWay } from "./search-tool";
 
 /** What the engine call gave the answer step. */
 export interface Served {
-	answer: EngineAnswer;
+	/** What the stream layers use of the engine call (a search round's second call, late-bound: early-round.ts). */
+	answer: Pick<EngineAnswer, "node" | "abort" | "secrets">;
 	events: EngineEvents;
 	/** The model id the answer names (a fallback's once one served). */
 	requestedId: string;
@@ -31,6 +32,8 @@ export interface Served {
 	sources: Source[];
 	/** The search round the answer follows, when the engine called the gateway's search (search-round.ts). */
 	search?: SearchRound;
+	/** A search round the stream starts before its search ran; settlement waits for its work to end. */
+	underWay?: SearchUnderWay & { over: Promise<void> };
 	headers: Record<string, string>;
 }
 
@@ -48,7 +51,7 @@ export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: S
 	const { answer, requestedId, repair, sources } = served;
 	const completions = authorized.lane === "completions";
 	const encoder =
-		run.streamEncoder?.(sources, served.search) ??
+		run.streamEncoder?.(sources, served.search, served.underWay) ??
 		new ChatSseEncoder(
 			requestedId,
 			completions ? undefined : sources,
@@ -59,8 +62,13 @@ export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: S
 		served.events,
 		{
 			model: requestedId,
-			promptTokensEstimate: authorized.promptTokens,
-			bounds: served.bounds,
+			// Read when the usage is: a search round under way sets them once its second call answered.
+			get promptTokensEstimate() {
+				return authorized.promptTokens;
+			},
+			get bounds() {
+				return served.bounds;
+			},
 			encoder,
 			// workerd fires the request's signal when the client goes, without cancelling the body.
 			clientSignal,
@@ -77,6 +85,8 @@ export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: S
 	settlement.countProgress(frames);
 	// The settlement is already under waitUntil, so this runs even if the client goes away.
 	void done.then(async (end) => {
+		// A search round under way settles the request itself when it fails or the client left during it.
+		await served.underWay?.over;
 		if (repair) req.toolCallsRepaired = repair.repaired;
 		// An engine read that broke as the client left is the client's doing, even when the
 		// runtime broke it before firing the client's signal.

@@ -5,7 +5,7 @@ import type { RequestLog } from "../observability/request-log";
 import type { StreamEnd } from "../stream/chat-reducer";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
 import type { Source, Usage } from "../types";
-import type { SearchRound } from "./search-tool";
+import type { SearchRound, SearchUnderWay } from "./search-tool";
 
 export interface ChatRun {
 	env: Env;
@@ -26,7 +26,7 @@ export interface ChatRun {
 	 * The stream's encoder when the lane is not chat SSE (Responses events); given the web-search
 	 * sources, which the encoder puts where its wire format wants them.
 	 */
-	streamEncoder?: (sources: Source[], search?: SearchRound) => StreamEncoder;
+	streamEncoder?: (sources: Source[], search?: SearchRound, underWay?: SearchUnderWay) => StreamEncoder;
 	/** The request's log line (src/observability): the engine call and settlement fill it in. */
 	log?: RequestLog;
 }

@@ -13,11 +13,13 @@ import { EngineEventReader } from "../stream/engine-events";
 import { chainTransforms } from "../stream/pipe-engine-stream";
 import { ToolCallRepairStream } from "../stream/tool-call-repair";
 import type { AuthorizedChat } from "./authorize-chat";
-import { completeAnswer, settleChat, streamAnswer } from "./chat-answer";
+import { completeAnswer, type Served, settleChat, streamAnswer } from "./chat-answer";
 import type { ChatResult, ChatRun } from "./chat-run";
 import { groundWithSearch } from "./chat-search";
+import { EarlyRound } from "./early-round";
 import { affinityKey, engineTargets, pricedByLeftTarget, servedBy } from "./fallback-plans";
-import { searchToolRound } from "./search-round";
+import { type RestOfRound, searchToolRound } from "./search-round";
+import { SearchCallFilter } from "./search-tool";
 
 export type { AuthorizedChat } from "./authorize-chat";
 export { authorizeChat } from "./authorize-chat";
@@ -52,21 +54,51 @@ async function serve(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResu
 	const affinity = affinityKey(prepared.engineBody);
 	const headers: Record<string, string> = { "x-request-id": req.requestId, ...authorized.rateHeaders };
 	let sources = await groundWithSearch(run, authorized, headers);
-	const call = () => callChatEngine(run, authorized, affinity);
+	const call = (signal = run.clientSignal) => callChatEngine({ ...run, clientSignal: signal }, authorized, affinity);
+	const first = await call();
 	// With the search offered as a tool: the answer after the search the engine asked for, if it did.
-	const { answer, events, filter, search } = await searchToolRound(run, authorized, await call(), headers, call);
-	if (search) sources = search.sources;
-	// A fallback model may have served: its id, prices and usage bounds from here on.
-	const { requestedId, bounds } = servedBy(authorized, answer.target);
+	const round = await searchToolRound(run, authorized, first, headers, call);
 	// The Messages lane always repairs: Anthropic's tool_use `input` is an object, so its
 	// input_json_delta pieces must join to valid JSON (chat passes the engine's bytes unless asked).
 	const repairs = req.model.tool_call_repair === true || req.lane === "messages";
 	const repair = repairs && prepared.toolCallRepair !== false ? new ToolCallRepairStream() : undefined;
 	settlement.progressed();
+	if ("underWay" in round) return streamUnderWay(run, authorized, round.underWay, first.answer, { repair, headers });
+	const { answer, events, filter, search } = round;
+	if (search) sources = search.sources;
+	// A fallback model may have served: its id, prices and usage bounds from here on.
+	const { requestedId, bounds } = servedBy(authorized, answer.target);
 	// A stream's tool calls are repaired as they pass; a body's once it is whole (chat-answer.ts).
 	const transform = prepared.stream ? chainTransforms(filter, repair) : filter;
 	const served = { answer, events, requestedId, bounds, repair, transform, sources, search, headers };
 	return prepared.stream ? streamAnswer(run, authorized, served) : completeAnswer(run, authorized, served);
+}
+
+/** A stream whose search round started before its search ran (early-round.ts): the second call's model bounds it once it answered. */
+function streamUnderWay(
+	run: ChatRun,
+	authorized: AuthorizedChat,
+	underWay: { query: string; rest: RestOfRound },
+	first: EngineAnswer,
+	served: Pick<Served, "repair" | "headers">,
+): ChatResult {
+	let bounds = authorized.bounds;
+	const early = new EarlyRound(underWay, first, run.clientSignal, (second) => {
+		bounds = servedBy(authorized, second.answer.target).bounds;
+	});
+	const filter = new SearchCallFilter((authorized.prepared.searchTool as { name: string }).name);
+	return streamAnswer(run, authorized, {
+		...served,
+		answer: early,
+		events: early,
+		underWay: early,
+		requestedId: authorized.req.requestedModel,
+		get bounds() {
+			return bounds;
+		},
+		transform: chainTransforms(filter, served.repair),
+		sources: [],
+	});
 }
 
 /**

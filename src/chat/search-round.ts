@@ -7,7 +7,9 @@
  * (when the backend answered), and the engine asked again, on the same targets, without the
  * tool, with the call and its result added to the conversation. One round per request: the
  * hold placed at authorization covers both calls and the search (authorize-chat.ts). The first
- * call's usage goes to the settlement, which bills it once with however the request then ends.
+ * call's usage goes to the settlement, which bills it once with however the request then ends. A
+ * stream does not wait for the search: its response starts once the search call is known, and the
+ * search and second call run as it is read (early-round.ts).
  */
 import type { EngineAnswer } from "../engine/call-types";
 import { GatewayError } from "../errors";
@@ -43,14 +45,21 @@ export interface AfterRound extends EngineCall {
 	filter?: SearchCallFilter;
 }
 
-/** The answer the client gets: the first call's, or after a search the second call's (`again`). */
+/** The rest of a round whose engine called the search: the search, then the second call (`signal` stops both). */
+export type RestOfRound = (signal: AbortSignal, onSearched?: (search: SearchRound) => void) => Promise<AfterRound>;
+
+/**
+ * The answer the client gets: the first call's, or after a search the second call's (`again`). A
+ * stream's round returns once the first answer called the search (`underWay`): the response
+ * starts then, and the rest runs as it is read (early-round.ts).
+ */
 export async function searchToolRound(
 	run: ChatRun,
 	authorized: AuthorizedChat,
 	first: EngineCall,
 	headers: Record<string, string>,
-	again: () => Promise<EngineCall>,
-): Promise<AfterRound> {
+	again: (signal: AbortSignal) => Promise<EngineCall>,
+): Promise<AfterRound | { underWay: { query: string; rest: RestOfRound } }> {
 	const tool = authorized.prepared.searchTool;
 	if (!tool) return first;
 	const { settlement } = authorized;
@@ -64,12 +73,27 @@ export async function searchToolRound(
 	const { assembled, outcome } = await readAnswer(run, authorized, { answer: first.answer, events: primed, bounds });
 	settlement.addUsage(outcome.usage, outcome.estimated, targetModel(authorized, first.answer.target).pricing);
 	const call = searchCallOf(assembled.body(""), tool.name, first.answer.secrets) ?? { id: "call_search", query: "" };
-	const search = await runWebSearch(run.config.web_search, run.env, call.query, tool.results, run.clientSignal);
+	const rest: RestOfRound = (signal, onSearched) => searchAndAgain(run, authorized, call, headers, again, signal, onSearched);
+	return authorized.prepared.stream ? { underWay: { query: call.query, rest } } : rest(run.clientSignal);
+}
+
+async function searchAndAgain(
+	run: ChatRun,
+	authorized: AuthorizedChat,
+	call: { id: string; query: string },
+	headers: Record<string, string>,
+	again: (signal: AbortSignal) => Promise<EngineCall>,
+	signal: AbortSignal,
+	onSearched?: (search: SearchRound) => void,
+): Promise<AfterRound> {
+	const { settlement } = authorized;
+	const tool = authorized.prepared.searchTool as { name: string; results: number };
+	const search = await runWebSearch(run.config.web_search, run.env, call.query, tool.results, signal);
 	headers["x-venym-web-search"] = search.status;
 	if (run.log) run.log.webSearch = search.status;
 	// As the chat lane's up-front search: charged when the backend answered, whatever follows.
 	if (search.status === "ok" || search.status === "empty") settlement.chargeSearch(authorized.searchPrice);
-	if (run.clientSignal.aborted) {
+	if (signal.aborted) {
 		// The first call's tokens and the search: nothing else ran.
 		void settleChat(settlement, releasedOutcome());
 		throw new GatewayError("client_closed", "The client closed the request");
@@ -89,8 +113,9 @@ export async function searchToolRound(
 	authorized.promptTokens = estimatePromptTokens(authorized.prepared.engineBody);
 	fitOutputCaps(authorized);
 	settlement.progressed();
-	const second = await again();
-	// A model may call the search again though it is no longer offered: the client never sees the gateway's tool.
 	const searched = { query: call.query, status: search.status, sources: sourcesOf(search.results) };
+	onSearched?.(searched);
+	const second = await again(signal);
+	// A model may call the search again though it is no longer offered: the client never sees the gateway's tool.
 	return { ...second, search: searched, filter: new SearchCallFilter(tool.name) };
 }

@@ -31,6 +31,15 @@ export interface SearchRound {
 	sources: Source[];
 }
 
+/** What a stream's encoder is told of a search round the stream starts before its search ran (early-round.ts). */
+export interface SearchUnderWay {
+	query: string;
+	/** The search once it ran. */
+	readonly searched: SearchRound | undefined;
+	/** Why the second call gave no answer (the error the HTTP path gives), once it failed. */
+	readonly failure: unknown;
+}
+
 export const SEARCH_TOOL_NAME = "web_search";
 /** The longest query searched for, as the chat lane's grounding takes the user's text. */
 export const MAX_QUERY_CHARS = 400;

@@ -1,6 +1,6 @@
 import { payerKeyId } from "../auth/scopes";
 import { authorizeChat, type ChatResult, type ChatRun, runAuthorized } from "../chat/run-chat";
-import type { SearchRound } from "../chat/search-tool";
+import type { SearchRound, SearchUnderWay } from "../chat/search-tool";
 import type { GatewayConfig } from "../config";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
@@ -140,8 +140,8 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
 	let encoder: ResponsesStreamEncoder | undefined;
 	const chatRun: ChatRun = {
 		...run,
-		streamEncoder: (sources: Source[], round?: SearchRound) => {
-			encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(servedMeta(meta, authorized)), sources, round);
+		streamEncoder: (sources: Source[], round?: SearchRound, underWay?: SearchUnderWay) => {
+			encoder = new ResponsesStreamEncoder(new ResponsesEventBuilder(servedMeta(meta, authorized)), sources, round, underWay);
 			return encoder;
 		},
 	};

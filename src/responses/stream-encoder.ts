@@ -5,7 +5,7 @@
  * storage once, from the stream's one end.
  */
 
-import type { SearchRound } from "../chat/search-tool";
+import type { SearchRound, SearchUnderWay } from "../chat/search-tool";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "../stream/chat-reducer";
 import { streamFailure } from "../stream/chat-sse-encoder";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
@@ -24,19 +24,35 @@ export class ResponsesStreamEncoder implements StreamEncoder {
 	readonly #builder: ResponsesEventBuilder;
 	readonly #sources: Source[];
 	readonly #round: SearchRound | undefined;
+	readonly #underWay: SearchUnderWay | undefined;
+	#searchEnded = false;
 
-	/** `round`: the search the model called (chat/search-round.ts), streamed first. */
-	constructor(builder: ResponsesEventBuilder, sources: Source[] = [], round?: SearchRound) {
+	/**
+	 * `round`: the search the model called (chat/search-round.ts), streamed first. `underWay`: one
+	 * the stream starts before it ran (chat/early-round.ts): its item opens at once, closes once it ran.
+	 */
+	constructor(builder: ResponsesEventBuilder, sources: Source[] = [], round?: SearchRound, underWay?: SearchUnderWay) {
 		this.#builder = builder;
 		this.#sources = sources;
 		this.#round = round;
+		this.#underWay = underWay;
 	}
 
 	start(): string {
 		const events = this.#builder.start();
-		if (this.#round) events.push(...this.#builder.searched(this.#round));
+		const query = this.#underWay?.query;
+		if (query !== undefined) events.push(...this.#builder.searched({ query, status: "ok", sources: [] }, "start"));
+		else if (this.#round) events.push(...this.#builder.searched(this.#round));
 		else if (this.#sources.length) events.push(...this.#builder.chunk({ object: "venym.sources", sources: this.#sources }));
 		return encode(events);
+	}
+
+	/** The search's end once it ran, before the second answer's events. */
+	ready(): string {
+		const searched = this.#underWay?.searched;
+		if (!searched || this.#searchEnded) return "";
+		this.#searchEnded = true;
+		return encode(this.#builder.searched(searched, "end"));
 	}
 
 	chunks(chunks: ForwardedChunk[]): string {
@@ -52,7 +68,9 @@ export class ResponsesStreamEncoder implements StreamEncoder {
 			this.#builder.chunk({ choices: [], usage });
 			return encode(this.#builder.finish());
 		}
-		return encode(this.#builder.fail(failureOf(streamFailure(outcome)), usage));
+		// A second call that never answered fails with what the HTTP path gives the same cause.
+		const cause = this.#underWay?.failure ?? streamFailure(outcome);
+		return encode(this.#builder.fail(failureOf(cause), usage));
 	}
 
 	/**

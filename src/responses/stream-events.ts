@@ -1,9 +1,8 @@
 /**
- * Chat Completions stream chunks (as the gateway emits them) → Responses streaming events.
- * One item is open at a time; a delta of another kind closes it first. Each item's events
- * run added → (content part added) → deltas → done(s) → item done, and every event carries
- * the next `sequence_number`. The final response equals what `responseFromCompletion`
- * builds from the same content, because both use the same item builders and id order.
+ * Chat Completions stream chunks (as the gateway emits them) → Responses streaming events. One item
+ * is open at a time; a delta of another kind closes it first. Each item's events run added →
+ * (content part added) → deltas → done(s) → item done, each with the next `sequence_number`. The
+ * final response equals what `responseFromCompletion` builds from the same content (same item builders and id order).
  */
 import type { SearchRound } from "../chat/search-tool";
 import type { Source } from "../types";
@@ -29,7 +28,7 @@ import {
 	type ToolCallState,
 	type Unnumbered,
 } from "./stream-event-types";
-import { closingEvents, deltaEvents, type OpeningPart, openingEvents, searchEvents } from "./stream-item-events";
+import { closingEvents, deltaEvents, type OpeningPart, openingEvents, type SearchPart, searchEvents } from "./stream-item-events";
 import { callItem, type ToolOrigin, toolOrigins } from "./tools";
 
 export { encodeEvent, type ResponseStreamEvent } from "./stream-event-types";
@@ -99,18 +98,19 @@ export class ResponsesEventBuilder {
 		return out;
 	}
 
-	/** The search the model called (chat/search-round.ts), before anything else: its item and events, and the sources its answer cites. */
-	searched(round: SearchRound): ResponseStreamEvent[] {
+	/** The search the model called (chat/search-round.ts), first; `part` "start" while it runs (chat/early-round.ts), "end" once it ran. */
+	searched(round: SearchRound, part: SearchPart = "all"): ResponseStreamEvent[] {
 		if (this.#final) return [];
 		this.#sources = round.sources;
-		return this.#searched(this.start(), round);
+		return this.#searched(this.start(), round, part);
 	}
 
-	#searched(out: ResponseStreamEvent[], round?: SearchRound): ResponseStreamEvent[] {
-		const search = searchItem(this.#meta.request, () => `ws_${this.#meta.ids()}`, this.#sources, round);
-		if (search && this.#output.length === 0) {
-			for (const event of searchEvents(search, this.#output.length)) this.#emit(out, event);
-			this.#output.push(search);
+	#searched(out: ResponseStreamEvent[], round?: SearchRound, part: SearchPart = "all"): ResponseStreamEvent[] {
+		const started = part === "end" ? this.#output[0] : undefined;
+		const search = searchItem(this.#meta.request, () => started?.id ?? `ws_${this.#meta.ids()}`, this.#sources, round);
+		if (search && (part === "end" ? started?.type === "web_search_call" : this.#output.length === 0)) {
+			for (const event of searchEvents(search, 0, part)) this.#emit(out, event);
+			this.#output[0] = part === "start" ? { ...search, status: "in_progress" } : search;
 		}
 		return out;
 	}

@@ -80,15 +80,21 @@ export function closingEvents(item: OutputItem, at: At, text: string, summarize:
 	return out;
 }
 
+/** Which of a search's events: all of them, those up to `searching` (the search under way), or the rest. */
+export type SearchPart = "all" | "start" | "end";
+
 /** A search the gateway ran for the hosted web_search tool, as OpenAI streams one: added, its three steps, done. */
-export function searchEvents(item: WebSearchCallItemValue, outputIndex: number): Unnumbered[] {
+export function searchEvents(item: WebSearchCallItemValue, outputIndex: number, part: SearchPart = "all"): Unnumbered[] {
 	const at = { item_id: item.id, output_index: outputIndex };
-	return [
+	const start: Unnumbered[] = [
 		{ type: "response.output_item.added", output_index: outputIndex, item: { ...item, status: "in_progress" } },
 		{ type: "response.web_search_call.in_progress", ...at },
 		{ type: "response.web_search_call.searching", ...at },
+	];
+	const end: Unnumbered[] = [
 		// A search whose backend failed has no completed event: its done item says `failed`.
 		...(item.status === "completed" ? [{ type: "response.web_search_call.completed" as const, ...at }] : []),
 		{ type: "response.output_item.done", output_index: outputIndex, item },
 	];
+	return part === "start" ? start : part === "end" ? end : [...start, ...end];
 }

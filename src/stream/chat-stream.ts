@@ -58,11 +58,8 @@ export function rewriteChatStream(
 		upstream instanceof ReadableStream
 			? new EngineEventReader(upstream, { idleTimeoutMs: opts.idleTimeoutMs, abortEngine })
 			: upstream;
-	const reducer = new ChatStreamReducer({
-		promptTokensEstimate: opts.promptTokensEstimate,
-		bounds: opts.bounds,
-		earlierUsage: opts.earlierUsage,
-	});
+	// Read when the usage is, not now: a search round's second call is known only later (chat/early-round.ts).
+	const reducer = new ChatStreamReducer(opts);
 	const encoder = withSecretsRedacted(opts.encoder ?? new ChatSseEncoder(opts.model, opts.sources), opts.secrets);
 	return pipeEngineStream(events, reducer, encoder, abortEngine, opts.clientSignal, opts.clientIdleTimeoutMs, opts.transform);
 }

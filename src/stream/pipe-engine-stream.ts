@@ -14,6 +14,8 @@ export interface StreamEncoder {
 	start(): string;
 	/** Forwarded chunks. */
 	chunks(chunks: ForwardedChunk[]): string;
+	/** Frames of the gateway's own between engine reads (a search round's search once it ran), sent after each read. */
+	ready?(): string;
 	/** The closing frames once the engine's side has ended (usage, then done or the error). */
 	finish(outcome: EngineOutcome, reducer: ChatStreamReducer): string;
 	/**
@@ -180,7 +182,7 @@ export function pipeEngineStream(
 					}
 					const passed = transform && forwarded.length ? transform.push(forwarded) : forwarded;
 					// Frames that arrived together leave together: one enqueue per pull.
-					let out = passed.length ? encoder.chunks(passed) : "";
+					let out = (encoder.ready?.() ?? "") + (passed.length ? encoder.chunks(passed) : "");
 					const outcome = reducer.outcome;
 					if (outcome) {
 						const held = transform?.flush();

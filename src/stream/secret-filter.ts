@@ -219,6 +219,8 @@ export function withSecretsRedacted(encoder: StreamEncoder, secrets: readonly st
 	const filter = new StreamSecretFilter(forms);
 	return {
 		start: () => encoder.start(),
+		// The gateway's own frames (search results), not engine text.
+		...(encoder.ready ? { ready: encoder.ready.bind(encoder) } : {}),
 		chunks: (chunks) => encoder.chunks(chunks.map((c) => filter.chunk(c))),
 		finish(outcome: EngineOutcome, reducer: ChatStreamReducer) {
 			const rest = filter.rest(reducer);

@@ -240,6 +240,7 @@ describe("dev engine", () => {
 			slowbody: true,
 			searchfail: true,
 			searchslow: true,
+			searchgated: true,
 			"search-slow-answer": true,
 			"search-failed-answer": true,
 			"search-late": true,

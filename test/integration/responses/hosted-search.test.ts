@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { estimatePromptTokens } from "../../../src/estimate";
 import worker from "../../../src/index";
 import { settled, type UsageRow } from "../../support/billing";
-import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse, waitFor } from "../../support/gateway";
+import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse, releaseEngine, waitFor } from "../../support/gateway";
 import { expectBooks, ledger } from "../../support/ledger";
 import { created, settled as settledResponse } from "../../support/responses";
 
@@ -90,7 +90,8 @@ describe("the model calls the hosted search", () => {
 			const since = await lastEngineId();
 			const input = "search the tides of Brest";
 			const res = await post(key, { model: "test/ok", input, tools: [WEB, EXEC], stream });
-			expect(res.headers.get("x-venym-web-search")).toBe("ok");
+			// A stream starts before its search ran: the search's status is in its web_search_call item.
+			expect(res.headers.get("x-venym-web-search")).toBe(stream ? null : "ok");
 			const { response, events } = await answered(res, stream);
 
 			// The engine: offered the search beside the client's tool, then asked again without it,
@@ -243,10 +244,10 @@ describe("the model does not call the hosted search", () => {
 
 /**
  * The shared test config with a model `test/search-<scenario>` on one dev-engine scenario (its
- * other settings `extra`), and maybe another search backend.
+ * other settings `extra`), maybe another search backend, and other gateway `settings`.
  */
-function direct(scenario: string, searchScenario?: string, extra: Json = {}) {
-	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { models: Json[]; web_search: Json };
+function direct(scenario: string, searchScenario?: string, extra: Json = {}, settings: Json = {}) {
+	const cfg = { ...JSON.parse(env.GATEWAY_CONFIG), ...settings } as { models: Json[]; web_search: Json };
 	const base = cfg.models.find((m) => m.id === "test/ok") as Json;
 	cfg.models.push({ ...base, id: `test/search-${scenario}`, nodes: [`${env.ENGINE_URL}/s/${scenario}/v1`], ...extra });
 	if (searchScenario) cfg.web_search.url = `${env.ENGINE_URL}/s/${searchScenario}/search`;
@@ -347,32 +348,49 @@ describe("a search round that does not end well settles once, billing what was u
 		await expectBooks(id, 5e9);
 	});
 
-	for (const stream of [false, true]) {
-		it(`an engine that fails on the second call is an error in the Responses shape; the first call and the search are billed (${stream ? "stream" : "JSON"})`, async () => {
-			const { id, key } = await createKey({ balance_usd: 5 });
-			const call = direct("search-failed-answer");
-			const since = await lastEngineId();
-			const { answer, ctx } = call(key, { input: "search the failing tides", tools: [WEB], stream, store: false });
-			const res = await answer;
-			expect(res.status).toBe(502);
-			const body = (await res.json()) as { error: { code: string; message: string; type: string } };
-			expect(body.error).toMatchObject({ code: "upstream_unavailable" });
-			await waitOnExecutionContext(ctx);
-			const { chats } = await engineCalls(since);
-			const first = chats[0] as { messages: Message[] };
-			const prompt = devPrompt(first.messages);
-			const completion = Math.ceil(JSON.stringify({ query: "search the failing tides" }).length / 8);
-			const record = await onlyRecord(id);
-			expect(record).toMatchObject({
-				status: "failed",
-				search_count: 1,
-				prompt_tokens: prompt,
-				completion_tokens: completion,
-				cost_nanos: prompt * 1_000 + completion * 2_000 + SEARCH_NANOS,
-			});
-			await expectBooks(id, 5e9);
+	it("an engine that fails on the second call is an error in the Responses shape; the first call and the search are billed (JSON)", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("search-failed-answer");
+		const since = await lastEngineId();
+		const { answer, ctx } = call(key, { input: "search the failing tides", tools: [WEB], store: false });
+		const res = await answer;
+		expect(res.status).toBe(502);
+		const body = (await res.json()) as { error: { code: string; message: string; type: string } };
+		expect(body.error).toMatchObject({ code: "upstream_unavailable" });
+		await waitOnExecutionContext(ctx);
+		await expectFirstCallAndSearch(id, since, "search the failing tides");
+	});
+
+	it("a stream whose second call fails on every node ends with response.failed, the HTTP path's code; stored failed; the first call and the search billed", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("search-failed-answer");
+		const since = await lastEngineId();
+		const input = "search the failing streamed tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true });
+		const res = await answer;
+		expect(res.status).toBe(200);
+		const events = (await readSse(res)).map((d) => JSON.parse(d) as Json & { type: string });
+		expect(events.map((e) => e.type)).toEqual([
+			"response.created",
+			"response.in_progress",
+			"response.output_item.added",
+			"response.web_search_call.in_progress",
+			"response.web_search_call.searching",
+			"response.web_search_call.completed",
+			"response.output_item.done",
+			"error",
+			"response.failed",
+		]);
+		const failed = events.at(-1) as unknown as { response: Json & { id: string; error: Json; output: Item[] } };
+		expect(failed.response).toMatchObject({ status: "failed", error: { code: "upstream_unavailable" } });
+		expect(failed.response.output.map((i) => [i.type, i.status])).toEqual([["web_search_call", "completed"]]);
+		await waitOnExecutionContext(ctx);
+		expect(await settledResponse(key, failed.response.id)).toMatchObject({
+			status: "failed",
+			error: { code: "upstream_unavailable" },
 		});
-	}
+		await expectFirstCallAndSearch(id, since, input);
+	});
 
 	it("a search backend that fails: the model still answers, and no search is charged", async () => {
 		const { id, key } = await createKey({ balance_usd: 5 });
@@ -510,5 +528,125 @@ describe("a prompt near the model's context", () => {
 		const [first, second] = chats as [Json & { messages: Message[] }, Json & { messages: Message[] }];
 		expect(second.max_tokens).toBeLessThan(first.max_tokens as number);
 		expect(devPrompt(second.messages) + (second.max_tokens as number)).toBeLessThanOrEqual(4096);
+	});
+});
+
+/** The books of a round whose second call failed: the first call as the engine counted it and the search, once. */
+async function expectFirstCallAndSearch(id: string, since: number, input: string): Promise<void> {
+	const { chats } = await engineCalls(since);
+	const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+	const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+	const record = await onlyRecord(id);
+	expect(record).toMatchObject({
+		status: "failed",
+		search_count: 1,
+		prompt_tokens: prompt,
+		completion_tokens: completion,
+		cost_nanos: prompt * 1_000 + completion * 2_000 + SEARCH_NANOS,
+	});
+	await expectBooks(id, 5e9);
+}
+
+/** Reads a stream's events until one of `type` (inclusive). */
+async function eventsUntil(reader: ReadableStreamDefaultReader<Uint8Array>, type: string): Promise<string[]> {
+	const decoder = new TextDecoder();
+	let text = "";
+	while (!text.includes(`event: ${type}\n`)) {
+		const { value, done } = await reader.read();
+		if (done) throw new Error(`the stream ended before ${type}`);
+		text += decoder.decode(value, { stream: true });
+	}
+	return [...text.matchAll(/^event: (.+)$/gm)].map((m) => m[1] as string);
+}
+
+describe("a streamed round starts before its search ran", () => {
+	it("sends the response's opening and the search under way at once, the search's end once it ran, then the answer", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		// The search backend answers only once this test lets it.
+		const call = direct("ok", "searchgated");
+		const input = "search the early tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false });
+		const res = await answer;
+		expect(res.status).toBe(200);
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		const head = await eventsUntil(reader, "response.web_search_call.searching");
+		expect(head).toEqual([
+			"response.created",
+			"response.in_progress",
+			"response.output_item.added",
+			"response.web_search_call.in_progress",
+			"response.web_search_call.searching",
+		]);
+		expect(await releaseEngine("early tides")).toBe(1);
+		let rest = "";
+		for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+		const events = rest
+			.split("\n\n")
+			.filter((f) => f.startsWith("event: "))
+			.map((f) => JSON.parse(f.slice(f.indexOf("data: ") + 6)) as Json & { type: string });
+		expect(events.slice(0, 2).map((e) => e.type)).toEqual(["response.web_search_call.completed", "response.output_item.done"]);
+		const last = events.at(-1) as { type: string; response: Json & { output: Item[] } };
+		expect(last.type).toBe("response.completed");
+		expect(last.response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		expect(last.response.output[0]).toMatchObject({ status: "completed", action: { query: input } });
+		expect(messageText(last.response.output)).toBe(`According to [1], ${input} is covered in the results [2].`);
+		await waitOnExecutionContext(ctx);
+		expect(await onlyRecord(id)).toMatchObject({ status: "completed", search_count: 1 });
+		await expectBooks(id, 5e9);
+	});
+
+	it("a client that leaves while the search waits settles once, with the first call's tokens; the search unanswered is not charged", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("ok", "searchgated");
+		const client = new AbortController();
+		const since = await lastEngineId();
+		const input = "search the deserted tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false }, client.signal);
+		const res = await answer;
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		await eventsUntil(reader, "response.web_search_call.searching");
+		// The events go out before the backend is asked: the client leaves once it is waiting on it.
+		await waitFor(async () => (await engineCalls(since)).searches.length === 1);
+		client.abort();
+		await reader.cancel().catch(() => undefined);
+		await waitOnExecutionContext(ctx);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([1, 1]);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		expect(await onlyRecord(id)).toMatchObject({
+			status: "client_disconnected",
+			search_count: 0,
+			prompt_tokens: prompt,
+			completion_tokens: completion,
+			cost_nanos: prompt * 1_000 + completion * 2_000,
+		});
+		await expectBooks(id, 5e9);
+	});
+
+	it("a client that reads nothing while the search waits is cut after client_idle_timeout_ms: the search let go, settled once", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("ok", "searchgated", {}, { client_idle_timeout_ms: 300 });
+		const since = await lastEngineId();
+		const input = "search the idle tides";
+		// The client never reads the opening events, and never leaves: only the gateway can end this.
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false });
+		expect((await answer).status).toBe(200);
+		await waitOnExecutionContext(ctx);
+		// The round's work is over (the request settled): its search, if it was sent yet, was let go.
+		await waitFor(async () => {
+			const search = (await engineRequestsSince(since)).find((r) => r.path.endsWith("/search"));
+			return !search || search.aborted;
+		});
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(1);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		expect(await onlyRecord(id)).toMatchObject({
+			status: "client_disconnected",
+			search_count: 0,
+			cost_nanos: prompt * 1_000 + completion * 2_000,
+		});
+		await expectBooks(id, 5e9);
 	});
 });
