@@ -6,7 +6,7 @@
 import { assertModelAllowed, ledgerScopes, payerKeyId } from "../auth/scopes";
 import { assertServes } from "../chat/authorize-chat";
 import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
-import type { SearchRound } from "../chat/search-tool";
+import type { SearchRound, SearchUnderWay } from "../chat/search-tool";
 import { resolveModel } from "../config";
 import { countRequest } from "../ledger/ledger-client";
 import type { Source } from "../types";
@@ -43,7 +43,7 @@ export async function createMessage(run: ChatRun, body: unknown): Promise<Messag
 	const chatRun: ChatRun = {
 		...run,
 		// Made once the engine answered: `requestedModel` is then the model that serves (a fallback, maybe).
-		streamEncoder: (sources: Source[], search?: SearchRound) =>
+		streamEncoder: (sources: Source[], search?: SearchRound, underWay?: SearchUnderWay) =>
 			new MessagesStreamEncoder({
 				model: authorized.req.requestedModel,
 				inputTokens: authorized.promptTokens,
@@ -51,6 +51,7 @@ export async function createMessage(run: ChatRun, body: unknown): Promise<Messag
 				stopSequences,
 				sources,
 				search,
+				underWay,
 			}),
 	};
 	const result = await runAuthorized(chatRun, authorized);

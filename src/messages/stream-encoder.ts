@@ -5,8 +5,9 @@
  * `message_stop`). An engine failure ends with an `error` event built by the one Anthropic error
  * mapping, never with a clean `message_stop`.
  */
-import type { SearchRound } from "../chat/search-tool";
+import type { SearchRound, SearchUnderWay } from "../chat/search-tool";
 import { toAnthropicErrorResponse } from "../errors";
+import { randomId } from "../ids";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "../stream/chat-reducer";
 import { streamFailure } from "../stream/chat-sse-encoder";
 import type { StreamEncoder } from "../stream/pipe-engine-stream";
@@ -38,6 +39,11 @@ export interface MessagesStreamOptions {
 	sources?: Source[];
 	/** The search the model ran (chat/search-round.ts): its two blocks open the stream. */
 	search?: SearchRound;
+	/**
+	 * A search the stream starts before it ran (chat/early-round.ts): its `server_tool_use` block
+	 * opens the stream, its `web_search_tool_result` block follows once it ran.
+	 */
+	underWay?: SearchUnderWay;
 	/** A `ping` this often while the engine is quiet (default PING_EVERY_MS). */
 	pingEveryMs?: number;
 }
@@ -63,6 +69,8 @@ export class MessagesStreamEncoder implements StreamEncoder {
 	#finish: unknown = null;
 	#matched: unknown = null;
 	#sawToolCall = false;
+	/** The `server_tool_use` id of a search under way, until its result block went out. */
+	#pendingSearch: string | undefined;
 	/**
 	 * Tool calls in the order they began, sent as whole `tool_use` blocks when the choice finishes
 	 * (or text follows them). The lane repairs every call's arguments, which holds them to the
@@ -102,11 +110,35 @@ export class MessagesStreamEncoder implements StreamEncoder {
 	 * `input_json_delta`), then the `web_search_tool_result` block whole.
 	 */
 	#searchEvents(): string {
+		const underWay = this.#opts.underWay;
+		if (underWay) {
+			this.#pendingSearch = randomId("srvtoolu_", 12);
+			const [call] = searchBlocks({ query: underWay.query, status: "ok", sources: [] }, this.#pendingSearch);
+			return this.#callBlock(call) + this.#close();
+		}
 		if (!this.#opts.search) return "";
 		const [call, result] = searchBlocks(this.#opts.search);
-		let out = this.#begin({ kind: "tool" }, { ...call, input: {} });
-		out += this.#blockDelta({ type: "input_json_delta", partial_json: JSON.stringify(call.input) });
-		return out + this.#begin({ kind: "tool" }, { ...result }) + this.#close();
+		return this.#callBlock(call) + this.#begin({ kind: "tool" }, { ...result }) + this.#close();
+	}
+
+	#callBlock(call: ReturnType<typeof searchBlocks>[0]): string {
+		const out = this.#begin({ kind: "tool" }, { ...call, input: {} });
+		return out + this.#blockDelta({ type: "input_json_delta", partial_json: JSON.stringify(call.input) });
+	}
+
+	/** A search under way once it ran: its `web_search_tool_result` block, before the second answer's blocks. */
+	ready(): string {
+		const searched = this.#opts.underWay?.searched;
+		const id = this.#pendingSearch;
+		if (!searched || id === undefined) return "";
+		this.#pendingSearch = undefined;
+		const [, result] = searchBlocks(searched, id);
+		return this.#begin({ kind: "tool" }, { ...result }) + this.#close();
+	}
+
+	/** The search the usage reports: the one that ran, whether it was known at the start or not. */
+	#search(): SearchRound | undefined {
+		return this.#opts.search ?? this.#opts.underWay?.searched;
 	}
 
 	chunks(chunks: ForwardedChunk[]): string {
@@ -123,14 +155,16 @@ export class MessagesStreamEncoder implements StreamEncoder {
 
 	finish(outcome: EngineOutcome, reducer: ChatStreamReducer): string {
 		if (outcome.status !== "completed") {
-			const { body } = toAnthropicErrorResponse(streamFailure(outcome), this.#opts.requestId);
+			// A search round's second call that never answered fails with what the HTTP path gives the same cause.
+			const cause = this.#opts.underWay?.failure ?? streamFailure(outcome);
+			const { body } = toAnthropicErrorResponse(cause, this.#opts.requestId);
 			// In a stream Anthropic sends api_error or overloaded_error: an engine gone quiet is the first.
 			const error = body.error.type === "timeout_error" ? { ...body.error, type: "api_error" as const } : body.error;
 			return sseEvent("error", { error, request_id: body.request_id });
 		}
 		let out = this.#flushCalls() + this.#close();
 		const stop = stopReasonOf(this.#finish, this.#matched, this.#opts.stopSequences ?? [], this.#sawToolCall);
-		out += sseEvent("message_delta", { delta: stop, usage: anthropicUsage(reducer.usageField(), this.#opts.search) });
+		out += sseEvent("message_delta", { delta: stop, usage: anthropicUsage(reducer.usageField(), this.#search()) });
 		return out + sseEvent("message_stop", {});
 	}
 

@@ -85,8 +85,7 @@ function encrypted(url: string, title: string): string {
 }
 
 /** The two blocks of a search the model ran: its call, and the results (or why there are none). */
-export function searchBlocks(round: SearchRound): [ServerToolUseOut, WebSearchToolResultOut] {
-	const id = randomId("srvtoolu_", 12);
+export function searchBlocks(round: SearchRound, id = randomId("srvtoolu_", 12)): [ServerToolUseOut, WebSearchToolResultOut] {
 	const answered = round.status === "ok" || round.status === "empty";
 	const content = answered
 		? round.sources.map((s) => ({
