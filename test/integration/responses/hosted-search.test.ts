@@ -469,6 +469,46 @@ describe("a search round served by two models", () => {
 	});
 });
 
+describe("a streamed search round served by two models", () => {
+	it("bills the second call at the fallback's prices, the usage event equal to what was billed, stored as streamed", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		// The requested model answers the first call and fails the second; test/fb-dear serves it.
+		const call = direct("search-failed-answer", undefined, { fallbacks: ["test/fb-dear"] });
+		const since = await lastEngineId();
+		const input = "search the mixed streamed tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true });
+		const { response, events } = await answered(await answer, true);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		// One usage: on the terminal event only; sequence numbers run 0..n-1.
+		expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+		const { chats } = await engineCalls(since);
+		expect(chats.map((c) => c.model)).toEqual(["engine-ok", "engine-ok", "engine-fb-dear"]);
+		const firstPrompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const firstCompletion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const secondPrompt = devPrompt((chats[2] as { messages: Message[] }).messages);
+		const secondCompletion = messageText(response.output).split(/\s+/).length;
+		const cost = firstPrompt * 1_000 + firstCompletion * 2_000 + secondPrompt * 10_000 + secondCompletion * 20_000 + SEARCH_NANOS;
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({
+			status: "completed",
+			prompt_tokens: firstPrompt + secondPrompt,
+			completion_tokens: firstCompletion + secondCompletion,
+			cost_nanos: cost,
+		});
+		expect(response.usage).toMatchObject({
+			input_tokens: firstPrompt + secondPrompt,
+			output_tokens: firstCompletion + secondCompletion,
+		});
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(cost);
+		const stored = (await settledResponse(key, response.id as string)) as Json & { output: Item[]; usage: Usage };
+		expect(stored.output).toEqual(response.output);
+		expect(stored.usage).toEqual(response.usage);
+		expect(stored.model).toBe(response.model);
+	});
+});
+
 describe("a second answer that calls the search again", () => {
 	for (const stream of [false, true]) {
 		it(`keeps its text, the call taken out, and searches once (${stream ? "stream" : "JSON"})`, async () => {
