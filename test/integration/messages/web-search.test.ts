@@ -73,8 +73,13 @@ async function onlyRecord(keyId: string): Promise<UsageRow & { lane?: string }> 
 }
 
 /** The shared test config, with another search backend scenario or none; the worker called directly. */
-function direct(search: { scenario?: string; none?: boolean }) {
-	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { web_search?: Json };
+function direct(search: { scenario?: string; none?: boolean; engine?: string }) {
+	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { web_search?: Json; models: Json[] };
+	// A model `test/search-<engine>` whose node plays that dev engine scenario.
+	if (search.engine) {
+		const base = cfg.models.find((m) => m.id === "test/ok") as Json;
+		cfg.models.push({ ...base, id: `test/search-${search.engine}`, nodes: [`${env.ENGINE_URL}/s/${search.engine}/v1`] });
+	}
 	if (search.none) delete cfg.web_search;
 	else if (search.scenario && cfg.web_search) cfg.web_search.url = `${env.ENGINE_URL}/s/${search.scenario}/search`;
 	const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(cfg) };
@@ -325,6 +330,63 @@ describe("the model calls Anthropic's web search server tool", () => {
 			cost_nanos: record.prompt_tokens * 1_000 + record.completion_tokens * 2_000,
 		});
 	});
+
+	it("a stream whose second call fails on every node ends with an error event, no message_stop; the first call and the search billed once", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct({ engine: "search-failed-answer" });
+		const since = await lastEngineId();
+		const query = "search the failing streamed tides";
+		const res = await call(key, {
+			model: "test/search-search-failed-answer",
+			max_tokens: 100,
+			messages: [{ role: "user", content: query }],
+			tools: [SERVER_SEARCH],
+			stream: true,
+		});
+		expect(res.status).toBe(200);
+		const events = (await readSse(res)).map((d) => JSON.parse(d) as Event & { error?: Json });
+		const shape = events.filter((e) => e.type !== "ping").map((e) => (e.index === undefined ? e.type : `${e.type}:${e.index}`));
+		expect(shape).toEqual([
+			"message_start",
+			"content_block_start:0",
+			"content_block_delta:0",
+			"content_block_stop:0",
+			"content_block_start:1",
+			"content_block_stop:1",
+			"error",
+		]);
+		expect(events.at(-1)?.error).toMatchObject({ type: "api_error" });
+		const { chats } = await engineCalls(since);
+		const prompt = devPrompt(chats[0]?.messages ?? []);
+		const completion = Math.ceil(JSON.stringify({ query }).length / 8);
+		expect(await onlyRecord(id)).toMatchObject({
+			status: "failed",
+			search_count: 1,
+			prompt_tokens: prompt,
+			completion_tokens: completion,
+			cost_nanos: prompt * 1_000 + completion * 2_000 + SEARCH,
+		});
+		await expectBooks(id, 5e9);
+	});
+
+	for (const max_uses of [-1, 1.5, "3", 1e12 + 0.5]) {
+		it(`max_uses ${JSON.stringify(max_uses)} is a 400 naming tools[0].max_uses, nothing held or searched`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const since = await lastEngineId();
+			const res = await post(key, {
+				model: "test/ok",
+				max_tokens: 20,
+				messages: [{ role: "user", content: "search the bad tides" }],
+				tools: [{ ...SERVER_SEARCH, max_uses }],
+			});
+			expect(res.status).toBe(400);
+			const body = (await res.json()) as { error: { type: string; message: string } };
+			expect(body.error.type).toBe("invalid_request_error");
+			expect(body.error.message).toContain("tools[0].max_uses");
+			expect(await engineRequestsSince(since)).toEqual([]);
+			await expectBooks(id, 5e9);
+		});
+	}
 
 	it("without a search backend the server tool stays a 400", async () => {
 		const { key } = await createKey({ balance_usd: 5 });
