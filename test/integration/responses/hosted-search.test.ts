@@ -502,7 +502,7 @@ describe("a streamed search round served by two models", () => {
 		});
 		const { info } = await expectBooks(id, 5e9);
 		expect(info.spentNanos).toBe(cost);
-		const stored = (await settledResponse(key, response.id as string)) as Json & { output: Item[]; usage: Usage };
+		const stored = (await settledResponse(key, response.id as string)) as unknown as Json & { output: Item[]; usage: Usage };
 		expect(stored.output).toEqual(response.output);
 		expect(stored.usage).toEqual(response.usage);
 		expect(stored.model).toBe(response.model);
