@@ -369,6 +369,27 @@ describe("the model calls Anthropic's web search server tool", () => {
 		await expectBooks(id, 5e9);
 	});
 
+	it("a tool name used twice (a custom web_search beside the server tool, or the server tool twice) is a 400, as Anthropic's", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const since = await lastEngineId();
+		const custom = { name: "web_search", description: "mine", input_schema: { type: "object", properties: {} } };
+		for (const tools of [[SERVER_SEARCH, custom], [SERVER_SEARCH, { ...SERVER_SEARCH, type: "web_search_20260101" }]]) {
+			const res = await post(key, {
+				model: "test/ok",
+				max_tokens: 20,
+				messages: [{ role: "user", content: "search the twin tides" }],
+				tools,
+				tool_choice: { type: "tool", name: "web_search" },
+			});
+			expect(res.status).toBe(400);
+			const body = (await res.json()) as { error: { type: string; message: string } };
+			expect(body.error.type).toBe("invalid_request_error");
+			expect(body.error.message).toContain("tools[1].name");
+		}
+		expect(await engineRequestsSince(since)).toEqual([]);
+		await expectBooks(id, 5e9);
+	});
+
 	for (const max_uses of [-1, 1.5, "3", 1e12 + 0.5]) {
 		it(`max_uses ${JSON.stringify(max_uses)} is a 400 naming tools[0].max_uses, nothing held or searched`, async () => {
 			const { id, key } = await createKey({ balance_usd: 5 });
