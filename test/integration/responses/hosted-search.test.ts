@@ -664,6 +664,41 @@ describe("a streamed round starts before its search ran", () => {
 		await expectBooks(id, 5e9);
 	});
 
+	it("a second call that goes mute mid-answer ends in-band after stream_idle_timeout_ms, settled once: first call, search, what it sent", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("search-mute-answer", undefined, {}, { stream_idle_timeout_ms: 400 });
+		const since = await lastEngineId();
+		const input = "search the silent tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false });
+		const res = await answer;
+		expect(res.status).toBe(200);
+		const events = (await readSse(res)).map((d) => JSON.parse(d) as Json & { type: string });
+		const types = events.map((e) => e.type);
+		expect(types.slice(0, 7)).toEqual([
+			"response.created",
+			"response.in_progress",
+			"response.output_item.added",
+			"response.web_search_call.in_progress",
+			"response.web_search_call.searching",
+			"response.web_search_call.completed",
+			"response.output_item.done",
+		]);
+		expect(types.at(-1)).toMatch(/^response\.(failed|incomplete)$/);
+		expect(types.filter((t) => t === "response.completed")).toEqual([]);
+		expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+		await waitOnExecutionContext(ctx);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([2, 1]);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ search_count: 1 });
+		expect(record.status).not.toBe("completed");
+		expect(record.cost_nanos).toBeGreaterThanOrEqual(prompt * 1_000 + completion * 2_000 + SEARCH_NANOS);
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(record.cost_nanos);
+	});
+
 	it("a client that reads nothing while the search waits is cut after client_idle_timeout_ms: the search let go, settled once", async () => {
 		const { id, key } = await createKey({ balance_usd: 5 });
 		const call = direct("ok", "searchgated", {}, { client_idle_timeout_ms: 300 });
