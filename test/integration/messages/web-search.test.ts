@@ -373,7 +373,10 @@ describe("the model calls Anthropic's web search server tool", () => {
 		const { id, key } = await createKey({ balance_usd: 5 });
 		const since = await lastEngineId();
 		const custom = { name: "web_search", description: "mine", input_schema: { type: "object", properties: {} } };
-		for (const tools of [[SERVER_SEARCH, custom], [SERVER_SEARCH, { ...SERVER_SEARCH, type: "web_search_20260101" }]]) {
+		for (const tools of [
+			[SERVER_SEARCH, custom],
+			[SERVER_SEARCH, { ...SERVER_SEARCH, type: "web_search_20260101" }],
+		]) {
 			const res = await post(key, {
 				model: "test/ok",
 				max_tokens: 20,
@@ -387,6 +390,40 @@ describe("the model calls Anthropic's web search server tool", () => {
 			expect(body.error.message).toContain("tools[1].name");
 		}
 		expect(await engineRequestsSince(since)).toEqual([]);
+		await expectBooks(id, 5e9);
+	});
+
+	it("a streamed round whose engine reasons: the search blocks, then thinking and text, indexes in order", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct({ engine: "reasoning" });
+		const res = await call(key, {
+			model: "test/search-reasoning",
+			max_tokens: 200,
+			messages: [{ role: "user", content: "search the thoughtful tides" }],
+			tools: [SERVER_SEARCH],
+			stream: true,
+		});
+		expect(res.status).toBe(200);
+		const events = (await readSse(res)).map((d) => JSON.parse(d) as Event);
+		const blocks = events.filter((e) => e.type.startsWith("content_block_"));
+		// Each block starts, gets its deltas and stops before the next one starts, at the next index.
+		let open = -1;
+		let next = 0;
+		for (const e of blocks) {
+			if (e.type === "content_block_start") {
+				expect([open, e.index]).toEqual([-1, next]);
+				open = e.index as number;
+			} else expect(e.index).toBe(open);
+			if (e.type === "content_block_stop") {
+				open = -1;
+				next += 1;
+			}
+		}
+		const kinds = blocks.filter((e) => e.type === "content_block_start").map((e) => e.content_block?.type);
+		expect(kinds).toEqual(["server_tool_use", "web_search_tool_result", "thinking", "text"]);
+		expect(events.filter((e) => e.type === "message_delta")).toHaveLength(1);
+		expect(events.at(-1)?.type).toBe("message_stop");
+		expect(await onlyRecord(id)).toMatchObject({ status: "completed", search_count: 1 });
 		await expectBooks(id, 5e9);
 	});
 
