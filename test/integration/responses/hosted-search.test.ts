@@ -509,6 +509,32 @@ describe("a streamed search round served by two models", () => {
 	});
 });
 
+describe("a streamed search round whose engine reasons", () => {
+	it("numbers the items in order (search, reasoning, message), one usage, and stores what streamed", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("reasoning");
+		const { answer, ctx } = call(key, { input: "search the pondering tides", tools: [WEB], stream: true });
+		const { response, events } = await answered(await answer, true);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "reasoning", "message"]);
+		const added = events.filter((e) => e.type === "response.output_item.added");
+		expect(added.map((e) => [e.output_index, (e.item as Item).type])).toEqual([
+			[0, "web_search_call"],
+			[1, "reasoning"],
+			[2, "message"],
+		]);
+		const done = events.filter((e) => e.type === "response.output_item.done");
+		expect(done.map((e) => e.item)).toEqual(response.output);
+		expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "completed", search_count: 1 });
+		expect(response.usage).toMatchObject({ input_tokens: record.prompt_tokens, output_tokens: record.completion_tokens });
+		const stored = (await settledResponse(key, response.id as string)) as unknown as Json & { output: Item[] };
+		expect(stored.output).toEqual(response.output);
+		await expectBooks(id, 5e9);
+	});
+});
+
 describe("a second answer that calls the search again", () => {
 	for (const stream of [false, true]) {
 		it(`keeps its text, the call taken out, and searches once (${stream ? "stream" : "JSON"})`, async () => {
