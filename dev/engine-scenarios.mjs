@@ -231,6 +231,8 @@ export const SCENARIOS = {
 	"search-failed-answer": { failOn: '"tool_call_id"' },
 	// The second call starts answering, then goes silent (the stream idle timeout ends it).
 	"search-mute-answer": { afterTool: { stallAfter: 2 } },
+	// The second call's headers come late (within the first-byte timeout).
+	"search-late-answer": { afterTool: { headerDelayMs: 5000 } },
 	// Says something first, then calls the tool in the same answer.
 	"search-late": { sayBeforeTool: "Let me look that up." },
 	searchslow: { searchDelayMs: 5000 },

@@ -690,6 +690,38 @@ describe("a streamed round starts before its search ran", () => {
 		await expectBooks(id, 5e9);
 	});
 
+	it("a client that leaves after the search answered, before the second call's first token, pays the first call, the search and the second prompt", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("search-late-answer");
+		const client = new AbortController();
+		const since = await lastEngineId();
+		const input = "search the departing tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false }, client.signal);
+		const res = await answer;
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		await eventsUntil(reader, "response.output_item.done");
+		// The second call is asked: its headers are 5 s away.
+		await waitFor(async () => (await engineCalls(since)).chats.length === 2);
+		client.abort();
+		await reader.cancel().catch(() => undefined);
+		await waitOnExecutionContext(ctx);
+		// The second call is let go, not left to answer into nothing.
+		await waitFor(
+			async () => (await engineRequestsSince(since)).filter((r) => r.path.endsWith("/chat/completions"))[1]?.aborted === true,
+		);
+		const { chats } = await engineCalls(since);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "client_disconnected", search_count: 1 });
+		// The second prompt's estimate on top of the first call as the engine counted it.
+		expect(record.prompt_tokens).toBeGreaterThan(prompt + devPrompt((chats[0] as { messages: Message[] }).messages) / 2);
+		expect(record.completion_tokens).toBe(completion);
+		expect(record.cost_nanos).toBe(record.prompt_tokens * 1_000 + completion * 2_000 + SEARCH_NANOS);
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(record.cost_nanos);
+	});
+
 	it("a second call that goes mute mid-answer ends in-band after stream_idle_timeout_ms, settled once: first call, search, what it sent", async () => {
 		const { id, key } = await createKey({ balance_usd: 5 });
 		const call = direct("search-mute-answer", undefined, {}, { stream_idle_timeout_ms: 400 });
