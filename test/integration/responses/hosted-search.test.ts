@@ -757,6 +757,31 @@ describe("a streamed round starts before its search ran", () => {
 		expect(info.spentNanos).toBe(record.cost_nanos);
 	});
 
+	it("a stream cancelled while the search waits, the runtime's signal never fired, settles once: no search charged, the backend let go", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("ok", "searchgated");
+		const since = await lastEngineId();
+		const input = "search the cancelled tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false });
+		const res = await answer;
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		await eventsUntil(reader, "response.web_search_call.searching");
+		await waitFor(async () => (await engineCalls(since)).searches.length === 1);
+		await reader.cancel();
+		await waitOnExecutionContext(ctx);
+		await waitFor(async () => (await engineRequestsSince(since)).find((r) => r.path.endsWith("/search"))?.aborted === true);
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(1);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		expect(await onlyRecord(id)).toMatchObject({
+			status: "client_disconnected",
+			search_count: 0,
+			cost_nanos: prompt * 1_000 + completion * 2_000,
+		});
+		await expectBooks(id, 5e9);
+	});
+
 	it("a client that reads nothing while the search waits is cut after client_idle_timeout_ms: the search let go, settled once", async () => {
 		const { id, key } = await createKey({ balance_usd: 5 });
 		const call = direct("ok", "searchgated", {}, { client_idle_timeout_ms: 300 });
