@@ -782,6 +782,23 @@ describe("a streamed round starts before its search ran", () => {
 		await expectBooks(id, 5e9);
 	});
 
+	it("a search backend that hangs past web_search.timeout_ms: the stream goes on with the search failed, not charged", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const web = (JSON.parse(env.GATEWAY_CONFIG) as { web_search: Json }).web_search;
+		const call = direct("ok", "searchslow", {}, { web_search: { ...web, timeout_ms: 300 } });
+		const { answer, ctx } = call(key, { input: "search the hung tides", tools: [WEB], stream: true, store: false });
+		const { response } = await answered(await answer, true);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => [i.type, i.status])).toEqual([
+			["web_search_call", "failed"],
+			["message", "completed"],
+		]);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "completed", search_count: 0 });
+		expect(record.cost_nanos).toBe(record.prompt_tokens * 1_000 + record.completion_tokens * 2_000);
+		await expectBooks(id, 5e9);
+	});
+
 	it("a client that reads nothing while the search waits is cut after client_idle_timeout_ms: the search let go, settled once", async () => {
 		const { id, key } = await createKey({ balance_usd: 5 });
 		const call = direct("ok", "searchgated", {}, { client_idle_timeout_ms: 300 });
