@@ -421,9 +421,17 @@ describe("the model calls Anthropic's web search server tool", () => {
 		}
 		const kinds = blocks.filter((e) => e.type === "content_block_start").map((e) => e.content_block?.type);
 		expect(kinds).toEqual(["server_tool_use", "web_search_tool_result", "thinking", "text"]);
-		expect(events.filter((e) => e.type === "message_delta")).toHaveLength(1);
+		const deltas = events.filter((e) => e.type === "message_delta");
+		expect(deltas).toHaveLength(1);
 		expect(events.at(-1)?.type).toBe("message_stop");
-		expect(await onlyRecord(id)).toMatchObject({ status: "completed", search_count: 1 });
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "completed", search_count: 1 });
+		// The one usage the stream reports is what was billed: both calls, and the search.
+		expect(deltas[0]?.usage).toMatchObject({
+			input_tokens: record.prompt_tokens,
+			output_tokens: record.completion_tokens,
+			server_tool_use: { web_search_requests: 1 },
+		});
 		await expectBooks(id, 5e9);
 	});
 
