@@ -229,6 +229,10 @@ export const SCENARIOS = {
 	// A search round's second call (the conversation ends with the search's result) answers slowly, or fails.
 	"search-slow-answer": { afterTool: { bodyMs: 3000, minWords: 40 } },
 	"search-failed-answer": { failOn: '"tool_call_id"' },
+	// The second call starts answering, then goes silent (the stream idle timeout ends it).
+	"search-mute-answer": { afterTool: { stallAfter: 2 } },
+	// The second call's headers come late (within the first-byte timeout).
+	"search-late-answer": { afterTool: { headerDelayMs: 5000 } },
 	// Says something first, then calls the tool in the same answer.
 	"search-late": { sayBeforeTool: "Let me look that up." },
 	searchslow: { searchDelayMs: 5000 },

@@ -181,6 +181,25 @@ function chatTool(tool: Record<string, unknown>, i: number): Record<string, unkn
 	return { type: "function", function: fn };
 }
 
+/** A served search tool's `max_uses`: absent, or a whole number (0 offers no search: web-search.ts). */
+function checkMaxUses(tool: Record<string, unknown>, i: number): void {
+	const n = tool.max_uses;
+	if (n === undefined || n === null || (typeof n === "number" && Number.isSafeInteger(n) && n >= 0)) return;
+	throw invalid(`Invalid 'tools[${i}].max_uses': expected a whole number of at least 0.`, `tools[${i}].max_uses`);
+}
+
+/** Tool names are unique, as Anthropic has them: a `tool_choice` or a call naming one must say which tool it means. */
+function checkUniqueNames(tools: Record<string, unknown>[], served: Record<string, unknown>[]): void {
+	const seen = new Set<string>();
+	for (const [i, t] of tools.entries()) {
+		const name = served.includes(t) ? searchName(t) : t.name;
+		if (typeof name !== "string") continue;
+		if (seen.has(name))
+			throw invalid(`Invalid 'tools[${i}].name': the tool name '${name.slice(0, 64)}' is used twice.`, `tools[${i}].name`);
+		seen.add(name);
+	}
+}
+
 /**
  * The `tool_choice` left for the chat tools: one naming the served search tool, or `any` with no
  * chat tool, is the search round's (its `required`); with no chat tool left, none.
@@ -216,6 +235,8 @@ export function messagesToChat(req: MessagesRequest, opts: TranslateOptions): Re
 	if (req.top_k !== undefined) body.top_k = req.top_k;
 	if (req.stop_sequences?.length) body.stop = req.stop_sequences;
 	const served = opts.webSearch ? (req.tools ?? []).filter(isServerSearch) : [];
+	for (const t of served) checkMaxUses(t, (req.tools ?? []).indexOf(t));
+	checkUniqueNames(req.tools ?? [], served);
 	const tools = (req.tools ?? []).flatMap((t, i) => (served.includes(t) ? [] : [chatTool(t, i)]));
 	if (tools.length) body.tools = tools;
 	const choice = servedChoice(req.tool_choice, served, tools.length);

@@ -73,8 +73,13 @@ async function onlyRecord(keyId: string): Promise<UsageRow & { lane?: string }> 
 }
 
 /** The shared test config, with another search backend scenario or none; the worker called directly. */
-function direct(search: { scenario?: string; none?: boolean }) {
-	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { web_search?: Json };
+function direct(search: { scenario?: string; none?: boolean; engine?: string }) {
+	const cfg = JSON.parse(env.GATEWAY_CONFIG) as { web_search?: Json; models: Json[] };
+	// A model `test/search-<engine>` whose node plays that dev engine scenario.
+	if (search.engine) {
+		const base = cfg.models.find((m) => m.id === "test/ok") as Json;
+		cfg.models.push({ ...base, id: `test/search-${search.engine}`, nodes: [`${env.ENGINE_URL}/s/${search.engine}/v1`] });
+	}
 	if (search.none) delete cfg.web_search;
 	else if (search.scenario && cfg.web_search) cfg.web_search.url = `${env.ENGINE_URL}/s/${search.scenario}/search`;
 	const bindings = { ...env, GATEWAY_CONFIG: JSON.stringify(cfg) };
@@ -325,6 +330,129 @@ describe("the model calls Anthropic's web search server tool", () => {
 			cost_nanos: record.prompt_tokens * 1_000 + record.completion_tokens * 2_000,
 		});
 	});
+
+	it("a stream whose second call fails on every node ends with an error event, no message_stop; the first call and the search billed once", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct({ engine: "search-failed-answer" });
+		const since = await lastEngineId();
+		const query = "search the failing streamed tides";
+		const res = await call(key, {
+			model: "test/search-search-failed-answer",
+			max_tokens: 100,
+			messages: [{ role: "user", content: query }],
+			tools: [SERVER_SEARCH],
+			stream: true,
+		});
+		expect(res.status).toBe(200);
+		const events = (await readSse(res)).map((d) => JSON.parse(d) as Event & { error?: Json });
+		const shape = events.filter((e) => e.type !== "ping").map((e) => (e.index === undefined ? e.type : `${e.type}:${e.index}`));
+		expect(shape).toEqual([
+			"message_start",
+			"content_block_start:0",
+			"content_block_delta:0",
+			"content_block_stop:0",
+			"content_block_start:1",
+			"content_block_stop:1",
+			"error",
+		]);
+		expect(events.at(-1)?.error).toMatchObject({ type: "api_error" });
+		const { chats } = await engineCalls(since);
+		const prompt = devPrompt(chats[0]?.messages ?? []);
+		const completion = Math.ceil(JSON.stringify({ query }).length / 8);
+		expect(await onlyRecord(id)).toMatchObject({
+			status: "failed",
+			search_count: 1,
+			prompt_tokens: prompt,
+			completion_tokens: completion,
+			cost_nanos: prompt * 1_000 + completion * 2_000 + SEARCH,
+		});
+		await expectBooks(id, 5e9);
+	});
+
+	it("a tool name used twice (a custom web_search beside the server tool, or the server tool twice) is a 400, as Anthropic's", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const since = await lastEngineId();
+		const custom = { name: "web_search", description: "mine", input_schema: { type: "object", properties: {} } };
+		for (const tools of [
+			[SERVER_SEARCH, custom],
+			[SERVER_SEARCH, { ...SERVER_SEARCH, type: "web_search_20260101" }],
+		]) {
+			const res = await post(key, {
+				model: "test/ok",
+				max_tokens: 20,
+				messages: [{ role: "user", content: "search the twin tides" }],
+				tools,
+				tool_choice: { type: "tool", name: "web_search" },
+			});
+			expect(res.status).toBe(400);
+			const body = (await res.json()) as { error: { type: string; message: string } };
+			expect(body.error.type).toBe("invalid_request_error");
+			expect(body.error.message).toContain("tools[1].name");
+		}
+		expect(await engineRequestsSince(since)).toEqual([]);
+		await expectBooks(id, 5e9);
+	});
+
+	it("a streamed round whose engine reasons: the search blocks, then thinking and text, indexes in order", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct({ engine: "reasoning" });
+		const res = await call(key, {
+			model: "test/search-reasoning",
+			max_tokens: 200,
+			messages: [{ role: "user", content: "search the thoughtful tides" }],
+			tools: [SERVER_SEARCH],
+			stream: true,
+		});
+		expect(res.status).toBe(200);
+		const events = (await readSse(res)).map((d) => JSON.parse(d) as Event);
+		const blocks = events.filter((e) => e.type.startsWith("content_block_"));
+		// Each block starts, gets its deltas and stops before the next one starts, at the next index.
+		let open = -1;
+		let next = 0;
+		for (const e of blocks) {
+			if (e.type === "content_block_start") {
+				expect([open, e.index]).toEqual([-1, next]);
+				open = e.index as number;
+			} else expect(e.index).toBe(open);
+			if (e.type === "content_block_stop") {
+				open = -1;
+				next += 1;
+			}
+		}
+		const kinds = blocks.filter((e) => e.type === "content_block_start").map((e) => e.content_block?.type);
+		expect(kinds).toEqual(["server_tool_use", "web_search_tool_result", "thinking", "text"]);
+		const deltas = events.filter((e) => e.type === "message_delta");
+		expect(deltas).toHaveLength(1);
+		expect(events.at(-1)?.type).toBe("message_stop");
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "completed", search_count: 1 });
+		// The one usage the stream reports is what was billed: both calls, and the search.
+		expect(deltas[0]?.usage).toMatchObject({
+			input_tokens: record.prompt_tokens,
+			output_tokens: record.completion_tokens,
+			server_tool_use: { web_search_requests: 1 },
+		});
+		await expectBooks(id, 5e9);
+	});
+
+	for (const max_uses of [-1, 1.5, "3", 1e12 + 0.5]) {
+		it(`max_uses ${JSON.stringify(max_uses)} is a 400 naming tools[0].max_uses, nothing held or searched`, async () => {
+			const { id, key } = await createKey({ balance_usd: 5 });
+			const since = await lastEngineId();
+			const res = await post(key, {
+				model: "test/ok",
+				max_tokens: 20,
+				messages: [{ role: "user", content: "search the bad tides" }],
+				tools: [{ ...SERVER_SEARCH, max_uses }],
+			});
+			expect(res.status).toBe(400);
+			const body = (await res.json()) as { error: { type: string; message: string } };
+			expect(body.error.type).toBe("invalid_request_error");
+			expect(body.error.message).toContain("tools[0].max_uses");
+			expect(await engineRequestsSince(since)).toEqual([]);
+			await expectBooks(id, 5e9);
+		});
+	}
 
 	it("without a search backend the server tool stays a 400", async () => {
 		const { key } = await createKey({ balance_usd: 5 });

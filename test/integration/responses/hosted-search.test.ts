@@ -469,6 +469,72 @@ describe("a search round served by two models", () => {
 	});
 });
 
+describe("a streamed search round served by two models", () => {
+	it("bills the second call at the fallback's prices, the usage event equal to what was billed, stored as streamed", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		// The requested model answers the first call and fails the second; test/fb-dear serves it.
+		const call = direct("search-failed-answer", undefined, { fallbacks: ["test/fb-dear"] });
+		const since = await lastEngineId();
+		const input = "search the mixed streamed tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true });
+		const { response, events } = await answered(await answer, true);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "message"]);
+		// One usage: on the terminal event only; sequence numbers run 0..n-1.
+		expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+		const { chats } = await engineCalls(since);
+		expect(chats.map((c) => c.model)).toEqual(["engine-ok", "engine-ok", "engine-fb-dear"]);
+		const firstPrompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const firstCompletion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const secondPrompt = devPrompt((chats[2] as { messages: Message[] }).messages);
+		const secondCompletion = messageText(response.output).split(/\s+/).length;
+		const cost = firstPrompt * 1_000 + firstCompletion * 2_000 + secondPrompt * 10_000 + secondCompletion * 20_000 + SEARCH_NANOS;
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({
+			status: "completed",
+			prompt_tokens: firstPrompt + secondPrompt,
+			completion_tokens: firstCompletion + secondCompletion,
+			cost_nanos: cost,
+		});
+		expect(response.usage).toMatchObject({
+			input_tokens: firstPrompt + secondPrompt,
+			output_tokens: firstCompletion + secondCompletion,
+		});
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(cost);
+		const stored = (await settledResponse(key, response.id as string)) as unknown as Json & { output: Item[]; usage: Usage };
+		expect(stored.output).toEqual(response.output);
+		expect(stored.usage).toEqual(response.usage);
+		expect(stored.model).toBe(response.model);
+	});
+});
+
+describe("a streamed search round whose engine reasons", () => {
+	it("numbers the items in order (search, reasoning, message), one usage, and stores what streamed", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("reasoning");
+		const { answer, ctx } = call(key, { input: "search the pondering tides", tools: [WEB], stream: true });
+		const { response, events } = await answered(await answer, true);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => i.type)).toEqual(["web_search_call", "reasoning", "message"]);
+		const added = events.filter((e) => e.type === "response.output_item.added");
+		expect(added.map((e) => [e.output_index, (e.item as Item).type])).toEqual([
+			[0, "web_search_call"],
+			[1, "reasoning"],
+			[2, "message"],
+		]);
+		const done = events.filter((e) => e.type === "response.output_item.done");
+		expect(done.map((e) => e.item)).toEqual(response.output);
+		expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "completed", search_count: 1 });
+		expect(response.usage).toMatchObject({ input_tokens: record.prompt_tokens, output_tokens: record.completion_tokens });
+		const stored = (await settledResponse(key, response.id as string)) as unknown as Json & { output: Item[] };
+		expect(stored.output).toEqual(response.output);
+		await expectBooks(id, 5e9);
+	});
+});
+
 describe("a second answer that calls the search again", () => {
 	for (const stream of [false, true]) {
 		it(`keeps its text, the call taken out, and searches once (${stream ? "stream" : "JSON"})`, async () => {
@@ -621,6 +687,115 @@ describe("a streamed round starts before its search ran", () => {
 			completion_tokens: completion,
 			cost_nanos: prompt * 1_000 + completion * 2_000,
 		});
+		await expectBooks(id, 5e9);
+	});
+
+	it("a client that leaves after the search answered, before the second call's first token, pays the first call, the search and the second prompt", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("search-late-answer");
+		const client = new AbortController();
+		const since = await lastEngineId();
+		const input = "search the departing tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false }, client.signal);
+		const res = await answer;
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		await eventsUntil(reader, "response.output_item.done");
+		// The second call is asked: its headers are 5 s away.
+		await waitFor(async () => (await engineCalls(since)).chats.length === 2);
+		client.abort();
+		await reader.cancel().catch(() => undefined);
+		await waitOnExecutionContext(ctx);
+		// The second call is let go, not left to answer into nothing.
+		await waitFor(
+			async () => (await engineRequestsSince(since)).filter((r) => r.path.endsWith("/chat/completions"))[1]?.aborted === true,
+		);
+		const { chats } = await engineCalls(since);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "client_disconnected", search_count: 1 });
+		// The second prompt's estimate on top of the first call as the engine counted it.
+		expect(record.prompt_tokens).toBeGreaterThan(prompt + devPrompt((chats[0] as { messages: Message[] }).messages) / 2);
+		expect(record.completion_tokens).toBe(completion);
+		expect(record.cost_nanos).toBe(record.prompt_tokens * 1_000 + completion * 2_000 + SEARCH_NANOS);
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(record.cost_nanos);
+	});
+
+	it("a second call that goes mute mid-answer ends in-band after stream_idle_timeout_ms, settled once: first call, search, what it sent", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("search-mute-answer", undefined, {}, { stream_idle_timeout_ms: 400 });
+		const since = await lastEngineId();
+		const input = "search the silent tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false });
+		const res = await answer;
+		expect(res.status).toBe(200);
+		const events = (await readSse(res)).map((d) => JSON.parse(d) as Json & { type: string });
+		const types = events.map((e) => e.type);
+		expect(types.slice(0, 7)).toEqual([
+			"response.created",
+			"response.in_progress",
+			"response.output_item.added",
+			"response.web_search_call.in_progress",
+			"response.web_search_call.searching",
+			"response.web_search_call.completed",
+			"response.output_item.done",
+		]);
+		expect(types.at(-1)).toMatch(/^response\.(failed|incomplete)$/);
+		expect(types.filter((t) => t === "response.completed")).toEqual([]);
+		expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+		await waitOnExecutionContext(ctx);
+		const { chats, searches } = await engineCalls(since);
+		expect([chats.length, searches.length]).toEqual([2, 1]);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ search_count: 1 });
+		expect(record.status).not.toBe("completed");
+		expect(record.cost_nanos).toBeGreaterThanOrEqual(prompt * 1_000 + completion * 2_000 + SEARCH_NANOS);
+		const { info } = await expectBooks(id, 5e9);
+		expect(info.spentNanos).toBe(record.cost_nanos);
+	});
+
+	it("a stream cancelled while the search waits, the runtime's signal never fired, settles once: no search charged, the backend let go", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const call = direct("ok", "searchgated");
+		const since = await lastEngineId();
+		const input = "search the cancelled tides";
+		const { answer, ctx } = call(key, { input, tools: [WEB], stream: true, store: false });
+		const res = await answer;
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		await eventsUntil(reader, "response.web_search_call.searching");
+		await waitFor(async () => (await engineCalls(since)).searches.length === 1);
+		await reader.cancel();
+		await waitOnExecutionContext(ctx);
+		await waitFor(async () => (await engineRequestsSince(since)).find((r) => r.path.endsWith("/search"))?.aborted === true);
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(1);
+		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
+		const completion = Math.ceil(JSON.stringify({ query: input }).length / 8);
+		expect(await onlyRecord(id)).toMatchObject({
+			status: "client_disconnected",
+			search_count: 0,
+			cost_nanos: prompt * 1_000 + completion * 2_000,
+		});
+		await expectBooks(id, 5e9);
+	});
+
+	it("a search backend that hangs past web_search.timeout_ms: the stream goes on with the search failed, not charged", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const web = (JSON.parse(env.GATEWAY_CONFIG) as { web_search: Json }).web_search;
+		const call = direct("ok", "searchslow", {}, { web_search: { ...web, timeout_ms: 300 } });
+		const { answer, ctx } = call(key, { input: "search the hung tides", tools: [WEB], stream: true, store: false });
+		const { response } = await answered(await answer, true);
+		await waitOnExecutionContext(ctx);
+		expect(response.output.map((i) => [i.type, i.status])).toEqual([
+			["web_search_call", "failed"],
+			["message", "completed"],
+		]);
+		const record = await onlyRecord(id);
+		expect(record).toMatchObject({ status: "completed", search_count: 0 });
+		expect(record.cost_nanos).toBe(record.prompt_tokens * 1_000 + record.completion_tokens * 2_000);
 		await expectBooks(id, 5e9);
 	});
 
