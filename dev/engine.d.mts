@@ -42,6 +42,8 @@ export type ScenarioName =
 	| "search-slow-answer"
 	| "search-failed-answer"
 	| "search-late"
+	| "search-mute-answer"
+	| "search-late-answer"
 	| "searchslow"
 	| "searchgated"
 	| "search-again"

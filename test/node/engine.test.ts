@@ -244,6 +244,8 @@ describe("dev engine", () => {
 			"search-slow-answer": true,
 			"search-failed-answer": true,
 			"search-late": true,
+			"search-mute-answer": true,
+			"search-late-answer": true,
 			"search-again": true,
 			ctx4096: true,
 			searchhuge: true,
