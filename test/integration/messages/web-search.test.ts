@@ -14,13 +14,10 @@ import worker from "../../../src/index";
 import { SEARCH, settled, type UsageRow } from "../../support/billing";
 import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
+import { devPrompt, type EngineMessage, engineCalls, toolNames } from "../../support/search-round";
 
 type Json = Record<string, unknown>;
-interface ChatMessage {
-	role: string;
-	content: unknown;
-	tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>;
-}
+type ChatMessage = EngineMessage;
 
 /** An Anthropic stream event, as parsed. */
 interface Event {
@@ -47,23 +44,6 @@ function post(key: string, body: Json): Promise<Response> {
 		headers: { "x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
 		body: JSON.stringify(body),
 	});
-}
-
-async function engineCalls(since: number) {
-	const all = await engineRequestsSince(since);
-	return {
-		searches: all.filter((r) => r.path.endsWith("/search")),
-		chats: all.filter((r) => r.path.endsWith("/chat/completions")).map((r) => r.body as Json & { messages: ChatMessage[] }),
-	};
-}
-
-function devPrompt(messages: ChatMessage[]): number {
-	const text = (c: unknown) => (typeof c === "string" ? c : "");
-	return Math.ceil(messages.reduce((n, m) => n + text(m.content).length, 0) / 4);
-}
-
-function toolNames(body: Json): string[] {
-	return ((body.tools ?? []) as Array<{ function: { name: string } }>).map((t) => t.function.name);
 }
 
 async function onlyRecord(keyId: string): Promise<UsageRow & { lane?: string }> {

@@ -13,6 +13,7 @@ import { settled, type UsageRow } from "../../support/billing";
 import { BASE, createKey, engineRequestsSince, gw, lastEngineId, readSse, releaseEngine, waitFor } from "../../support/gateway";
 import { expectBooks, ledger } from "../../support/ledger";
 import { created, settled as settledResponse } from "../../support/responses";
+import { devPrompt, type EngineMessage, engineCalls, toolNames } from "../../support/search-round";
 
 type Json = Record<string, unknown>;
 type Item = Json & { type: string };
@@ -21,12 +22,7 @@ interface Usage {
 	output_tokens: number;
 	total_tokens: number;
 }
-interface Message {
-	role: string;
-	content: unknown;
-	tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>;
-	tool_call_id?: string;
-}
+type Message = EngineMessage;
 
 const SEARCH_NANOS = 5_000_000;
 const WEB = { type: "web_search" };
@@ -51,24 +47,6 @@ async function answered(
 	const last = events.at(-1) as { type: string; response: never };
 	expect(last.type).toBe("response.completed");
 	return { response: last.response, events };
-}
-
-async function engineCalls(since: number) {
-	const all = await engineRequestsSince(since);
-	return {
-		searches: all.filter((r) => r.path.endsWith("/search")),
-		chats: all.filter((r) => r.path.endsWith("/chat/completions")).map((r) => r.body as Json & { messages: Message[] }),
-	};
-}
-
-/** The dev engine's prompt count: every message's text, a token per 4 characters. */
-function devPrompt(messages: Message[]): number {
-	const text = (c: unknown) => (typeof c === "string" ? c : "");
-	return Math.ceil(messages.reduce((n, m) => n + text(m.content).length, 0) / 4);
-}
-
-function toolNames(body: Json): string[] {
-	return ((body.tools ?? []) as Array<{ function: { name: string } }>).map((t) => t.function.name);
 }
 
 function messageText(output: Item[]): string {
