@@ -40,9 +40,9 @@ export interface SearchUnderWay {
 	readonly failure: unknown;
 }
 
-export const SEARCH_TOOL_NAME = "web_search";
+const SEARCH_TOOL_NAME = "web_search";
 /** The longest query searched for, as the chat lane's grounding takes the user's text. */
-export const MAX_QUERY_CHARS = 400;
+const MAX_QUERY_CHARS = 400;
 const QUERY_ARG = "query";
 /** The longest engine tool-call id a round keeps (vLLM's are `chatcmpl-tool-` and 32 hex digits). */
 const MAX_CALL_ID_CHARS = 64;

@@ -13,7 +13,7 @@ import type { ContentBlock, MessagesRequest } from "./request-schema";
 type Json = Record<string, unknown>;
 
 /** The name Anthropic gives its search tool (a `tool_choice` naming it asks for the search). */
-export const SERVER_SEARCH_NAME = "web_search";
+const SERVER_SEARCH_NAME = "web_search";
 /** An `encrypted_content` is opaque to the client: the result's url and title, base64, at most this long. */
 const MAX_ENCRYPTED_CHARS = 4096;
 

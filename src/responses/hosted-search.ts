@@ -12,7 +12,7 @@ import type { ResponsesRequest } from "./request-schema";
 import { chatTools, offersWebSearch, WEB_SEARCH_TYPES } from "./tools";
 
 /** A `tool_choice` naming the hosted search (`{"type": "web_search"}`, `web_search_preview`). */
-export function isHostedSearchChoice(choice: ResponsesRequest["tool_choice"]): boolean {
+function isHostedSearchChoice(choice: ResponsesRequest["tool_choice"]): boolean {
 	return typeof choice === "object" && choice !== null && WEB_SEARCH_TYPES.has(choice.type);
 }
 
