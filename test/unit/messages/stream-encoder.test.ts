@@ -160,8 +160,8 @@ describe("MessagesStreamEncoder", () => {
 			request_id: "req_1",
 		});
 		const idle = eventsOf(encode([{ type: "error", error: { message: "idle", type: "server_error", code: null }, idle: true }]));
-		// Anthropic's stream errors are api_error or overloaded_error: an engine gone quiet is api_error.
-		expect(idle.at(-1)?.data.error).toMatchObject({ type: "api_error", message: expect.stringMatching(/stopped sending/) });
+		// An engine gone quiet is a timeout, as the same cause is over HTTP (504 timeout_error), not an internal error.
+		expect(idle.at(-1)?.data.error).toMatchObject({ type: "timeout_error", message: expect.stringMatching(/stopped sending/) });
 		// An engine that closes without finishing is a failure too.
 		expect(eventsOf(encode([chunk({ content: "a" }), { type: "closed" }])).at(-1)?.event).toBe("error");
 	});
