@@ -38,7 +38,7 @@ export function secretForms(secrets: readonly string[]): string[] {
 export function redactForms(text: string, forms: readonly string[]): string {
 	let out = text;
 	for (const form of forms) if (out.includes(form)) out = out.split(form).join(REDACTED);
-	return out.includes("\\") ? redactEscaped(out, forms, false) : out;
+	return out.includes("\\") && escapesMatter(out, forms) ? redactEscaped(out, forms, false) : out;
 }
 
 function escapeRegExp(s: string): string {
@@ -114,6 +114,52 @@ export function decodeEscapes(raw: string, from = 0): Decoded {
 	return { text, starts, end: raw.length };
 }
 
+/** Per forms list: which UTF-16 units occur in some form (in either case, for the any-case scrub). */
+const formUnits = new WeakMap<readonly string[], Uint8Array>();
+
+function unitsOf(forms: readonly string[]): Uint8Array {
+	let units = formUnits.get(forms);
+	if (!units) {
+		units = new Uint8Array(65536);
+		for (const form of forms) {
+			for (const text of [form, form.toLowerCase(), form.toUpperCase()]) {
+				for (let i = 0; i < text.length; i++) units[text.charCodeAt(i)] = 1;
+			}
+		}
+		formUnits.set(forms, units);
+	}
+	return units;
+}
+
+/**
+ * Whether the decoded text can differ from the written one where a form is concerned: an escape
+ * decodes to a unit some form has, or the text ends inside an escape. Escapes that decode to
+ * nothing a form holds (`\n`, `\"` in a file's text) cannot complete a form, so the usual tool
+ * call's arguments skip decoding. One `indexOf` hop per backslash.
+ */
+export function escapesMatter(text: string, forms: readonly string[]): boolean {
+	const units = unitsOf(forms);
+	for (let at = text.indexOf("\\"); at >= 0; ) {
+		if (at + 1 >= text.length) return true;
+		const next = text[at + 1] as string;
+		let unit = -1;
+		let size = 1;
+		if (next === "u") {
+			const hex = text.slice(at + 2, at + 6);
+			if (HEX4.test(hex)) {
+				unit = Number.parseInt(hex, 16);
+				size = 6;
+			} else if (at + 6 > text.length && HEX_PREFIX.test(hex)) return true;
+		} else if (SIMPLE_ESCAPES[next] !== undefined) {
+			unit = (SIMPLE_ESCAPES[next] as string).charCodeAt(0);
+			size = 2;
+		}
+		if (unit >= 0 && units[unit] === 1) return true;
+		at = text.indexOf("\\", at + size);
+	}
+	return false;
+}
+
 /** One alternation of the forms per forms list (a stream's filter keeps its list), longest first. */
 const matchers = new WeakMap<readonly string[], { exact: RegExp; anyCase: RegExp }>();
 
@@ -163,7 +209,7 @@ export function scrubEngineText(text: string, secrets: readonly string[]): strin
 	let out = text;
 	const forms = secretForms(secrets);
 	for (const form of forms) out = out.replace(new RegExp(escapeRegExp(form), "gi"), REDACTED);
-	if (out.includes("\\")) out = redactEscaped(out, forms, true);
+	if (out.includes("\\") && escapesMatter(out, forms)) out = redactEscaped(out, forms, true);
 	return out.replace(BEARER, `$1${REDACTED}`);
 }
 

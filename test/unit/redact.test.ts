@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeEscapes, REDACTED, redactForms, scrubEngineText, secretForms } from "../../src/redact";
+import { decodeEscapes, escapesMatter, REDACTED, redactForms, scrubEngineText, secretForms } from "../../src/redact";
 
 const SECRET = "sk-node/Key_0123456789";
 const forms = secretForms([SECRET]);
@@ -41,6 +41,19 @@ describe("decodeEscapes", () => {
 		const d = decodeEscapes("\\u0041bc\\u0044", 3);
 		expect(d).toEqual({ text: "bcD", starts: [6, 7, 8], end: 14 });
 		expect(decodeEscapes("\\u0041bc\\u0044", 7)).toEqual({ text: "cD", starts: [7, 8], end: 14 });
+	});
+});
+
+describe("escapesMatter", () => {
+	it("is false when every escape decodes to a unit no form has (a file's text in arguments), so nothing is decoded", () => {
+		expect(escapesMatter('{"text":"line\\none\\t\\"q\\" \\u00e9 C:\\\\x"}', forms)).toBe(false);
+	});
+
+	it("is true for an escape of a form's unit, in any case, and for text that ends inside an escape", () => {
+		expect(escapesMatter("\\u006B", forms)).toBe(true);
+		expect(escapesMatter("\\u004B", forms)).toBe(true);
+		expect(escapesMatter("\\/", forms)).toBe(true);
+		for (const tail of ["x\\", "x\\u", "x\\u00e"]) expect(escapesMatter(tail, forms), tail).toBe(true);
 	});
 });
 
