@@ -5,6 +5,9 @@
 import { structuredText } from "./engine-structured.mjs";
 import { sendJson } from "./engine-wire.mjs";
 
+/** Stands for the escaped echo in an embeddings body until it is written out as is. */
+const ECHO_MARK = "__venym_echo__";
+
 const words = (text) => text.split(/\s+/).filter(Boolean);
 
 function promptsOf(prompt) {
@@ -99,8 +102,13 @@ export function embeddings(ctx) {
 		const vector = Array.from({ length: dims }, (_, i) => Number((((text.length + 1) * (i + 1)) % 97) / 97).toFixed(6) * 1);
 		const embedding =
 			body.encoding_format === "base64" ? Buffer.from(new Float32Array(vector).buffer).toString("base64") : vector;
-		return { object: "embedding", index, embedding };
+		// An echoing engine writes its escaped Authorization into the raw JSON (the client's JSON.parse decodes it).
+		return { object: "embedding", index, embedding, ...(ctx.behaviour?.echoEscaped ? { echo: ECHO_MARK } : {}) };
 	});
 	const prompt = inputs.reduce((a, p) => a + tokensOf(p), 0);
-	sendJson(res, 200, { object: "list", data, model: body.model, usage: { prompt_tokens: prompt, total_tokens: prompt } });
+	const answer = { object: "list", data, model: body.model, usage: { prompt_tokens: prompt, total_tokens: prompt } };
+	if (!ctx.behaviour?.echoEscaped) return sendJson(res, 200, answer);
+	const text = JSON.stringify(answer).replaceAll(`"${ECHO_MARK}"`, `"${ctx.behaviour.echo}"`);
+	res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+	res.end(text);
 }

@@ -60,6 +60,20 @@ export function searchToolCall(body, userText, n) {
 	return { id: `call_search${n}`, type: "function", function: { name: search, arguments: JSON.stringify({ query: userText }) } };
 }
 
+/**
+ * `text` as a JSON string's body with most characters escaped: `\\uXXXX` in lower- and upper-case
+ * hex by turns, every third character as it is (`/` as `\\/`), spaces always escaped, so the
+ * result is one word. A client that JSON-parses it reads `text`.
+ */
+export function jsonEscaped(text) {
+	return Array.from(text, (c, i) => {
+		const hex = c.charCodeAt(0).toString(16).padStart(4, "0");
+		if (i % 3 === 0 || c === " ") return `\\u${hex}`;
+		if (i % 3 === 1) return `\\u${hex.toUpperCase()}`;
+		return c === "/" ? "\\/" : c;
+	}).join("");
+}
+
 function chooseTool(body, last, userText, n, behaviour) {
 	if (last.role === "tool") return null;
 	const searched = searchToolCall(body, userText, n);
@@ -68,7 +82,10 @@ function chooseTool(body, last, userText, n, behaviour) {
 	const tools = (Array.isArray(body.tools) ? body.tools : []).filter((t) => t !== search);
 	if (tools.length === 0 || body.tool_choice === "none") return null;
 	const name = body.tool_choice?.function?.name ?? tools[0]?.function?.name ?? "tool";
-	const whole = JSON.stringify({ query: userText });
+	// An echoing engine puts its escaped Authorization where the client JSON-parses it.
+	const whole = behaviour.echoEscaped
+		? `{"query":${JSON.stringify(userText)},"authorization":"${behaviour.echo}"}`
+		: JSON.stringify({ query: userText });
 	// A weak model's arguments: the closing quote and brace never come.
 	const args = behaviour.brokenToolArgs ? whole.slice(0, -2) : whole;
 	return { id: `call_${n}`, type: "function", function: { name, arguments: args } };
@@ -101,9 +118,11 @@ export function planReply(body, behaviour, n) {
 	const wantsReasoning = body.reasoning_effort != null || /reason/i.test(String(body.model ?? ""));
 	const reasoningField = behaviour.reasoningField ?? (wantsReasoning ? "reasoning_content" : null);
 	const reasoningWords = reasoningField ? words(REASONING_TEXT) : [];
-	const reply = behaviour.echo
-		? `${replyText(messages, last, userText)} Authorization: ${behaviour.echo}`
-		: replyText(messages, last, userText);
+	const reply = behaviour.echoEscaped
+		? `{"authorization":"${behaviour.echo}"}`
+		: behaviour.echo
+			? `${replyText(messages, last, userText)} Authorization: ${behaviour.echo}`
+			: replyText(messages, last, userText);
 	// Structured output is JSON as asked, never padded by a scenario (a cap can still cut it, as engines do).
 	const structured = toolCall ? null : structuredText(body.response_format, userText);
 	// `sayBeforeTool`: a model that starts answering, then calls the tool in the same answer.
@@ -164,10 +183,12 @@ function toolDeltas({ toolCall, argFragments }) {
 }
 
 // A word of 8+ characters after "Bearer" (an echoed token) goes out in two halves, as a
-// tokenizer would split it: a gateway must catch a secret across frames.
+// tokenizer would split it: a gateway must catch a secret across frames. A word with JSON
+// escapes goes out 8 characters a frame, so escapes are split too.
 function contentDeltas(list) {
 	return list.flatMap((w, i) => {
 		const text = i === 0 ? w : ` ${w}`;
+		if (w.includes("\\")) return fragments(text).map((piece) => ({ content: piece }));
 		if (list[i - 1] !== "Bearer" || w.length < 8) return [{ content: text }];
 		const half = text.length >> 1;
 		return [{ content: text.slice(0, half) }, { content: text.slice(half) }];

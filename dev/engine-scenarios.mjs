@@ -37,6 +37,10 @@
 //   echoAuth                   the request's Authorization is echoed in the answer: in the
 //                              content (a stream splits the token over two frames), the legacy
 //                              text, and the `failure` message
+//   echoEscaped                with echoAuth: the echo written with JSON `\u` escapes (mixed-case
+//                              hex), as the content a client parses (`{"authorization": …}`), in a
+//                              tool call's arguments, and in each embedding's raw JSON; a stream
+//                              splits it every 8 characters, escapes included
 //   plan, toolName, toolInput  replaces planReply (engine-reply.mjs): tool-loop calls the tool
 //                              `toolName` once with `toolInput`, then answers with its result
 //   queue                      what `/metrics` reports: { waiting, running, kv_cache_usage }
@@ -136,6 +140,8 @@ export const SCENARIOS = {
 	},
 	// Echoes its Authorization header in the completion text, the token split over two frames.
 	echoauthcontent: { echoAuth: true },
+	// Echoes its Authorization header written with JSON escapes, where the client decodes them.
+	echoauthescaped: { echoAuth: true, echoEscaped: true },
 	// Fails mid-stream with its Authorization header in the error message.
 	echoauthmid: {
 		echoAuth: true,

@@ -31,6 +31,7 @@ export type ScenarioName =
 	| "echoauthcontent"
 	| "echoauthmid"
 	| "echoauth200"
+	| "echoauthescaped"
 	| "trickle"
 	| "doneopen"
 	| "slowheaders"

@@ -17,6 +17,7 @@ import {
 	awkwardPieces,
 	completion,
 	encodeFrame,
+	jsonEscaped,
 	MODEL_IDS,
 	planReply,
 	promptTokens,
@@ -303,7 +304,7 @@ function echoing(behaviour, req) {
 	const failure = behaviour.failure?.error
 		? { error: { ...behaviour.failure.error, message: `${behaviour.failure.error.message} (request authorization: ${auth})` } }
 		: behaviour.failure;
-	return { ...behaviour, echo: auth, failure };
+	return { ...behaviour, echo: behaviour.echoEscaped ? jsonEscaped(auth) : auth, failure };
 }
 
 function createState() {

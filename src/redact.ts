@@ -31,15 +31,171 @@ export function secretForms(secrets: readonly string[]): string[] {
 	return [...forms].sort((a, b) => b.length - a.length);
 }
 
-/** `text` with every form replaced, exactly as written (completion text keeps its case otherwise). */
+/**
+ * `text` with every form replaced, exactly as written (completion text keeps its case otherwise),
+ * and as a client reads it after decoding JSON string escapes (`decodeEscapes`).
+ */
 export function redactForms(text: string, forms: readonly string[]): string {
 	let out = text;
 	for (const form of forms) if (out.includes(form)) out = out.split(form).join(REDACTED);
-	return out;
+	return out.includes("\\") && escapesMatter(out, forms) ? redactEscaped(out, forms, false) : out;
 }
 
 function escapeRegExp(s: string): string {
 	return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/**
+ * The longest a decoded UTF-16 unit is written (`\uXXXX`): how far back in the written text a
+ * secret's start can lie, per decoded unit.
+ */
+export const MAX_ESCAPE_CHARS = 6;
+
+/** The two-character escapes of a JSON string, decoded. */
+const SIMPLE_ESCAPES: Record<string, string> = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
+const HEX4 = /^[0-9a-fA-F]{4}$/;
+const HEX_PREFIX = /^[0-9a-fA-F]{0,3}$/;
+
+/** Text as JSON decodes a string's body: the units, where each starts in the text, where decoding stopped. */
+export interface Decoded {
+	/** The decoded units that start at or after `from`. */
+	text: string;
+	/** Where each of them starts in the written text. */
+	starts: number[];
+	/** The start of an escape the text ends before finishing (`\`, `\u00`), else the text's length. */
+	end: number;
+}
+
+/**
+ * `raw` as a client reads it after JSON-decoding it as a string's body (a tool call's arguments,
+ * structured output, any JSON the client parses): `\uXXXX` in either case (a surrogate pair is
+ * two units, as in the text), `\/`, `\"`, `\\` and the control escapes; a backslash that starts
+ * no escape stands for itself. Only units starting at or after `from` are collected, so a
+ * caller that needs the tail pays for the backslashes before it, not for every character
+ * (`indexOf` skips runs without one).
+ */
+export function decodeEscapes(raw: string, from = 0): Decoded {
+	let text = "";
+	const starts: number[] = [];
+	const plain = (a: number, b: number) => {
+		const s = Math.max(a, from);
+		if (s >= b) return;
+		text += raw.slice(s, b);
+		for (let k = s; k < b; k++) starts.push(k);
+	};
+	let i = 0;
+	while (i < raw.length) {
+		const at = raw.indexOf("\\", i);
+		if (at < 0) break;
+		plain(i, at);
+		if (at + 1 >= raw.length) return { text, starts, end: at };
+		let unit = "\\";
+		let size = 1;
+		if (raw[at + 1] === "u") {
+			const hex = raw.slice(at + 2, at + 6);
+			if (HEX4.test(hex)) {
+				unit = String.fromCharCode(Number.parseInt(hex, 16));
+				size = 6;
+			} else if (at + 6 > raw.length && HEX_PREFIX.test(hex)) return { text, starts, end: at };
+		} else {
+			const simple = SIMPLE_ESCAPES[raw[at + 1] as string];
+			if (simple !== undefined) {
+				unit = simple;
+				size = 2;
+			}
+		}
+		if (at >= from) {
+			text += unit;
+			starts.push(at);
+		}
+		i = at + size;
+	}
+	plain(i, raw.length);
+	return { text, starts, end: raw.length };
+}
+
+/** Per forms list: which UTF-16 units occur in some form (in either case, for the any-case scrub). */
+const formUnits = new WeakMap<readonly string[], Uint8Array>();
+
+function unitsOf(forms: readonly string[]): Uint8Array {
+	let units = formUnits.get(forms);
+	if (!units) {
+		units = new Uint8Array(65536);
+		for (const form of forms) {
+			for (const text of [form, form.toLowerCase(), form.toUpperCase()]) {
+				for (let i = 0; i < text.length; i++) units[text.charCodeAt(i)] = 1;
+			}
+		}
+		formUnits.set(forms, units);
+	}
+	return units;
+}
+
+/**
+ * Whether the decoded text can differ from the written one where a form is concerned: an escape
+ * decodes to a unit some form has, or the text ends inside an escape. Escapes that decode to
+ * nothing a form holds (`\n`, `\"` in a file's text) cannot complete a form, so the usual tool
+ * call's arguments skip decoding. One `indexOf` hop per backslash.
+ */
+export function escapesMatter(text: string, forms: readonly string[]): boolean {
+	const units = unitsOf(forms);
+	for (let at = text.indexOf("\\"); at >= 0; ) {
+		if (at + 1 >= text.length) return true;
+		const next = text[at + 1] as string;
+		let unit = -1;
+		let size = 1;
+		if (next === "u") {
+			const hex = text.slice(at + 2, at + 6);
+			if (HEX4.test(hex)) {
+				unit = Number.parseInt(hex, 16);
+				size = 6;
+			} else if (at + 6 > text.length && HEX_PREFIX.test(hex)) return true;
+		} else if (SIMPLE_ESCAPES[next] !== undefined) {
+			unit = (SIMPLE_ESCAPES[next] as string).charCodeAt(0);
+			size = 2;
+		}
+		if (unit >= 0 && units[unit] === 1) return true;
+		at = text.indexOf("\\", at + size);
+	}
+	return false;
+}
+
+/** One alternation of the forms per forms list (a stream's filter keeps its list), longest first. */
+const matchers = new WeakMap<readonly string[], { exact: RegExp; anyCase: RegExp }>();
+
+function matcherOf(forms: readonly string[], ignoreCase: boolean): RegExp {
+	let m = matchers.get(forms);
+	if (!m) {
+		const source = forms.map(escapeRegExp).join("|");
+		m = { exact: new RegExp(source, "g"), anyCase: new RegExp(source, "gi") };
+		matchers.set(forms, m);
+	}
+	const re = ignoreCase ? m.anyCase : m.exact;
+	re.lastIndex = 0;
+	return re;
+}
+
+/** Escapes decoded with no positions kept: whether a form hides in `raw` at all, without a position per character. */
+const ESCAPE = /\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))/g;
+const decodedQuickly = (raw: string) =>
+	raw.replace(ESCAPE, (_, hex: string | undefined, simple: string | undefined) =>
+		hex ? String.fromCharCode(Number.parseInt(hex, 16)) : (SIMPLE_ESCAPES[simple as string] as string),
+	);
+
+/** `raw` with each stretch whose decoded text is a form replaced whole (the escapes that spell it included). */
+function redactEscaped(raw: string, forms: readonly string[], ignoreCase: boolean): string {
+	if (forms.length === 0 || !matcherOf(forms, ignoreCase).test(decodedQuickly(raw))) return raw;
+	const d = decodeEscapes(raw);
+	const re = matcherOf(forms, ignoreCase);
+	let out = "";
+	let done = 0;
+	for (let m = re.exec(d.text); m !== null; m = re.exec(d.text)) {
+		const from = d.starts[m.index] as number;
+		const after = m.index + m[0].length;
+		out += raw.slice(done, from) + REDACTED;
+		done = after < d.starts.length ? (d.starts[after] as number) : d.end;
+	}
+	return out + raw.slice(done);
 }
 
 const BEARER = /\b(Bearer\s+)[^\s"',;]+/gi;
@@ -51,7 +207,9 @@ const BEARER = /\b(Bearer\s+)[^\s"',;]+/gi;
  */
 export function scrubEngineText(text: string, secrets: readonly string[]): string {
 	let out = text;
-	for (const form of secretForms(secrets)) out = out.replace(new RegExp(escapeRegExp(form), "gi"), REDACTED);
+	const forms = secretForms(secrets);
+	for (const form of forms) out = out.replace(new RegExp(escapeRegExp(form), "gi"), REDACTED);
+	if (out.includes("\\") && escapesMatter(out, forms)) out = redactEscaped(out, forms, true);
 	return out.replace(BEARER, `$1${REDACTED}`);
 }
 

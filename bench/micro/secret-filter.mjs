@@ -2,7 +2,8 @@
 // encoder alone (no node key configured: the filter is not installed) against the encoder behind
 // the filter with one node key (the usual config) and with four keys. Each chunk is a typical
 // chat delta; one workload has every delta end in a key's first characters, so the filter holds
-// and re-serialises each one (its worst case). Pure JS in V8, as workerd runs it.
+// and re-serialises each one (its worst case); one has JSON escapes in every delta (tool-call
+// arguments), which the filter also matches decoded. Pure JS in V8, as workerd runs it.
 //
 //   node bench/micro/secret-filter.mjs        (a few seconds; prints CPU ns per chunk, median of 41 runs)
 //
@@ -47,6 +48,8 @@ function forwarded(content) {
 const workloads = {
 	"ordinary deltas (` word17`)": (i) => ` word${i % 97}`,
 	"every delta ends in a key's start (` … vllm-`)": (i) => ` word${i % 97} vllm-`,
+	// A tool call's arguments (a file's text in JSON): every delta carries escapes, decoded to be matched.
+	'escaped deltas (` w17\\n\\"\\u00e9`)': (i) => ` w${i % 97}\\n\\"\\u00e9`,
 };
 const setups = {
 	"no node key (filter not installed)": [],

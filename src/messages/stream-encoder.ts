@@ -157,10 +157,10 @@ export class MessagesStreamEncoder implements StreamEncoder {
 		if (outcome.status !== "completed") {
 			// A search round's second call that never answered fails with what the HTTP path gives the same cause.
 			const cause = this.#opts.underWay?.failure ?? streamFailure(outcome);
+			// The type the same cause gets over HTTP: an engine gone quiet is `timeout_error`, which
+			// Anthropic's SDKs type for an error event too (docs/messages.md says why).
 			const { body } = toAnthropicErrorResponse(cause, this.#opts.requestId);
-			// In a stream Anthropic sends api_error or overloaded_error: an engine gone quiet is the first.
-			const error = body.error.type === "timeout_error" ? { ...body.error, type: "api_error" as const } : body.error;
-			return sseEvent("error", { error, request_id: body.request_id });
+			return sseEvent("error", { error: body.error, request_id: body.request_id });
 		}
 		let out = this.#flushCalls() + this.#close();
 		const stop = stopReasonOf(this.#finish, this.#matched, this.#opts.stopSequences ?? [], this.#sawToolCall);

@@ -8,7 +8,7 @@
  * stream's end. Plugged in as an encoder wrapper (`withSecretsRedacted`), so every encoder (chat
  * SSE, legacy completions, Responses events) gets it; with no node secret it is not there at all.
  */
-import { redactForms, secretForms } from "../redact";
+import { decodeEscapes, escapesMatter, MAX_ESCAPE_CHARS, redactForms, secretForms } from "../redact";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "./chat-reducer";
 import type { StreamEncoder } from "./pipe-engine-stream";
 
@@ -158,11 +158,32 @@ export class StreamSecretFilter {
 	}
 
 	/**
-	 * Where the tail that could begin a secret starts (`text.length`: nothing to hold): the
-	 * earliest of the last (longest form − 1) positions where a form's proper prefix ends the text.
-	 * One pass over those characters, comparing only where some form starts.
+	 * Where the tail that could begin a secret starts (`text.length`: nothing to hold), as written
+	 * and as the client reads it after decoding JSON escapes: the earliest of an unfinished escape
+	 * (`\u00`, whose `73` may come next) and a form's proper prefix ending the text, either view.
+	 * Without a backslash, or with escapes that decode to nothing a form has, both views agree
+	 * and only the last (longest form − 1) characters are looked at; otherwise only the last
+	 * (longest − 1) decoded units, at most six characters each, are decoded. The cut falls where
+	 * a unit starts, never inside an escape.
 	 */
 	#holdFrom(text: string): number {
+		const cut = this.#prefixFrom(text);
+		if (!text.includes("\\") || !escapesMatter(text, this.#forms)) return cut;
+		const window = text.length - MAX_ESCAPE_CHARS * this.#longest;
+		const d = decodeEscapes(text, Math.max(0, window));
+		const unit = this.#prefixFrom(d.text);
+		let at = Math.min(cut, d.end, unit < d.text.length ? (d.starts[unit] as number) : text.length);
+		if (at < d.end) {
+			// A cut inside an escape moves back to its backslash: the held text starts a unit.
+			let j = d.starts.length - 1;
+			while (j > 0 && (d.starts[j] as number) > at) j--;
+			at = Math.min(at, d.starts[j] ?? at);
+		}
+		return at;
+	}
+
+	/** The earliest of the last (longest form − 1) positions where a form's proper prefix ends `text`. */
+	#prefixFrom(text: string): number {
 		for (let i = Math.max(0, text.length - this.#longest + 1); i < text.length; i++) {
 			const first = text.charCodeAt(i);
 			if (this.#starts[first] === 0) continue;

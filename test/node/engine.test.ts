@@ -228,6 +228,7 @@ describe("dev engine", () => {
 			echoauthcontent: true,
 			echoauthmid: true,
 			echoauth200: true,
+			echoauthescaped: true,
 			mute: true,
 			brokentool: true,
 			cached: true,

@@ -314,6 +314,21 @@ describe("POST /v1/messages", () => {
 		expect(events.map((e) => e.event)).not.toContain("message_stop");
 	});
 
+	it("ends a stream whose engine stalls with a timeout_error event, the type the HTTP path gives a stall", async () => {
+		const key = await createKey({ name: "messages-stall", balance_usd: 10 });
+		const res = await messages(key.key, {
+			model: "test/stall",
+			max_tokens: 100,
+			stream: true,
+			messages: [{ role: "user", content: `stall ${marker()}` }],
+		});
+		expect(res.status).toBe(200);
+		const events = await eventsOf(res);
+		expect(events.at(-1)?.event).toBe("error");
+		expect(events.at(-1)?.data.error).toMatchObject({ type: "timeout_error" });
+		expect(events.map((e) => e.event)).not.toContain("message_stop");
+	});
+
 	it("runs the gateway's web search for a :online model id, its sources on the message", async () => {
 		const key = await createKey({ name: "messages-online", balance_usd: 10 });
 		const res = await messages(key.key, {

@@ -2,6 +2,8 @@
  * The Messages stream encoder over the chat reducer: every Anthropic event type, in order, and
  * the official SDK's MessageStream rebuilds the same message from them.
  */
+import { APIError } from "@anthropic-ai/sdk/core/error";
+import { Stream } from "@anthropic-ai/sdk/core/streaming";
 import { MessageStream } from "@anthropic-ai/sdk/lib/MessageStream";
 import { describe, expect, it } from "vitest";
 import { MessagesStreamEncoder } from "../../../src/messages/stream-encoder";
@@ -160,10 +162,36 @@ describe("MessagesStreamEncoder", () => {
 			request_id: "req_1",
 		});
 		const idle = eventsOf(encode([{ type: "error", error: { message: "idle", type: "server_error", code: null }, idle: true }]));
-		// Anthropic's stream errors are api_error or overloaded_error: an engine gone quiet is api_error.
-		expect(idle.at(-1)?.data.error).toMatchObject({ type: "api_error", message: expect.stringMatching(/stopped sending/) });
+		// An engine gone quiet is a timeout, as the same cause is over HTTP (504 timeout_error), not an internal error.
+		expect(idle.at(-1)?.data.error).toMatchObject({ type: "timeout_error", message: expect.stringMatching(/stopped sending/) });
 		// An engine that closes without finishing is a failure too.
 		expect(eventsOf(encode([chunk({ content: "a" }), { type: "closed" }])).at(-1)?.event).toBe("error");
+	});
+
+	it("gives the Anthropic SDK a stalled engine as an APIError of type timeout_error, thrown as it throws api_error", async () => {
+		const thrown = async (events: EngineEvent[]) => {
+			const res = new Response(encode(events), { headers: { "content-type": "text/event-stream" } });
+			try {
+				for await (const _ of Stream.fromSSEResponse(res, new AbortController())) {
+					// Read to the error event.
+				}
+			} catch (err) {
+				return err;
+			}
+			return null;
+		};
+		const idle = await thrown([
+			chunk({ content: "a" }),
+			{ type: "error", error: { message: "idle", type: "server_error", code: null }, idle: true },
+		]);
+		const failed = await thrown([
+			chunk({ content: "a" }),
+			{ type: "error", error: { message: "oom", type: "server_error", code: null } },
+		]);
+		expect(idle).toBeInstanceOf(APIError);
+		expect(failed).toBeInstanceOf(APIError);
+		expect([(idle as APIError).type, (failed as APIError).type]).toEqual(["timeout_error", "api_error"]);
+		expect((idle as APIError).constructor).toBe((failed as APIError).constructor);
 	});
 
 	it("answers a stream with no content with a whole, empty message", async () => {

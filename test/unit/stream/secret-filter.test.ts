@@ -42,7 +42,7 @@ function joined(
 
 const content = (ch: Record<string, unknown>) => (ch.delta as Record<string, unknown> | undefined)?.content;
 
-const head = { id: "chatcmpl-eng", object: "chat.completion.chunk", created: 1700000000, model: "engine/m" };
+const chunkHead = { id: "chatcmpl-eng", object: "chat.completion.chunk", created: 1700000000, model: "engine/m" };
 
 describe("node secrets in a relayed stream", () => {
 	const said = `key: Bearer ${SECRET} ok`;
@@ -114,7 +114,7 @@ describe("a node key echoed outside content, reasoning and tool arguments", () =
 
 	it("scrubs a refusal delta", () => {
 		// DELTA_FIELDS is content, reasoning_content, reasoning: `delta.refusal` is relayed as the engine sent it.
-		const text = relayed({ ...head, choices: [{ index: 0, delta: { refusal: `no: Bearer ${SECRET}` } }] });
+		const text = relayed({ ...chunkHead, choices: [{ index: 0, delta: { refusal: `no: Bearer ${SECRET}` } }] });
 		expect(text).not.toContain(SECRET);
 	});
 
@@ -122,7 +122,7 @@ describe("a node key echoed outside content, reasoning and tool arguments", () =
 		// The content is scrubbed, but with `logprobs: true` the same text goes out as token strings.
 		const tokens = ["Bearer", " node", "-key", "-0123", "456789", "abcdef"];
 		const chunk = {
-			...head,
+			...chunkHead,
 			choices: [
 				{
 					index: 0,
@@ -134,5 +134,73 @@ describe("a node key echoed outside content, reasoning and tool arguments", () =
 		const out = JSON.parse(relayed(chunk)) as { choices: { logprobs: { content: { token: string }[] } }[] };
 		const spelled = (out.choices[0]?.logprobs.content ?? []).map((e) => e.token).join("");
 		expect(spelled).not.toContain(SECRET);
+	});
+});
+
+describe("a node key written with JSON escapes, as the client reads it after decoding", () => {
+	/** The key with every other character (from `from`) as `\uXXXX`, hex in upper case when `upper`. */
+	const escapedKey = (from = 0, upper = false) =>
+		Array.from(SECRET, (c, i) => {
+			const hex = c.charCodeAt(0).toString(16).padStart(4, "0");
+			return i >= from && i % 2 === 0 ? `\\u${upper ? hex.toUpperCase() : hex}` : c;
+		}).join("");
+	type Call = { function: { arguments?: string } };
+	const argsOf = (ch: Record<string, unknown>) =>
+		((ch.delta as { tool_calls?: Call[] } | undefined)?.tool_calls ?? []).map((c) => c.function.arguments ?? "").join("");
+	const call = (p: string) => ({ tool_calls: [{ index: 0, function: { arguments: p } }] });
+	const head = { tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "run", arguments: "" } }] };
+
+	it("are redacted in tool-call arguments wherever the engine splits them, escapes split too (\\u00 | 6e)", async () => {
+		for (const upper of [false, true]) {
+			const args = `{"k":"${escapedKey(0, upper)}","n":1}`;
+			for (let cut = 1; cut < args.length; cut++) {
+				const upstream = [frame(head), frame(call(args.slice(0, cut))), frame(call(args.slice(cut))), frame({}, "tool_calls")];
+				const { text, chunks } = await relay(upstream);
+				const joinedArgs = joined(chunks, argsOf);
+				expect(JSON.parse(joinedArgs), `cut at ${cut}`).toEqual({ k: "[redacted]", n: 1 });
+				expect(text).not.toContain(SECRET.slice(1, 12));
+			}
+		}
+	});
+
+	it("are redacted when the arguments come one character a frame, the key only partly escaped", async () => {
+		const args = `{"k":"${escapedKey(10)}"}`;
+		const { chunks } = await relay([frame(head), ...Array.from(args, (c) => frame(call(c))), frame({}, "tool_calls")]);
+		expect(JSON.parse(joined(chunks, argsOf))).toEqual({ k: "[redacted]" });
+	});
+
+	it("are redacted in content a client parses (structured output), split mid-escape, and in a stream that ends without a finish chunk", async () => {
+		const said = `{"auth":"Bearer\\u0020${escapedKey()}"}`;
+		for (let cut = 1; cut < said.length; cut += 3) {
+			for (const finish of ["stop", null]) {
+				const upstream = [frame({ content: said.slice(0, cut) }), frame({ content: said.slice(cut) })];
+				if (finish) upstream.push(frame({}, finish));
+				const { chunks } = await relay([...upstream, bytes.encode("data: [DONE]\n\n")]);
+				expect(JSON.parse(joined(chunks, content)), `cut at ${cut}`).toEqual({ auth: "Bearer [redacted]" });
+			}
+		}
+	});
+
+	it("are redacted when the engine escapes them in its own SSE frame (decoded before the filter)", async () => {
+		const raw = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"e","choices":[{"index":0,"delta":{"content":"${escapedKey()}"},"finish_reason":null}]}`;
+		const { text, chunks } = await relay([bytes.encode(`data: ${raw}\n\n`), frame({}, "stop")]);
+		expect(joined(chunks, content)).toBe("[redacted]");
+		expect(text).not.toContain(SECRET);
+	});
+
+	it("hold back a bounded tail: escaped text that spells no key goes out as it comes", () => {
+		const filter = new StreamSecretFilter(secretForms([SECRET]));
+		const longest = Math.max(...secretForms([SECRET]).map((f) => f.length));
+		let sent = "";
+		let given = "";
+		for (let i = 0; i < 300; i++) {
+			const piece = i % 3 === 0 ? "\\u00" : i % 3 === 1 ? "41\\" : "n";
+			given += piece;
+			const chunk = { ...chunkHead, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] };
+			const out = filter.chunk({ chunk, data: null }).chunk as { choices: Array<{ delta: { content?: string } }> };
+			sent += out.choices[0]?.delta.content ?? "";
+			expect(given.length - sent.length).toBeLessThanOrEqual(6 * longest);
+		}
+		expect(sent).toBe(given.slice(0, sent.length));
 	});
 });
