@@ -51,9 +51,10 @@ export function settleChat(settlement: Settlement, outcome: Outcome): Promise<Se
  * prompt tokens over the time to the first token (which counts the queue too: a slower rate).
  */
 function learnPrefill(node: string, end: StreamEnd, firstTokenMs: number | undefined): void {
-	if (end.prefill) return isolateFleet.prefill(node, end.prefill.tokens, end.prefill.ms);
-	if (firstTokenMs === undefined || end.estimated || end.status !== "completed") return;
-	isolateFleet.prefill(node, end.usage.prompt_tokens - (end.usage.cached_tokens ?? 0), firstTokenMs);
+	if (end.prefill) isolateFleet.prefill(node, end.prefill.tokens, end.prefill.ms);
+	else if (firstTokenMs !== undefined && !end.estimated && end.status === "completed") {
+		isolateFleet.prefill(node, end.usage.prompt_tokens - (end.usage.cached_tokens ?? 0), firstTokenMs);
+	}
 }
 
 export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: Served): ChatResult {
