@@ -212,8 +212,9 @@ export const SCENARIOS = {
 	cached: { cachedShare: 0.5 },
 	cachedllama: { cachedShare: 0.5, usage: "finish" },
 	overcached: { cachedShare: 3 },
-	// A long answer as a real engine makes one: 90 words a second apart (90 s), first token at once.
-	long90: { delayMs: 1000, exactWords: 90 },
+	// A long answer as a real engine makes one, sped up for tests: 90 words 30 ms apart (2.7 s,
+	// longer than the tests' first-byte and idle timeouts together), first token at once.
+	long: { delayMs: 30, exactWords: 90 },
 	// A weak model that never closes its tool call's arguments (`{"query":"…` with no `"}`).
 	brokentool: { brokenToolArgs: true },
 	// Headers arrive late but within the first-byte timeout.

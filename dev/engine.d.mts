@@ -56,7 +56,7 @@ export type ScenarioName =
 	| "cached"
 	| "cachedllama"
 	| "overcached"
-	| "long90";
+	| "long";
 
 export declare const scenarioNames: readonly ScenarioName[];
 

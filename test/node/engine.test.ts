@@ -234,7 +234,7 @@ describe("dev engine", () => {
 			cached: true,
 			cachedllama: true,
 			overcached: true,
-			long90: true,
+			long: true,
 			trickle: true,
 			doneopen: true,
 			slowheaders: true,
