@@ -174,10 +174,9 @@ describe("the request's deadline (request_timeout_ms)", () => {
 		});
 		const k = await createKey({ balance_usd: 10 });
 		const m = marker();
-		// Legacy completions streams through the chat SSE encoder (the same in-band frame); the
-		// development engine's /completions has no gate to hold its stream open.
 		const streams: Array<[string, Record<string, unknown>, string]> = [
 			["/v1/chat/completions", { model: "fleet", messages: user(m), stream: true }, '"code":"upstream_timeout"'],
+			["/v1/completions", { model: "fleet", prompt: m, stream: true }, '"code":"upstream_timeout"'],
 			["/v1/responses", { model: "fleet", input: m, stream: true }, "response.failed"],
 			["/v1/messages", { model: "fleet", max_tokens: 10, messages: user(m), stream: true }, "event: error"],
 		];
