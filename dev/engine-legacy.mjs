@@ -2,6 +2,7 @@
 // and Ollama serve beside chat. Echoes the prompt back word by word (capped by max_tokens),
 // reports usage as vLLM does, and streams `text_completion` chunks with a final usage chunk.
 // With `response_format` (vLLM takes it here too) the text is JSON (dev/engine-structured.mjs).
+import { keepAliveUntil } from "./engine-gate.mjs";
 import { structuredText } from "./engine-structured.mjs";
 import { sendJson } from "./engine-wire.mjs";
 
@@ -60,7 +61,8 @@ export async function legacyCompletions(ctx) {
 		});
 	}
 	res.writeHead(200, { "content-type": "text/event-stream" });
-	const frame = (v) => res.write(`data: ${JSON.stringify(v)}\n\n`);
+	const frames = [];
+	const frame = (v) => frames.push(`data: ${JSON.stringify(v)}\n\n`);
 	for (const c of choices) {
 		c.out.forEach((w, i) => {
 			const text = i ? ` ${w}` : w;
@@ -86,7 +88,15 @@ export async function legacyCompletions(ctx) {
 		});
 	}
 	if (body.stream_options?.include_usage) frame({ id, object: "text_completion", created, model, choices: [], usage });
-	res.end("data: [DONE]\n\n");
+	frames.push("data: [DONE]\n\n");
+	// `gate`: after the first frame, empty chunks (as in chat) until the test releases the request.
+	const empty = `data: ${JSON.stringify({ id, object: "text_completion", created, model, choices: [{ index: 0, text: "", logprobs: null, finish_reason: null }] })}\n\n`;
+	for (const [i, f] of frames.entries()) {
+		if (i === 1 && ctx.behaviour?.gate) await keepAliveUntil(ctx, ctx.released, empty);
+		if (ctx.gone) return;
+		res.write(f);
+	}
+	res.end();
 }
 
 /** POST /v1/embeddings: a deterministic 8-dimension vector per input (or `dimensions`), usage as vLLM reports it. */

@@ -165,10 +165,11 @@ function withCached(usage, behaviour) {
 const usageOnly = ({ cache_n: _, ...usage }) => usage;
 
 // llama.cpp reports speed figures beside usage; the values only need to look plausible.
-const timingsOf = ({ cache_n, ...usage }) => ({
+// A scenario with a slow prefill reports the time it took.
+const timingsOf = ({ cache_n, ...usage }, behaviour = {}) => ({
 	...(cache_n !== undefined ? { cache_n } : {}),
 	prompt_n: usage.prompt_tokens,
-	prompt_ms: usage.prompt_tokens * 0.5,
+	prompt_ms: usage.prompt_tokens * (behaviour.prefillMsPerToken ?? 0.5),
 	predicted_n: usage.completion_tokens,
 	predicted_ms: usage.completion_tokens * 20,
 	predicted_per_second: 50,
@@ -232,7 +233,7 @@ export function streamPayloads(plan, meta, behaviour, includeUsage) {
 	}
 	const finishExtra = {
 		cumulative: { usage: plan.usage },
-		finish: { usage: usageOnly(plan.usage), timings: timingsOf(plan.usage) },
+		finish: { usage: usageOnly(plan.usage), timings: timingsOf(plan.usage, behaviour) },
 	};
 	for (const index of indexes) {
 		const last = index === (plan.choices ?? 1) - 1;
@@ -267,7 +268,7 @@ export function completion(plan, meta, behaviour) {
 	const choices = Array.from({ length: plan.choices ?? 1 }, (_, index) => ({ index, message, finish_reason: plan.finish }));
 	const body = { ...header(meta, "chat.completion"), choices };
 	if (behaviour.usage !== "none") body.usage = usageOnly(plan.usage);
-	if (behaviour.usage === "finish") body.timings = timingsOf(plan.usage);
+	if (behaviour.usage === "finish") body.timings = timingsOf(plan.usage, behaviour);
 	return body;
 }
 

@@ -19,6 +19,8 @@
 //   reasoningField             streams reasoning deltas under that field
 //   delayMs, headerDelayMs     pause between stream frames (non-stream: the whole answer),
 //                              and before the headers
+//   prefillMsPerToken          the prompt is read at this many ms a token before the headers (a
+//                              long prompt's slow prefill), and `timings.prompt_ms` says so
 //   stallAfter                 headers (and that many frames), then silence
 //   cachedShare                that share of the prompt reported as served from the prefix cache
 //   brokenToolArgs             tool-call arguments cut before their closing `"}`
@@ -85,6 +87,9 @@ export const SCENARIOS = {
 	// Never sends headers: the gateway's time-to-first-byte timeout must fire. The close
 	// listener in watchClose() records the gateway walking away.
 	hang: { early: () => {} },
+	// Passes its health checks but never answers a request: llama.cpp's /health says ok while a
+	// request waits on a slot that never frees (a stuck generation); the probes cannot tell.
+	stuck: { healthy: true, early: () => {} },
 	drop: { early: (ctx) => closeAbruptly(ctx) },
 	midstream: {
 		minWords: 6,
@@ -213,12 +218,17 @@ export const SCENARIOS = {
 	cached: { cachedShare: 0.5 },
 	cachedllama: { cachedShare: 0.5, usage: "finish" },
 	overcached: { cachedShare: 3 },
-	// A long answer as a real engine makes one: 90 words a second apart (90 s), first token at once.
-	long90: { delayMs: 1000, exactWords: 90 },
+	// A long answer as a real engine makes one, sped up for tests: 90 words 30 ms apart (2.7 s,
+	// longer than the tests' first-byte and idle timeouts together), first token at once.
+	long: { delayMs: 30, exactWords: 90 },
 	// A weak model that never closes its tool call's arguments (`{"query":"…` with no `"}`).
 	brokentool: { brokenToolArgs: true },
 	// Headers arrive late but within the first-byte timeout.
 	slowheaders: { headerDelayMs: 600 },
+	// llama.cpp on a slow machine: the prompt's prefill (0.5 ms a token: 2,000 tokens a second)
+	// comes before the headers, and the finish chunk's `timings.prompt_n`/`prompt_ms` report it
+	// (llama.cpp server README, "timings" of /completion and the OpenAI-compatible stream).
+	slowprefill: { prefillMsPerToken: 0.5, usage: "finish" },
 	// An answer that lasts until the test releases it (POST /_engine/release), data throughout.
 	gated: { gate: true, minWords: 40 },
 	// A non-stream answer that takes about 3 s, sending data throughout.

@@ -10,6 +10,7 @@ export type ScenarioName =
 	| "bad400"
 	| "flat400"
 	| "hang"
+	| "stuck"
 	| "drop"
 	| "midstream"
 	| "midflat"
@@ -35,6 +36,7 @@ export type ScenarioName =
 	| "trickle"
 	| "doneopen"
 	| "slowheaders"
+	| "slowprefill"
 	| "slowbody"
 	| "tool-loop"
 	| "websearch-loop"
@@ -55,7 +57,7 @@ export type ScenarioName =
 	| "cached"
 	| "cachedllama"
 	| "overcached"
-	| "long90";
+	| "long";
 
 export declare const scenarioNames: readonly ScenarioName[];
 

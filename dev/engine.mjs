@@ -133,6 +133,7 @@ async function chat(ctx) {
 		}
 	}
 	if (behaviour.headerDelayMs) await sleep(behaviour.headerDelayMs);
+	if (behaviour.prefillMsPerToken) await sleep(promptTokens(body.messages) * behaviour.prefillMsPerToken);
 	if (ctx.gone) return;
 	const plan = (behaviour.plan ?? planReply)(body, behaviour, record.id);
 	const meta = { id: `chatcmpl-dev${record.id}`, created: Math.floor(Date.now() / 1000), model: body.model ?? MODEL_IDS[0] };

@@ -21,6 +21,11 @@ const NodeSchema = z.union([
 		metrics_url: url.optional(),
 		/** Every request to this node carries a `cache_salt` derived from the paying key (tenant-isolated prefix cache). */
 		cache_salt: z.boolean().optional(),
+		/**
+		 * How fast the node reads a prompt (prefill), in tokens a second: a prompt's first-token
+		 * deadline grows by its tokens at this rate. When absent, learned from the node's answers.
+		 */
+		prefill_tokens_per_s: z.number().positive().max(100_000_000).optional(),
 	}),
 ]);
 
@@ -58,6 +63,9 @@ const UsdPerMtok = z.number().nonnegative().max(MAX_USD_PER_MTOK);
 
 /** The longest any gateway wait may be: shorter than a hold's 15-minute life less its 5-minute renewal. */
 export const MAX_WAIT_MS = 600_000;
+
+/** The longest a request's overall deadline (`request_timeout_ms`) may be: a moving request keeps renewing its hold. */
+export const MAX_REQUEST_TIMEOUT_MS = 3_600_000;
 
 /** A model with this capability is served on /v1/embeddings only (and needs no output cap or price). */
 export const EMBEDDINGS = "embeddings";
@@ -168,11 +176,18 @@ export const GatewayConfigSchema = z
 		models: z.array(ModelSchema).min(1),
 		web_search: WebSearchSchema.optional(),
 		/**
-		 * How long a node may take to produce its first token before the next node is tried. Every
+		 * How long a node may take to produce its first token before the next node is tried, plus
+		 * the prompt's prefill time (its tokens at the node's `prefill_tokens_per_s`). Every
 		 * wait is at most 10 minutes (MAX_WAIT_MS): a request that moves nothing for longer would let
 		 * its hold (15 minutes, renewed every 5 only while the request moves) lapse while it runs.
 		 */
 		first_byte_timeout_ms: z.number().int().positive().max(MAX_WAIT_MS).default(30_000),
+		/**
+		 * The request's overall deadline, across every attempt, fallback model and search round, and
+		 * its answer's stream: past it the request ends as 504 upstream_timeout (a stream that
+		 * started ends with an in-band error frame).
+		 */
+		request_timeout_ms: z.number().int().positive().max(MAX_REQUEST_TIMEOUT_MS).default(600_000),
 		/** How long a started engine answer may go without sending a byte before it is ended (stream: error frame; otherwise 504). */
 		stream_idle_timeout_ms: z.number().int().positive().max(MAX_WAIT_MS).default(60_000),
 		/**

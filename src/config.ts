@@ -17,6 +17,8 @@ export interface EngineNode {
 	metricsUrl?: string;
 	/** Requests carry the paying key's `cache_salt` (engine/cache-salt.ts). */
 	cacheSalt?: true;
+	/** The configured prefill rate (tokens a second); learned per node when absent (routing/node-state.ts). */
+	prefillTokensPerS?: number;
 }
 
 // Normalised once per model object: every request of a model reads the same array.
@@ -33,6 +35,7 @@ export function modelNodes(model: ModelConfig): EngineNode[] {
 			if (n.health_url) node.healthUrl = n.health_url;
 			if (n.metrics_url) node.metricsUrl = n.metrics_url;
 			if (n.cache_salt) node.cacheSalt = true;
+			if (n.prefill_tokens_per_s) node.prefillTokensPerS = n.prefill_tokens_per_s;
 			return node;
 		});
 		nodesOf.set(model, nodes);

@@ -21,7 +21,7 @@ import type { SearchRound, SearchUnderWay } from "./search-tool";
 /** What the engine call gave the answer step. */
 export interface Served {
 	/** What the stream layers use of the engine call (a search round's second call, late-bound: early-round.ts). */
-	answer: Pick<EngineAnswer, "node" | "abort" | "secrets">;
+	answer: Pick<EngineAnswer, "node" | "abort" | "secrets" | "firstTokenMs">;
 	events: EngineEvents;
 	/** The model id the answer names (a fallback's once one served). */
 	requestedId: string;
@@ -43,6 +43,18 @@ export function settleChat(settlement: Settlement, outcome: Outcome): Promise<Se
 		isolateFleet.usage(outcome.node, outcome.usage.prompt_tokens, outcome.usage.cached_tokens ?? 0);
 	}
 	return settlement.settle(outcome);
+}
+
+/**
+ * What the answer showed of its node's prefill rate, which the first-token wait of long prompts
+ * is figured at (routing/node-state.ts): the engine's own timings (llama.cpp), else the uncached
+ * prompt tokens over the time to the first token (which counts the queue too: a slower rate).
+ */
+function learnPrefill(node: string, end: StreamEnd, firstTokenMs: number | undefined): void {
+	if (end.prefill) isolateFleet.prefill(node, end.prefill.tokens, end.prefill.ms);
+	else if (firstTokenMs !== undefined && !end.estimated && end.status === "completed") {
+		isolateFleet.prefill(node, end.usage.prompt_tokens - (end.usage.cached_tokens ?? 0), firstTokenMs);
+	}
 }
 
 export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: Served): ChatResult {
@@ -92,6 +104,7 @@ export function streamAnswer(run: ChatRun, authorized: AuthorizedChat, served: S
 		// runtime broke it before firing the client's signal.
 		const gone = clientSignal.aborted || (end.status === "engine_error" && !end.idleTimedOut && (await clientLeft(clientSignal)));
 		logStreamEnd(req.requestId, answer.node, end, gone);
+		learnPrefill(answer.node, end, answer.firstTokenMs);
 		return settleChat(settlement, streamOutcome(end, answer.node, gone));
 	});
 	return { kind: "stream", stream, headers: served.headers, done };
@@ -148,6 +161,7 @@ export async function readAnswer(
 		(reason) => answer.abort(reason),
 	);
 	const { end, overflowed } = assembled;
+	learnPrefill(answer.node, end, answer.firstTokenMs);
 	// An engine read that broke as the client left is the client's doing, even when the runtime
 	// broke it before firing the client's signal.
 	const clientGone =

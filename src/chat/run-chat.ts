@@ -50,11 +50,13 @@ function withHeaders(err: unknown, headers: Record<string, string>): GatewayErro
 
 async function serve(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResult> {
 	const { req, prepared, settlement } = authorized;
+	// The request's overall deadline: its search, every attempt and fallback, and its answer's stream.
+	const deadlineAt = Date.now() + run.config.request_timeout_ms;
 	// Before a web search puts its grounding message first: the conversation's own prefix.
 	const affinity = affinityKey(prepared.engineBody);
 	const headers: Record<string, string> = { "x-request-id": req.requestId, ...authorized.rateHeaders };
 	let sources = await groundWithSearch(run, authorized, headers);
-	const call = (signal = run.clientSignal) => callChatEngine({ ...run, clientSignal: signal }, authorized, affinity);
+	const call = (signal = run.clientSignal) => callChatEngine({ ...run, clientSignal: signal }, authorized, affinity, deadlineAt);
 	const first = await call();
 	// With the search offered as a tool: the answer after the search the engine asked for, if it did.
 	const round = await searchToolRound(run, authorized, first, headers, call);
@@ -104,12 +106,14 @@ function streamUnderWay(
 /**
  * The engine is always asked for a stream (prepare.ts), and the engine call waits for its first
  * token: a node that sends headers and then nothing is abandoned within the first-byte timeout
- * and the next one tried, for stream and non-stream clients alike. No answer settles here.
+ * (plus the prompt's prefill time) and the next one tried, for stream and non-stream clients
+ * alike; past the request's deadline the answer's stream ends as a timeout. No answer settles here.
  */
 async function callChatEngine(
 	run: ChatRun,
 	authorized: AuthorizedChat,
 	affinity: string | undefined,
+	deadlineAt: number,
 ): Promise<{ answer: EngineAnswer; events: EngineEventReader }> {
 	const { env, config, clientSignal } = run;
 	const { req } = authorized;
@@ -121,6 +125,8 @@ async function callChatEngine(
 			secrets: env,
 			clientSignal,
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
+			promptTokens: authorized.promptTokens,
+			deadlineAt,
 			routing: engineRouting(env, config, run.waitUntil),
 			affinityKey: affinity,
 			payerKeyId: req.payerKeyId,
@@ -131,6 +137,7 @@ async function callChatEngine(
 					idleTimeoutMs: config.stream_idle_timeout_ms,
 					abortEngine: (reason) => a.abort(reason),
 					onEnd: done,
+					deadlineAt,
 				});
 				const first = await reader.firstToken();
 				if (first === "token") events = reader;

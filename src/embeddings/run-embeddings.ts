@@ -74,6 +74,8 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	parseBody(EmbeddingsRequestSchema, rawBody);
 	const body = rawBody as EmbeddingsRequest;
 	const requestedFallbacks = takeRequestFallbacks(body);
+	// The request's overall deadline: every attempt and fallback, and reading the answer.
+	const deadlineAt = Date.now() + config.request_timeout_ms;
 	const resolved = resolveFor(run, body.model, "embeddings");
 	const estimates = inputEstimates(body.input);
 	for (const e of estimates) assertFitsContext(resolved.model, e);
@@ -107,6 +109,8 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 			secrets: env,
 			clientSignal: run.clientSignal,
 			firstByteTimeoutMs: config.first_byte_timeout_ms,
+			promptTokens,
+			deadlineAt,
 			routing: engineRouting(env, config, run.waitUntil),
 			affinityKey: body.user || undefined,
 			payerKeyId: req.payerKeyId,
@@ -119,6 +123,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 		text = await answer.readBody({
 			idleTimeoutMs: config.stream_idle_timeout_ms,
 			abort: (reason) => answer.abort(reason),
+			deadlineAt,
 		});
 	} catch (err) {
 		// A client that left pays its input's estimate, as on chat: the engine may have embedded it

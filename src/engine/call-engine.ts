@@ -1,22 +1,17 @@
 import { ROUTING_DEFAULTS } from "../config-schema";
 import { GatewayError } from "../errors";
 import { clientLeft } from "../http/client-gone";
-import { errorText, hostOf, logEvent } from "../observability/log-event";
+import { errorText } from "../observability/log-event";
 import { redactForms, rememberSentSecrets, secretForms } from "../redact";
 import { type Fleet, isolateFleet } from "../routing/fleet";
 import { secretNamed } from "../secrets";
+import { AttemptTimer, pastDeadline } from "./attempt-timer";
 import { CACHE_SALT_SECRET, cacheSaltFor, withCacheSalt } from "./cache-salt";
 import type { EngineAnswer, EngineCall, EngineTarget } from "./call-types";
 import { classifyStatus, parseEngineError } from "./classify";
+import { deadlinePassed, type NodeFailure, noNodeServed } from "./no-answer";
 import { readEngineBody } from "./read-body";
 import { readCapped, relayText } from "./relay-text";
-
-interface NodeFailure {
-	node: string;
-	model: string;
-	reason: string;
-	status?: number;
-}
 
 /** A request stops at this many 5xx answers (across nodes and fallback models): more would be the request's doing. */
 export const MAX_SERVER_ERRORS = 2;
@@ -89,15 +84,18 @@ function answerOf(
 
 /**
  * Tries the targets in order, each on up to `max_attempts` of its nodes as the router picks
- * them (src/routing/picker.ts), until one answers 2xx. Connection errors, first-byte timeouts,
- * 429, 503, 401, 403 and 3xx are the node's: it cools down at once and the next node is tried
+ * them (src/routing/picker.ts), until one answers 2xx. Connection errors, first-token timeouts
+ * (`first_byte_timeout_ms` plus the prompt's prefill time: engine/attempt-timer.ts), 429, 503,
+ * 401, 403 and 3xx are the node's: it cools down at once and the next node is tried
  * (the failed body is cancelled first, since a Worker has only six outbound connections). Any
  * other 5xx may be the request's: the next node is tried, a second such answer ends the request
  * (502), and the node is held to it only when the request got no other (it is then counted
  * against the node, which cools once different requests got one: routing/node-state.ts). When a
  * model's attempts are used up the next target (a fallback model) gets its own. Any other 4xx
  * is the engine refusing the request and goes back to the client with its status and message:
- * not retried, no fallback. A client that leaves is never the node's failure.
+ * not retried, no fallback. A client that leaves is never the node's failure. A long prompt's
+ * timeout cools its node only when short prompts time out there too (routing/node-state.ts), and
+ * the request's overall deadline (`deadlineAt`) ends it as 504 without blaming any node.
  */
 export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	const routing = call.routing;
@@ -123,6 +121,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 		let saltedBody: string | undefined;
 		for (let attempt = 0; attempt < maxAttempts; attempt++) {
 			if (call.clientSignal?.aborted) throw clientClosed(undefined, asked);
+			if (pastDeadline(call.deadlineAt, Date.now())) throw deadlinePassed(failures, call.observer?.requestId);
 			const picked = fleet.route(target.model, target.nodes, {
 				now: Date.now(),
 				random,
@@ -146,7 +145,19 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			const controller = new AbortController();
 			const onClientAbort = () => controller.abort(call.clientSignal?.reason);
 			call.clientSignal?.addEventListener("abort", onClientAbort, { once: true });
-			const timer = setTimeout(() => controller.abort(new Error("first byte timeout")), call.firstByteTimeoutMs);
+			const timer = new AttemptTimer(controller, {
+				firstByteTimeoutMs: call.firstByteTimeoutMs,
+				promptTokens: call.promptTokens ?? 0,
+				prefillTokensPerS: fleet.prefillRate(node),
+				deadlineAt: call.deadlineAt,
+				now: Date.now(),
+			});
+			/** The attempt timed out: the request's deadline ends it; a first-token timeout is the node's. */
+			const timeout = () => {
+				if (timer.expired === "request") throw deadlinePassed(failures, call.observer?.requestId);
+				fleet.timedOut(node.url, timer.long, Date.now(), cooldownMs);
+				failures.push({ node: node.url, model: target.model, reason: "timeout" });
+			};
 			const headers: Record<string, string> = {
 				"content-type": "application/json",
 				accept: "application/json, text/event-stream",
@@ -167,7 +178,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			try {
 				response = await (call.fetch ? call.fetch(`${node.url}${call.path}`, init) : fetch(`${node.url}${call.path}`, init));
 			} catch (err) {
-				clearTimeout(timer);
+				timer.clear();
 				fleet.finished(node.url);
 				const timedOut = controller.signal.aborted && !call.clientSignal?.aborted;
 				// A client that left is not the node failing, even when the runtime broke the
@@ -175,12 +186,12 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				const gone = !timedOut && (await clientLeft(call.clientSignal));
 				call.clientSignal?.removeEventListener("abort", onClientAbort);
 				if (gone) throw clientClosed(err, asked);
-				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", Date.now(), cooldownMs);
-				failures.push({
-					node: node.url,
-					model: target.model,
-					reason: timedOut ? "timeout" : `connection failed: ${errorText(err)}`,
-				});
+				if (timedOut) {
+					timeout();
+					continue;
+				}
+				fleet.failed(node.url, "connection failed", Date.now(), cooldownMs);
+				failures.push({ node: node.url, model: target.model, reason: `connection failed: ${errorText(err)}` });
 				continue;
 			}
 			const verdict = classifyStatus(response.status);
@@ -189,9 +200,10 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				// The first-byte timeout runs on until the first token: headers, a role chunk and
 				// keep-alives from a node that then says nothing are not an answer.
 				const first = call.firstToken ? await call.firstToken(answer) : "token";
-				clearTimeout(timer);
+				timer.clear();
 				if (first === "token") {
-					fleet.succeeded(node.url, Date.now() - started, Date.now());
+					answer.firstTokenMs = Date.now() - started;
+					fleet.succeeded(node.url, answer.firstTokenMs, Date.now());
 					holdServerError();
 					call.observer?.answered(node.url);
 					return answer;
@@ -200,6 +212,10 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 				const timedOut = controller.signal.aborted && !call.clientSignal?.aborted;
 				answer.abort(new Error("no first token"));
 				if (!timedOut && (await clientLeft(call.clientSignal))) throw clientClosed(undefined, asked);
+				if (timedOut) {
+					timeout();
+					continue;
+				}
 				if (first === "error") {
 					// Nothing reached the client: the next node may serve. An error in place of an answer
 					// may be the request's doing, so it is weighed as a 5xx is (a second one stops here).
@@ -209,15 +225,11 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 					if (serverErrors.length >= MAX_SERVER_ERRORS) throw noNodeServed(failures, call.observer?.requestId);
 					continue;
 				}
-				fleet.failed(node.url, timedOut ? "timeout" : "connection failed", Date.now(), cooldownMs);
-				failures.push({
-					node: node.url,
-					model: target.model,
-					reason: timedOut ? "timeout" : "stream failed before the first token",
-				});
+				fleet.failed(node.url, "connection failed", Date.now(), cooldownMs);
+				failures.push({ node: node.url, model: target.model, reason: "stream failed before the first token" });
 				continue;
 			}
-			clearTimeout(timer);
+			timer.clear();
 			call.clientSignal?.removeEventListener("abort", onClientAbort);
 			fleet.finished(node.url);
 			if (verdict === "next" || verdict === "server_error") {
@@ -247,27 +259,4 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 	}
 	holdServerError();
 	throw noNodeServed(failures, call.observer?.requestId);
-}
-
-/** Why nothing answered, as the client sees it; the details go to the log. */
-function noNodeServed(failures: NodeFailure[], requestId: string | undefined): GatewayError {
-	for (const f of failures) {
-		logEvent("warn", "engine node failed", {
-			request_id: requestId ?? null,
-			node: hostOf(f.node),
-			model: f.model,
-			reason: f.reason,
-		});
-	}
-	// Every node timed out before answering: the same 504 an engine going quiet later gets.
-	if (failures.length > 0 && failures.every((f) => f.reason === "timeout")) {
-		return new GatewayError("upstream_timeout", "No inference node answered in time. Please retry shortly.");
-	}
-	// 503 when every node said it was busy (overloaded, rate limited) or every node is drained;
-	// 502 when they were broken or unreachable.
-	const allBusy = failures.every((f) => f.status === 429 || f.status === 503);
-	return new GatewayError("upstream_unavailable", "No inference node could serve this request. Please retry shortly.", {
-		status: allBusy ? 503 : 502,
-		headers: allBusy ? { "retry-after": "1" } : {},
-	});
 }

@@ -23,7 +23,12 @@ export interface EngineCall {
 	secrets: Secrets;
 	/** Aborts the engine request when the client goes away. */
 	clientSignal?: AbortSignal;
+	/** Each attempt's wait for its first token, before the prompt's prefill time is added (attempt-timer.ts). */
 	firstByteTimeoutMs: number;
+	/** The prompt's tokens (the estimate): a long prompt's first token is given its prefill time. */
+	promptTokens?: number;
+	/** The request's overall deadline (epoch ms, `request_timeout_ms` from its start): past it, 504 and no more attempts. */
+	deadlineAt?: number;
 	routing?: EngineRouting;
 	/** `prompt_cache_key`, else `user`, else its prefix (chat/fallback-plans.ts `affinityKey`): keeps a conversation on the node that has its prefix cached. */
 	affinityKey?: string;
@@ -34,7 +39,7 @@ export interface EngineCall {
 	/** Told of each attempt and of the answer: the request's log line (src/observability/request-log.ts). */
 	observer?: EngineObserver;
 	/**
-	 * Waits, within `firstByteTimeoutMs` of the attempt's start, until a 2xx answer has produced its
+	 * Waits, within the attempt's first-token wait (attempt-timer.ts), until a 2xx answer has produced its
 	 * first token (the stream layer reads it: src/stream/engine-events.ts `firstToken`). False when
 	 * the read failed (the timeout or the client aborted the call): the node counts as timed out and
 	 * the next one is tried, since nothing has reached the client yet.
@@ -67,6 +72,8 @@ export interface EngineAnswer {
 	/** A non-stream answer's body as text (read-body.ts: idle timeout, size cap), with no pass-through stream. */
 	readBody(opts: ReadBodyOptions): Promise<string>;
 	node: string;
+	/** The time from sending the request to the first token (ms), once it came: a prefill measure for engines that report none. */
+	firstTokenMs?: number;
 	/** Index into `targets` of the model that answered (0 unless a fallback served). */
 	target: number;
 	/** Aborts the engine request (used when the client disconnects mid-stream). */

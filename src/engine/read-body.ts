@@ -1,4 +1,5 @@
 import { GatewayError } from "../errors";
+import { requestDeadlineError } from "./attempt-timer";
 
 /**
  * The largest non-stream engine answer we read (a whole completion, `n` choices included): it is
@@ -20,6 +21,8 @@ export interface ReadBodyOptions {
 	maxBytes?: number;
 	/** Aborts the engine request (the read is abandoned). */
 	abort: (reason: unknown) => void;
+	/** The request's overall deadline (epoch ms): past it the read ends as 504, the engine request aborted. */
+	deadlineAt?: number;
 	/** Told of each piece that carries data (not keep-alive whitespace): the request is moving. */
 	onData?: () => void;
 }
@@ -37,6 +40,8 @@ export async function readEngineBody(response: Response, opts: ReadBodyOptions):
 	let size = 0;
 	let timer: ReturnType<typeof setTimeout> | undefined;
 	let idle = false;
+	let late = false;
+	const deadlineAt = opts.deadlineAt ?? Number.POSITIVE_INFINITY;
 	// Whitespace is what keep-alives send: only other bytes count as the engine making progress.
 	let lastDataAt = Date.now();
 	const stop = (reason: Error) => {
@@ -45,21 +50,26 @@ export async function readEngineBody(response: Response, opts: ReadBodyOptions):
 	};
 	try {
 		for (;;) {
+			const idleLeft = opts.idleTimeoutMs - (Date.now() - lastDataAt);
+			const deadlineLeft = deadlineAt - Date.now();
 			timer = setTimeout(
 				() => {
-					idle = true;
-					stop(new Error("engine idle timeout"));
+					if (deadlineLeft < idleLeft) late = true;
+					else idle = true;
+					stop(new Error(late ? "request deadline" : "engine idle timeout"));
 				},
-				Math.max(0, opts.idleTimeoutMs - (Date.now() - lastDataAt)),
+				Math.max(0, Math.min(idleLeft, deadlineLeft)),
 			);
 			let result: ReadableStreamReadResult<Uint8Array>;
 			try {
 				result = await reader.read();
 			} catch (err) {
+				if (late) throw requestDeadlineError();
 				if (idle) throw idleError(opts.idleTimeoutMs);
 				throw err;
 			}
 			clearTimeout(timer);
+			if (late) throw requestDeadlineError();
 			if (idle) throw idleError(opts.idleTimeoutMs);
 			if (result.done) break;
 			size += result.value.byteLength;

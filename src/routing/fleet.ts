@@ -5,7 +5,17 @@
  * on every engine attempt.
  */
 import type { EngineNode } from "../config";
-import { applyProbe, type NodeRuntime, newRuntime, recordFailure, recordServerError, recordSuccess } from "./node-state";
+import {
+	applyProbe,
+	type NodeRuntime,
+	newRuntime,
+	prefillRate,
+	recordFailure,
+	recordPrefill,
+	recordServerError,
+	recordSuccess,
+	recordTimeout,
+} from "./node-state";
 import { type NodeView, type Picked, pickRoute } from "./picker";
 import type { NodeOverride, ProbeResult, SharedView } from "./view-types";
 
@@ -122,6 +132,21 @@ export class Fleet {
 
 	failed(url: string, reason: string, now: number, cooldownMs: number): void {
 		recordFailure(this.runtime(url), reason, now, cooldownMs);
+	}
+
+	/** A first-token timeout: a long prompt's cools the node only when short prompts time out there too (node-state.ts). */
+	timedOut(url: string, long: boolean, now: number, cooldownMs: number): boolean {
+		return recordTimeout(this.runtime(url), long, now, cooldownMs);
+	}
+
+	/** A prefill the node reported (or that its time to first token shows): `tokens` in `ms`. */
+	prefill(url: string, tokens: number, ms: number): void {
+		recordPrefill(this.runtime(url), tokens, ms);
+	}
+
+	/** The prefill rate a prompt's first-token deadline is figured at on this node. */
+	prefillRate(node: EngineNode): number {
+		return prefillRate(this.runtime(node.url), node.prefillTokensPerS);
 	}
 
 	/** A 5xx a request got from the node: it cools once different requests got one (node-state.ts). */

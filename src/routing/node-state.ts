@@ -29,6 +29,10 @@ export interface NodeRuntime {
 	/** Prompt tokens this isolate's completed requests sent the node, and how many of them it had cached. */
 	promptTokens: number;
 	cachedTokens: number;
+	/** The prefill rate learned from the node's answers (tokens a second, an exponential average), null before any. */
+	prefillTokensPerS: number | null;
+	/** When a short prompt last timed out on the node (ms), 0 when never: a long prompt's timeout then cools it too. */
+	shortTimeoutAt: number;
 }
 
 export function newRuntime(): NodeRuntime {
@@ -45,6 +49,8 @@ export function newRuntime(): NodeRuntime {
 		affinitySpilled: 0,
 		promptTokens: 0,
 		cachedTokens: 0,
+		prefillTokensPerS: null,
+		shortTimeoutAt: 0,
 	};
 }
 
@@ -106,4 +112,62 @@ export function recordSuccess(rt: NodeRuntime, firstByteMs: number, now: number)
  */
 export function applyProbe(rt: NodeRuntime, probe: { healthy: boolean; checked_at: number }): void {
 	if (probe.healthy && rt.coolingUntil > 0 && probe.checked_at > rt.lastFailureAt) rt.coolingUntil = 0;
+}
+
+/** The prefill rate assumed of a node until one is configured or learned: slow, so a long prompt is given time. */
+export const DEFAULT_PREFILL_TOKENS_PER_S = 500;
+
+/** A prefill of fewer tokens says little about the rate (overheads dominate): not learned from. */
+export const MIN_PREFILL_SAMPLE_TOKENS = 256;
+
+/**
+ * A prefill the node did: `tokens` read in `ms` (llama.cpp's `timings.prompt_n` and `prompt_ms`,
+ * or, from an engine that reports no timings, the uncached prompt tokens and the time to the
+ * first token, which also counts the queue: a rate on the slow side).
+ */
+export function recordPrefill(rt: NodeRuntime, tokens: number, ms: number): void {
+	if (!(tokens >= MIN_PREFILL_SAMPLE_TOKENS) || !(ms > 0) || !Number.isFinite(tokens) || !Number.isFinite(ms)) return;
+	const rate = (tokens * 1000) / ms;
+	const prev = rt.prefillTokensPerS;
+	rt.prefillTokensPerS = prev === null ? rate : prev + LATENCY_ALPHA * (rate - prev);
+}
+
+/**
+ * The rate a prompt's first-token deadline is figured at: the node's configured one, else half
+ * the learned one (an engine busier than when it was measured reads slower), else the default.
+ */
+export function prefillRate(rt: NodeRuntime, configured: number | undefined): number {
+	if (configured !== undefined && configured > 0) return configured;
+	if (rt.prefillTokensPerS !== null && rt.prefillTokensPerS > 0) return rt.prefillTokensPerS / 2;
+	return DEFAULT_PREFILL_TOKENS_PER_S;
+}
+
+/** The time a prompt of `tokens` is given for its prefill, on top of `first_byte_timeout_ms`. */
+export function prefillAllowanceMs(tokens: number, tokensPerS: number): number {
+	if (!(tokens > 0) || !(tokensPerS > 0)) return 0;
+	return Math.ceil((tokens * 1000) / tokensPerS);
+}
+
+/**
+ * A prompt is long when its prefill allowance is at least half of `first_byte_timeout_ms`: its
+ * timeout may be a slow prefill rather than a mute node.
+ */
+export function isLongPrompt(allowanceMs: number, firstByteTimeoutMs: number): boolean {
+	return allowanceMs * 2 >= firstByteTimeoutMs;
+}
+
+/**
+ * A first-token timeout on the node. A short prompt's cools it (the node is mute). A long
+ * prompt's does not, unless a short prompt also timed out there since the node last answered:
+ * a slow prefill is not a dead node, and cooling every node a long prompt tries would take the
+ * fleet out for everyone. Returns whether the node now cools.
+ */
+export function recordTimeout(rt: NodeRuntime, long: boolean, now: number, baseCooldownMs: number): boolean {
+	if (!long) rt.shortTimeoutAt = now;
+	if (long && !(rt.shortTimeoutAt > rt.lastSuccessAt)) {
+		rt.lastError = "timeout on a long prompt";
+		return false;
+	}
+	recordFailure(rt, "timeout", now, baseCooldownMs);
+	return true;
 }

@@ -24,6 +24,8 @@ export interface StreamEnd {
 	/** The client stopped reading for longer than `client_idle_timeout_ms` (status client_disconnected). */
 	clientIdleTimedOut?: boolean;
 	error?: StreamError;
+	/** The prefill the engine reported (llama.cpp's `timings.prompt_n` tokens in `prompt_ms`): the node's prefill rate is learned from it. */
+	prefill?: { tokens: number; ms: number };
 }
 
 /** A chunk to forward. `data` is the engine's exact JSON text when the chunk was forwarded unchanged (but for its model). */
@@ -150,6 +152,10 @@ export class ChatStreamReducer {
 		if (outOfBounds) end.usageOutOfBounds = true;
 		if (idle) end.idleTimedOut = true;
 		if (error) end.error = error;
+		const t = this.#timings;
+		if (t && typeof t.prompt_n === "number" && typeof t.prompt_ms === "number") {
+			end.prefill = { tokens: t.prompt_n, ms: t.prompt_ms };
+		}
 		return end;
 	}
 

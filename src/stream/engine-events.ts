@@ -1,29 +1,13 @@
 /**
  * Engine bytes → typed events: the first layer of every engine stream. It owns the byte
- * decoding, the SSE grammar (with a bounded event buffer), the one engine-error classifier,
- * and the idle watch; the layers above (the chat reducer, the encoders) never see bytes.
+ * decoding, the SSE grammar (with a bounded event buffer), the events' classification
+ * (engine-event.ts), the idle watch and the request's deadline; the layers above (the chat reducer, the encoders) never see bytes.
  */
-import { engineErrorIn } from "../engine/classify";
-import { createSseParser, MAX_EVENT_CHARS, type SseEvent, SseOverflowError } from "./sse-parser";
+import { classifyEvent, type EngineEvent, failure, isFirstToken, type StreamError } from "./engine-event";
+import { createSseParser, MAX_EVENT_CHARS, SseOverflowError } from "./sse-parser";
 
-type Json = Record<string, unknown>;
-
-/** What went wrong with an engine stream, for logs; the client only sees a generic error frame. */
-export interface StreamError {
-	message: string;
-	type: string;
-	code: string | null;
-}
-
-export type EngineEvent =
-	/** A chat chunk: the parsed object and the exact JSON text it came from. */
-	| { type: "chunk"; chunk: Json; data: string }
-	/** `data: [DONE]`. */
-	| { type: "done" }
-	/** The engine failed: an error payload, malformed data, an oversized event, a broken or idle connection. */
-	| { type: "error"; error: StreamError; idle?: boolean }
-	/** The engine closed the stream without `[DONE]`. */
-	| { type: "closed" };
+export type { EngineEvent, StreamError } from "./engine-event";
+export { classifyEvent, isFirstToken } from "./engine-event";
 
 /** What the stream layers read: an `EngineEventReader`, or one with read events put back (chat/search-tool.ts). */
 export type EngineEvents = Pick<EngineEventReader, "next" | "cancel">;
@@ -39,54 +23,6 @@ const MAX_PRIMED_EVENTS = 64;
 const MAX_DRAIN_BYTES = 16_384;
 const DRAIN_MS = 100;
 
-/** A chunk with something the model produced, or `[DONE]`: what first-token timing waits for. */
-export function isFirstToken(e: EngineEvent): boolean {
-	if (e.type !== "chunk") return true;
-	const chunk = e.chunk;
-	if (chunk.usage !== undefined && chunk.usage !== null) return true;
-	if (!Array.isArray(chunk.choices)) return false;
-	for (const c of chunk.choices) {
-		if (typeof c !== "object" || c === null) continue;
-		const choice = c as Json;
-		if (choice.finish_reason !== undefined && choice.finish_reason !== null) return true;
-		if (typeof choice.text === "string" && choice.text !== "") return true;
-		const delta = choice.delta as Json | undefined;
-		if (typeof delta !== "object" || delta === null) continue;
-		if (typeof delta.content === "string" && delta.content !== "") return true;
-		if (typeof delta.reasoning_content === "string" && delta.reasoning_content !== "") return true;
-		if (typeof delta.reasoning === "string" && delta.reasoning !== "") return true;
-		if (typeof delta.refusal === "string" && delta.refusal !== "") return true;
-		if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) return true;
-	}
-	return false;
-}
-
-function failure(message: string): EngineEvent {
-	return { type: "error", error: { message, type: "server_error", code: null } };
-}
-
-/** One SSE event as a typed engine event; blank data is nothing. */
-export function classifyEvent(e: SseEvent): EngineEvent | null {
-	const data = e.data.trim();
-	if (data === "") return null;
-	if (data === "[DONE]") return { type: "done" };
-	let payload: unknown;
-	try {
-		payload = JSON.parse(data);
-	} catch {
-		// Forwarding it would make the client's SDK throw a parse error instead of an API error.
-		return failure("upstream sent an event that is not JSON");
-	}
-	if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
-		return failure("upstream sent an event that is not a JSON object");
-	}
-	const error = engineErrorIn(payload, e.event, data.slice(0, 300));
-	if (error) {
-		return { type: "error", error: { message: error.message, type: error.type ?? "server_error", code: error.code } };
-	}
-	return { type: "chunk", chunk: payload as Json, data };
-}
-
 export interface EngineEventOptions {
 	/** Ends the stream with an idle error when the engine sends nothing for this long while we wait on it (0: never). */
 	idleTimeoutMs?: number;
@@ -96,6 +32,12 @@ export interface EngineEventOptions {
 	maxEventSize?: number;
 	/** Called once when the body has been read to its end, failed or been cancelled (the node's in-flight count). */
 	onEnd?: () => void;
+	/**
+	 * The request's overall deadline (epoch ms): past it the stream ends as a timeout (the lane's
+	 * 504, or its in-band error frame), the engine request aborted. Watched from the first `next()`:
+	 * until then the engine call's own timer watches it (engine/attempt-timer.ts).
+	 */
+	deadlineAt?: number;
 }
 
 /**
@@ -119,6 +61,7 @@ export class EngineEventReader {
 	/** Time spent waiting on the engine since its last data event, over finished reads. */
 	#quietMs = 0;
 	#released = false;
+	#deadline: ReturnType<typeof setTimeout> | undefined;
 
 	constructor(body: ReadableStream<Uint8Array>, opts: EngineEventOptions = {}) {
 		this.#reader = body.getReader();
@@ -169,6 +112,7 @@ export class EngineEventReader {
 	/** The events completed by the next piece of the body; an ending event is always last. */
 	async next(): Promise<EngineEvent[]> {
 		if (this.#ended) return [];
+		if (this.#opts.deadlineAt !== undefined && this.#deadline === undefined) this.#watchDeadline(this.#opts.deadlineAt);
 		if (this.#events.length) return this.#takeDrained();
 		const idleMs = this.#opts.idleTimeoutMs ?? 0;
 		if (idleMs > 0) {
@@ -231,6 +175,7 @@ export class EngineEventReader {
 	cancel(reason?: unknown): Promise<void> {
 		this.#ended = true;
 		clearTimeout(this.#timer);
+		clearTimeout(this.#deadline);
 		return this.#reader
 			.cancel(reason)
 			.catch(() => {})
@@ -240,6 +185,7 @@ export class EngineEventReader {
 	#end(...events: EngineEvent[]): EngineEvent[] {
 		this.#ended = true;
 		clearTimeout(this.#timer);
+		clearTimeout(this.#deadline);
 		// A clean `[DONE]` is drained by next(); any other ending but the body's own close is cancelled.
 		const last = (events.at(-1) as EngineEvent).type;
 		if (last !== "closed" && last !== "done") void this.cancel();
@@ -275,6 +221,26 @@ export class EngineEventReader {
 		this.#opts.onEnd?.();
 	}
 
+	#watchDeadline(deadlineAt: number): void {
+		this.#deadline = setTimeout(
+			() => {
+				if (this.#ended || this.#idle) return;
+				this.#stop("request deadline passed (request_timeout_ms)", new Error("request deadline"));
+			},
+			Math.max(0, deadlineAt - Date.now()),
+		);
+	}
+
+	/** Ends the stream as a timeout (idle or the deadline): the next read returns the error, the engine is aborted. */
+	#stop(message: string, reason: Error): void {
+		this.#idle = { type: "error", error: { message, type: "server_error", code: null }, idle: true };
+		this.#opts.abortEngine?.(reason);
+		void this.#reader
+			.cancel(reason)
+			.catch(() => {})
+			.finally(() => this.#release());
+	}
+
 	#checkIdle(idleMs: number): void {
 		this.#timer = undefined;
 		if (this.#ended) return;
@@ -283,16 +249,6 @@ export class EngineEventReader {
 			this.#timer = setTimeout(() => this.#checkIdle(idleMs), idleMs - quiet);
 			return;
 		}
-		this.#idle = {
-			type: "error",
-			error: { message: `engine sent nothing for ${idleMs} ms`, type: "server_error", code: null },
-			idle: true,
-		};
-		const reason = new Error("engine idle timeout");
-		this.#opts.abortEngine?.(reason);
-		void this.#reader
-			.cancel(reason)
-			.catch(() => {})
-			.finally(() => this.#release());
+		this.#stop(`engine sent nothing for ${idleMs} ms`, new Error("engine idle timeout"));
 	}
 }

@@ -101,9 +101,34 @@ export interface Answer {
 	ms: number;
 }
 
+/**
+ * The NodeHealth namespace with the deployment's one object (`fleet`) renamed for one gateway: a
+ * NodeHealth of its own, which probes only that gateway's nodes at that gateway's interval. The
+ * shared one probes every node any file's config named in the last 10 minutes (hung ones cost a
+ * probe timeout each), at the interval its last reader set: a test that waits on a probe round
+ * would wait on all of that.
+ */
+function ownNodeHealth<T extends Rpc.DurableObjectBranded | undefined>(ns: DurableObjectNamespace<T>): DurableObjectNamespace<T> {
+	const suffix = crypto.randomUUID();
+	return {
+		idFromName: (name: string) => ns.idFromName(`${name}:${suffix}`),
+		get: (id: DurableObjectId) => ns.get(id),
+	} as unknown as DurableObjectNamespace<T>;
+}
+
+export interface GatewayOptions {
+	/** A NodeHealth of the gateway's own (for tests that wait on health probes): see ownNodeHealth. */
+	ownNodeHealth?: boolean;
+}
+
 /** The gateway with `config`: each call returns the whole answer once the request's background work is done. */
-export function gatewayWith(config: unknown, secrets: Record<string, string> = {}) {
-	const bindings = { ...env, ...secrets, GATEWAY_CONFIG: JSON.stringify(config) };
+export function gatewayWith(config: unknown, secrets: Record<string, string> = {}, opts: GatewayOptions = {}) {
+	const bindings = {
+		...env,
+		...secrets,
+		GATEWAY_CONFIG: JSON.stringify(config),
+		...(opts.ownNodeHealth ? { NODE_HEALTH: ownNodeHealth(env.NODE_HEALTH) } : {}),
+	};
 	const call = async (path: string, init: RequestInit): Promise<Answer> => {
 		const ctx = createExecutionContext();
 		const started = Date.now();

@@ -80,6 +80,7 @@ describe("parseConfig", () => {
 		expect(m.context_length).toBeUndefined();
 		expect(m.capabilities).toEqual([]);
 		expect(cfg.first_byte_timeout_ms).toBeGreaterThan(0);
+		expect(cfg.request_timeout_ms).toBe(600_000);
 		expect(cfg.max_body_bytes).toBe(4 * 1024 * 1024);
 		expect(cfg.web_search).toBeUndefined();
 	});
@@ -122,6 +123,12 @@ describe("parseConfig", () => {
 		["searxng has no url", { web_search: { provider: "searxng" } }, "web_search.url"],
 		["a paid search provider has no key", { web_search: { provider: "brave" } }, "web_search.api_key_env"],
 		["first_byte_timeout_ms is negative", { first_byte_timeout_ms: -5 }, "first_byte_timeout_ms"],
+		["request_timeout_ms is over an hour", { request_timeout_ms: 3_600_001 }, "request_timeout_ms"],
+		[
+			"a node's prefill rate is zero",
+			{ models: [model({ nodes: [{ url: "http://a.example/v1", prefill_tokens_per_s: 0 }] })] },
+			"models.0.nodes.0",
+		],
 		// Every wait is bounded as the engine's are: a search that hangs longer would let the hold lapse.
 		[
 			"the search timeout is over ten minutes",
@@ -173,16 +180,16 @@ describe("modelNodes", () => {
 		]);
 	});
 
-	it("keeps weights, health and metrics URLs, and cache_salt", () => {
+	it("keeps weights, health and metrics URLs, cache_salt and the prefill rate", () => {
 		const nodes = [
 			{ url: "http://a.example/v1", weight: 3, health_url: "http://a.example/healthz", metrics_url: "http://a.example:9090/m" },
-			{ url: "http://b.example/v1", weight: 0, cache_salt: true },
+			{ url: "http://b.example/v1", weight: 0, cache_salt: true, prefill_tokens_per_s: 2500 },
 			{ url: "http://c.example/v1", cache_salt: false },
 		];
 		const cfg = parseConfig(config({ models: [model({ nodes })] }));
 		expect(modelNodes(cfg.models[0]!)).toEqual([
 			{ url: "http://a.example/v1", weight: 3, healthUrl: "http://a.example/healthz", metricsUrl: "http://a.example:9090/m" },
-			{ url: "http://b.example/v1", weight: 0, cacheSalt: true },
+			{ url: "http://b.example/v1", weight: 0, cacheSalt: true, prefillTokensPerS: 2500 },
 			{ url: "http://c.example/v1", weight: 1 },
 		]);
 		// Normalised once per model: every request reads the same array.

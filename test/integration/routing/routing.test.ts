@@ -152,7 +152,14 @@ describe("remembering sick nodes", () => {
 		const t = marker("rc");
 		const dead = `${t}dead`;
 		await setNode(dead, { scenario: "fail500" });
-		const gw = gatewayWith(fleetConfig([model("fleet", [{ url: nodeUrl(dead), weight: 10 }, nodeUrl(`${t}ok`)])]));
+		// Probed by a NodeHealth of its own: only these two nodes, every 300 ms.
+		const gw = gatewayWith(
+			fleetConfig([model("fleet", [{ url: nodeUrl(dead), weight: 10 }, nodeUrl(`${t}ok`)])]),
+			{},
+			{
+				ownNodeHealth: true,
+			},
+		);
 		const m = marker();
 		await send(gw, 3, () => ({ model: "fleet", messages: user(m) }));
 		// The prober saw it fail too (its /health answers 500).
@@ -165,18 +172,15 @@ describe("remembering sick nodes", () => {
 
 		await setNode(dead, { scenario: "ok" });
 		const m2 = marker();
-		// Traffic until the node gets some back: a passing probe ends its 60-second cooldown. The
-		// deadline is below that cooldown and above a few probe rounds even when, in the shared
-		// workerd of `npm run test:unit`, another file's gateway has just set the deployment's one
-		// NodeHealth to the default 10-second interval (the last view() sets it; a deployment has
-		// one config, the test run has many).
+		// Traffic until the node gets some back: a passing probe ends its 60-second cooldown, which
+		// the wait's bound (a failing test's only) is well below.
 		await waitFor(async () => {
 			await send(gw, 1, () => ({ model: "fleet", messages: user(m2) }));
 			return (perNode(await callsWith(m2))[dead] ?? 0) > 0;
-		}, 45_000);
+		}, 20_000);
 		const row = await waitForNode(gw, nodeUrl(dead), (r) => r.healthy);
 		expect(row.cooling_until).toBeNull();
-	}, 60_000);
+	}, 30_000);
 });
 
 describe("engine load and cache affinity", () => {
@@ -187,11 +191,15 @@ describe("engine load and cache affinity", () => {
 		// Timeouts no busy machine reaches (the probe's is half its interval, at most 2 s): a free node
 		// that timed out would cool down and leave the queued one as the only choice, which is
 		// failover, not this test.
-		const gw = gatewayWith({
-			...fleetConfig([model("fleet", [nodeUrl(queued), nodeUrl(`${t}free`)])], { health_check_interval_ms: 4000 }),
-			first_byte_timeout_ms: 15_000,
-			stream_idle_timeout_ms: 15_000,
-		});
+		const gw = gatewayWith(
+			{
+				...fleetConfig([model("fleet", [nodeUrl(queued), nodeUrl(`${t}free`)])], { health_check_interval_ms: 4000 }),
+				first_byte_timeout_ms: 15_000,
+				stream_idle_timeout_ms: 15_000,
+			},
+			{},
+			{ ownNodeHealth: true },
+		);
 		await send(gw, 1, () => ({ model: "fleet", messages: user("warm up") }));
 		const row = await waitForNode(gw, nodeUrl(queued), (r) => r.engine_load?.waiting === 30);
 		expect(row.engine_load).toMatchObject({ source: "vllm", waiting: 30, running: 16 });
@@ -260,6 +268,8 @@ describe("/admin/nodes", () => {
 				model("fleet", [{ url: nodeUrl(`${t}a`), api_key_env: "NODE_KEY", weight: 2 }, nodeUrl(`${t}b`)]),
 				model("other", [nodeUrl(`${t}b`)]),
 			]),
+			{},
+			{ ownNodeHealth: true },
 		);
 		const m = marker();
 		await send(gw, 2, () => ({ model: "fleet", messages: user(m) }));

@@ -300,6 +300,41 @@ describe("callEngine", () => {
 		expect(t.calls.every((c) => c.auth === "Bearer secret-1")).toBe(true);
 	});
 
+	it("gives a long prompt its prefill time, and cools no node for its timeout until a short prompt times out there", async () => {
+		const t = setup({ "http://hang": "hang" });
+		// 2,000 tokens at 100,000 a second: 20 ms on top of the 30 ms first-byte timeout, a long prompt.
+		const target = {
+			model: "m",
+			nodes: [{ url: "http://hang", weight: 1000, prefillTokensPerS: 100_000 }, ...nodes("http://ok")],
+			body: "{}",
+		};
+		const started = performance.now();
+		expect((await t.run([target], { promptTokens: 2000 })).node).toBe("http://ok");
+		expect(performance.now() - started).toBeGreaterThanOrEqual(45);
+		expect(t.fleet.runtime("http://hang")).toMatchObject({ coolingUntil: 0, lastError: "timeout on a long prompt" });
+		// Still in service: the next long prompt tries it again.
+		expect((await t.run([target], { promptTokens: 2000 })).node).toBe("http://ok");
+		expect(t.calls.filter((c) => c.url === "http://hang")).toHaveLength(2);
+		// A short prompt times out there too: the node is mute, and cools.
+		expect((await t.run([target], { promptTokens: 10 })).node).toBe("http://ok");
+		expect(t.fleet.runtime("http://hang").coolingUntil).toBeGreaterThan(Date.now());
+	});
+
+	it("ends the request at its deadline as 504, blaming no node, and tries nothing once it has passed", async () => {
+		const t = setup({ "http://a": "hang", "http://b": "hang" });
+		const targets = [
+			{ model: "m", nodes: nodes("http://a"), body: "{}" },
+			{ model: "f", nodes: nodes("http://b"), body: "{}" },
+		];
+		const cut = await failureOf(t.run(targets, { firstByteTimeoutMs: 60_000, deadlineAt: Date.now() + 20 }));
+		expect(cut).toMatchObject({ status: 504, code: "upstream_timeout" });
+		expect(t.calls.map((c) => c.url)).toEqual(["http://a"]);
+		expect(t.fleet.runtime("http://a")).toMatchObject({ coolingUntil: 0, failures: 0 });
+		const late = await failureOf(t.run(targets, { deadlineAt: Date.now() }));
+		expect(late).toMatchObject({ status: 504, code: "upstream_timeout" });
+		expect(t.calls).toHaveLength(1);
+	});
+
 	it("stops when the client leaves, without cooling the node", async () => {
 		const t = setup({ "http://a": "hang" });
 		const controller = new AbortController();
