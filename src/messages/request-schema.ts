@@ -8,7 +8,8 @@
 
 import { z } from "zod";
 import { VenymOptions } from "../chat/validate";
-import { parseBody } from "../http/parse-body";
+import { refuseEngineNames } from "../http/engine-fields";
+import { assertObject, parseBody } from "../http/parse-body";
 
 const Text = z.looseObject({ type: z.literal("text"), text: z.string() });
 
@@ -195,11 +196,16 @@ export const CountTokensSchema = MessagesRequestSchema.extend({ max_tokens: z.nu
 export type CountTokensRequest = z.infer<typeof CountTokensSchema>;
 
 export function validateMessagesRequest(body: unknown): ValidatedMessages {
-	return { req: parseBody(MessagesRequestSchema, body), ignored: ignoredFields(body as Record<string, unknown>) };
+	assertObject(body);
+	// An engine's own field (`n_predict`, `priority`…) is refused as on the other lanes, not ignored.
+	refuseEngineNames(body, KNOWN);
+	return { req: parseBody(MessagesRequestSchema, body), ignored: ignoredFields(body) };
 }
 
 export function validateCountTokensRequest(body: unknown): { req: CountTokensRequest; ignored: string[] } {
-	return { req: parseBody(CountTokensSchema, body), ignored: ignoredFields(body as Record<string, unknown>) };
+	assertObject(body);
+	refuseEngineNames(body, KNOWN);
+	return { req: parseBody(CountTokensSchema, body), ignored: ignoredFields(body) };
 }
 
 function ignoredFields(body: Record<string, unknown>): string[] {
