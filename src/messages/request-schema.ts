@@ -2,7 +2,9 @@
  * The `POST /v1/messages` body (Anthropic Messages): every field the gateway translates is
  * checked here (a wrong type is a 400 naming it); fields the engine cannot act on are accepted
  * and dropped; any other top-level field is ignored and reported back by name, so a newer
- * client's beta fields never break a request. Content blocks are loose: `cache_control`,
+ * client's beta fields never break a request, except an engine's own field clients send by habit
+ * (http/engine-fields.ts FIELD_HINTS: `n_predict`, `priority`…), refused as on every lane. None
+ * reaches the engine: to-chat.ts builds its body field by field. Content blocks are loose: `cache_control`,
  * `citations` and the like ride on them and are dropped by the translation.
  */
 
