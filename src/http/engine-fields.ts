@@ -164,7 +164,7 @@ export const FIELD_HINTS: Readonly<Record<string, string>> = {
 	vllm_xargs: "engine extension arguments are the operator's",
 };
 
-const NOT_LISTED = "send the parameters of the OpenAI API (the operator can let an engine parameter through for a model)";
+const NOT_LISTED = "send only the parameters of this API (GET /openapi.json lists them)";
 
 function unsupported(param: string, hint: string): GatewayError {
 	return new GatewayError("invalid_request", `'${param}' is not supported by this gateway: ${hint}.`, {

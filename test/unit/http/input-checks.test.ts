@@ -45,7 +45,7 @@ describe("checkFields", () => {
 		const err = thrown(() => checkFields({ model: "m", n_cmpl_v2: 8 }, CHAT_FIELDS));
 		expect(err.param).toBe("n_cmpl_v2");
 		expect(err.message).toContain("'n_cmpl_v2' is not supported by this gateway");
-		expect(err.message).toContain("OpenAI API");
+		expect(err.message).toContain("openapi.json");
 	});
 
 	it("takes what the lane lists, and what the model lets through", () => {
