@@ -90,7 +90,6 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		promptTokens + (webSearch ? groundingTokenBound(results) : 0) + (toolName ? searchRoundTokenBound(results) : 0);
 	const calls = toolName ? 2 : 1;
 	const searchPrice = webSearch || toolName ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
-	// Before prepareChat, which rewrites the body for the requested model.
 	const fallbacks = chatFallbacks({
 		config,
 		principal,

@@ -32,12 +32,15 @@ const SAMPLING: LaneFields = {
 /** Engine sampling extensions every engine here reads (vLLM, SGLang, llama.cpp): they change no amount. */
 const ENGINE_SAMPLING: LaneFields = { top_k: "engine", min_p: "engine", repetition_penalty: "engine" };
 
+// `cache_salt` (vLLM, SGLang) only narrows whose prefix cache a request may hit: replaced by the
+// payer's on a node with `cache_salt: true` (engine/cache-salt.ts), sent as is to the others.
+
 /** The gateway's own: fallback models (routing/fallback-chain.ts) and Venym's options. */
 const GATEWAY: LaneFields = { models: "read", fallbacks: "read", venym: "read" };
 
 /**
  * Chat Completions: every create parameter of OpenAI's API (openai-node's
- * `ChatCompletionCreateParamsBase`), the engine extensions above, `chat_template_kwargs`
+ * `ChatCompletionCreateParamsBase`), the engine extensions above, `cache_salt`, `chat_template_kwargs`
  * (`enable_thinking`…; its `chat_template` is refused) and vLLM's `documents` (counted in the
  * prompt estimate), and the gateway's own. `n`, the output limits and `stream_options` are
  * capped or rewritten by chat/prepare.ts.
@@ -61,6 +64,7 @@ export const CHAT_FIELDS: LaneFields = {
 	user: "engine",
 	prompt_cache_key: "engine",
 	...ENGINE_SAMPLING,
+	cache_salt: "engine",
 	chat_template_kwargs: "engine",
 	documents: "engine",
 	// OpenAI's platform features: audio output, predicted outputs, stored completions, tiers,
@@ -99,6 +103,7 @@ export const COMPLETION_FIELDS: LaneFields = {
 	user: "engine",
 	prompt_cache_key: "engine",
 	...ENGINE_SAMPLING,
+	cache_salt: "engine",
 	...GATEWAY,
 };
 

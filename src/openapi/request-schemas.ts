@@ -110,6 +110,11 @@ const CHAT_PASS_THROUGH: Record<string, Json> = {
 		items: { type: "object", additionalProperties: true },
 		description: "Engine extension (vLLM): documents rendered into the template, counted in the prompt estimate.",
 	},
+	cache_salt: {
+		type: "string",
+		description:
+			"Engine extension (vLLM, SGLang): the prefix cache's salt; replaced by the paying key's on a node with `cache_salt: true`.",
+	},
 	top_k: { type: "integer", description: "Engine extension (vLLM, SGLang, llama.cpp)." },
 	min_p: { type: "number", description: "Engine extension (vLLM, SGLang, llama.cpp)." },
 	repetition_penalty: { type: "number", description: "Engine extension (vLLM, SGLang)." },

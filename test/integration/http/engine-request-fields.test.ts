@@ -54,6 +54,7 @@ const SAMPLING: Json = {
 	top_k: 5,
 	min_p: 0.05,
 	repetition_penalty: 1.05,
+	cache_salt: "client-salt",
 	user: "end-user-1",
 	stream: false,
 	stream_options: { include_usage: false },

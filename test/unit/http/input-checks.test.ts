@@ -18,7 +18,11 @@ import {
 import { loneSurrogatePath } from "../../../src/http/lone-surrogate";
 import { parseJsonText } from "../../../src/http/read-json";
 import { COMPLETION_LOGPROBS, SAMPLING_FIELDS, TOP_LOGPROBS } from "../../../src/http/sampling-params";
+import { validateMessagesRequest } from "../../../src/messages/request-schema";
+import { messagesToChat } from "../../../src/messages/to-chat";
 import { OUTPUT_FIELDS } from "../../../src/money/output-fields";
+import { validateResponsesRequest } from "../../../src/responses/request-schema";
+import { responsesToChat } from "../../../src/responses/to-chat";
 
 /** The error `fn` throws, as the client sees it. */
 function thrown(fn: () => unknown): OpenAIErrorBody["error"] & { status: number } {
@@ -191,5 +195,54 @@ describe("sampling ranges", () => {
 		{ logprobs: 6 },
 	])("refuses %j", (v) => {
 		expect(ok(v)).toBe(false);
+	});
+});
+
+describe("the chat bodies Responses and Messages build", () => {
+	it("carry only fields chat's allowlist knows, and no client field they do not translate", () => {
+		const { req } = validateMessagesRequest({
+			model: "m",
+			max_tokens: 64,
+			system: "be brief",
+			messages: [{ role: "user", content: "hi" }],
+			stop_sequences: ["x"],
+			stream: true,
+			temperature: 0.2,
+			top_p: 0.9,
+			top_k: 5,
+			tools: [{ name: "f", input_schema: { type: "object" } }],
+			tool_choice: { type: "any", disable_parallel_tool_use: true },
+			thinking: { type: "enabled", budget_tokens: 1024 },
+			metadata: { user_id: "u" },
+			models: ["b"],
+			venym: { tool_call_repair: false },
+			newer_beta_field: { n: 8 },
+		});
+		const fromMessages = messagesToChat(req, { reasoning: true, webSearch: false });
+		expect(() => checkFields(fromMessages, CHAT_FIELDS)).not.toThrow();
+		expect(fromMessages).not.toHaveProperty("newer_beta_field");
+
+		const responses = validateResponsesRequest({
+			model: "m",
+			input: "hi",
+			instructions: "be brief",
+			max_output_tokens: 64,
+			temperature: 0.2,
+			top_p: 0.9,
+			tools: [{ type: "function", name: "f", parameters: { type: "object" } }],
+			tool_choice: "auto",
+			parallel_tool_calls: false,
+			text: { format: { type: "json_object" }, verbosity: "low" },
+			reasoning: { effort: "low", summary: "auto" },
+			metadata: { a: "b" },
+			user: "u",
+			prompt_cache_key: "k",
+			stream: true,
+			service_tier: "auto",
+			models: ["b"],
+		});
+		const fromResponses = responsesToChat(responses, []);
+		expect(() => checkFields(fromResponses, CHAT_FIELDS)).not.toThrow();
+		for (const field of Object.keys(fromResponses)) expect(CHAT_FIELDS[field], field).not.toBe("dropped");
 	});
 });
