@@ -223,7 +223,7 @@ describe("Responses and Messages, which build the engine's body field by field",
 });
 
 describe("llama.cpp's n_cmpl, its own name for n", () => {
-	it("is refused on chat, legacy completions and embeddings: nothing held, nothing billed", async () => {
+	it("is refused on every lane: nothing held, nothing billed, no record", async () => {
 		const payer = await createKey({ balance_usd: 5 });
 		const before = await info(payer.id);
 		for (const lane of Object.values(LANES)) {
@@ -234,6 +234,12 @@ describe("llama.cpp's n_cmpl, its own name for n", () => {
 			);
 			expect(await engineRequests({ contains: probe })).toEqual([]);
 		}
+		const probe = marker();
+		const responses = { model: "test/ok", input: probe, store: false, n_cmpl: 8 };
+		await expectUnsupported(await post("/v1/responses", payer.key, responses), "n_cmpl");
+		const messages = { model: "test/ok", max_tokens: 4, messages: [{ role: "user", content: probe }], n_cmpl: 8 };
+		await expectUnsupported(await post("/v1/messages", payer.key, messages), "n_cmpl", "anthropic");
+		expect(await engineRequests({ contains: probe })).toEqual([]);
 		const after = await info(payer.id);
 		expect(after.heldNanos).toBe(0);
 		expect(after.openHolds).toBe(0);
