@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { holdFits, MAX_BATCH_INPUTS, worstCaseHold } from "./money/hold-bound";
 import { MAX_REQUEST_NANOS } from "./money/nanos";
+import { OUTPUT_FIELDS } from "./money/output-fields";
 
 const url = z.url({ protocol: /^https?$/ });
 
@@ -70,6 +71,18 @@ export const MAX_REQUEST_TIMEOUT_MS = 3_600_000;
 /** A model with this capability is served on /v1/embeddings only (and needs no output cap or price). */
 export const EMBEDDINGS = "embeddings";
 
+/**
+ * An engine field a model lets through: never one that changes how many choices or tokens the
+ * engine produces (money/output-fields.ts), which the hold could not cover.
+ */
+const PassThroughField = z
+	.string()
+	.regex(/^[A-Za-z][A-Za-z0-9_.-]{0,63}$/, "must be a field name (a letter, then letters, digits, '_', '.', '-')")
+	.refine((f) => !OUTPUT_FIELDS.has(f), {
+		error: (issue) =>
+			`'${String(issue.input)}' can change how many choices or tokens the engine produces (or counts): it can never be passed through`,
+	});
+
 const ModelSchema = z
 	.strictObject({
 		id: z
@@ -92,6 +105,8 @@ const ModelSchema = z
 		fallbacks: z.array(z.string().min(1)).max(16).optional(),
 		/** Repair tool-call arguments that are not valid JSON (src/stream/tool-call-repair.ts). */
 		tool_call_repair: z.boolean().optional(),
+		/** Engine fields this model's requests may carry beyond their lane's own (src/http/engine-fields.ts). */
+		pass_through_fields: z.array(PassThroughField).max(64).optional(),
 	})
 	.superRefine((m, ctx) => {
 		// A node listed twice would take twice its share, and its health is kept per URL anyway.

@@ -7,6 +7,7 @@ import { type ModelConfig, type ResolvedModel, resolveModel } from "../config";
 import { EMBEDDINGS } from "../config-schema";
 import { GatewayError } from "../errors";
 import { estimatePromptTokens } from "../estimate";
+import { CHAT_FIELDS, checkFields } from "../http/engine-fields";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos, usdToNanos } from "../money/pricing";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
@@ -68,6 +69,8 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	const requestedFallbacks = takeRequestFallbacks(body);
 	const choices = choiceCount(body.n, config.max_n);
 	const resolved = resolveModel(config, body.model);
+	// Only what chat knows, or the model lets through, is accepted: the engine's body is built from it.
+	checkFields(body, CHAT_FIELDS, resolved.model.pass_through_fields);
 	assertServes(resolved.model, "chat");
 	assertModelAllowed(principal, resolved.model.id);
 	const ceiling = outputCeiling(principal);
@@ -87,7 +90,6 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		promptTokens + (webSearch ? groundingTokenBound(results) : 0) + (toolName ? searchRoundTokenBound(results) : 0);
 	const calls = toolName ? 2 : 1;
 	const searchPrice = webSearch || toolName ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
-	// Before prepareChat, which rewrites the body for the requested model.
 	const fallbacks = chatFallbacks({
 		config,
 		principal,

@@ -38,7 +38,7 @@ export interface ChatFallback {
 export interface FallbackInput {
 	config: GatewayConfig;
 	principal?: Principal;
-	/** The validated body before `prepareChat` rewrote it for the primary model. */
+	/** The validated body (each candidate's engine body is picked from it). */
 	body: ChatRequest;
 	primary: ResolvedModel;
 	requested: readonly RequestedFallback[];
@@ -86,10 +86,9 @@ export function planFallbacks(input: PlanFallbacksInput, plan: (model: ModelConf
 }
 
 /**
- * The request's fallbacks, prepared. Must run before the primary's `prepareChat`, which
- * rewrites the body in place; each candidate gets a shallow copy (the messages are shared, so
- * a grounding message added later reaches every candidate). A model whose context cannot take
- * the prompt is left out.
+ * The request's fallbacks, prepared: each candidate's engine body is picked from the client's
+ * body for that model (`prepareChat`; the messages are shared, so a grounding message added
+ * later reaches every candidate). A model whose context cannot take the prompt is left out.
  */
 export function chatFallbacks(input: FallbackInput): ChatFallback[] {
 	const { primary } = input;
@@ -98,7 +97,7 @@ export function chatFallbacks(input: FallbackInput): ChatFallback[] {
 		const capped =
 			input.ceiling === null || input.ceiling >= model.max_output_tokens ? model : { ...model, max_output_tokens: input.ceiling };
 		const requestedId = primary.online ? `${model.id}:online` : model.id;
-		const prepared = prepareChat({ ...input.body }, { model: capped, requestedId, online: primary.online }, input.promptTokens);
+		const prepared = prepareChat(input.body, { model: capped, requestedId, online: primary.online }, input.promptTokens);
 		const outputTokens = prepared.maxOutputTokens * input.choices;
 		const promptLimit = promptBound(model, input.heldPromptTokens);
 		return {

@@ -1,10 +1,14 @@
 import type { ModelConfig, ResolvedModel } from "../config";
+import { CHAT_FIELDS, engineFields } from "../http/engine-fields";
 import type { ChatRequest } from "./validate";
 
 export const DEFAULT_SEARCH_RESULTS = 6;
 
 export interface PreparedChat {
-	/** The body the engine receives: same object, with the gateway's rewrites applied. */
+	/**
+	 * The body the engine receives: the fields chat sends (http/engine-fields.ts) and the model's
+	 * pass-through ones, picked from the client's body (values shared), with the gateway's rewrites.
+	 */
 	engineBody: Record<string, unknown>;
 	stream: boolean;
 	/** The output token cap the engine was given. */
@@ -27,18 +31,18 @@ export function outputCap(model: ModelConfig, promptTokens: number): number {
 }
 
 /**
- * Rewrites a validated chat request for the engine, in place: the catalog's engine model,
- * capped max tokens (the cap is sent when the client sent none), usage forced on streams,
- * and the gateway's own `venym` options removed.
+ * The engine's body for a validated chat request on `resolved`: only the fields chat sends and the
+ * model lets through (never the client's body as is), with the catalog's engine model, capped max
+ * tokens (the cap is sent when the client sent none) and usage forced on streams. The client's
+ * body is not changed.
  */
 export function prepareChat(body: ChatRequest, resolved: ResolvedModel, promptTokens: number): PreparedChat {
 	const cap = outputCap(resolved.model, promptTokens);
-	const out = body as Record<string, unknown>;
+	const out = engineFields(body, CHAT_FIELDS, resolved.model.pass_through_fields);
 	// Earlier reasoning goes back only to a model whose engine takes it (the `reasoning`
 	// capability): a Responses turn stored or resealed for one model may be continued on another.
 	if (!resolved.model.capabilities.includes("reasoning")) out.messages = withoutReasoning(out.messages);
 	const venym = body.venym;
-	delete out.venym;
 	out.model = resolved.model.engine_model;
 
 	let maxOutputTokens = cap;

@@ -30,8 +30,9 @@ export const VenymOptions = z.strictObject({
 });
 
 /**
- * What the gateway reads, and the sampling parameters' ranges, are checked; every other field goes
- * to the engine untouched, except the refused ones (http/engine-fields.ts).
+ * What the gateway reads, and the sampling parameters' ranges, are checked here; which other
+ * top-level fields are accepted, and which of them reach the engine, is chat's allowlist
+ * (http/engine-fields.ts `CHAT_FIELDS`), checked once the model is known (its `pass_through_fields`).
  */
 export const ChatRequestSchema = z.looseObject({
 	model: z.string().min(1),

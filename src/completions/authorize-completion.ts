@@ -21,6 +21,7 @@ import { outputCap } from "../chat/prepare";
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
 import { estimateTokens } from "../estimate";
+import { COMPLETION_FIELDS, checkFields, engineFields } from "../http/engine-fields";
 import { parseBody } from "../http/parse-body";
 import { COMPLETION_LOGPROBS, SAMPLING_FIELDS } from "../http/sampling-params";
 import { holdNanos } from "../ledger/ledger-client";
@@ -40,9 +41,9 @@ const Prompt = z.union([z.string(), z.array(z.string()).min(1), TokenArray, z.ar
 const MaxTokens = z.number().int().positive().nullable().optional();
 
 /**
- * What the gateway reads, and the sampling parameters' ranges, are checked; every other field goes
- * to the engine untouched, except the refused ones (http/engine-fields.ts; `best_of` is this
- * lane's own, held for).
+ * What the gateway reads, and the sampling parameters' ranges, are checked here; which other
+ * top-level fields are accepted, and which reach the engine, is the lane's allowlist
+ * (http/engine-fields.ts `COMPLETION_FIELDS`; `best_of` is held for), checked once the model is known.
  */
 export const CompletionRequestSchema = z.looseObject({
 	model: z.string().min(1),
@@ -54,10 +55,9 @@ export const CompletionRequestSchema = z.looseObject({
 	best_of: z.number().nullable().optional(),
 	...SAMPLING_FIELDS,
 	logprobs: COMPLETION_LOGPROBS,
+	// No gateway option applies to legacy completions (web search is chat and Responses only): any is a 400.
+	venym: z.strictObject({}).optional(),
 });
-
-/** Legacy completions' own fields that the other lanes refuse. */
-export const COMPLETION_OWN_FIELDS: ReadonlyArray<string> = ["best_of"];
 
 type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
@@ -69,7 +69,7 @@ function promptEstimates(prompt: CompletionRequest["prompt"]): number[] {
 }
 
 function validate(rawBody: unknown): CompletionRequest {
-	parseBody(CompletionRequestSchema, rawBody, { ownFields: COMPLETION_OWN_FIELDS });
+	parseBody(CompletionRequestSchema, rawBody);
 	return rawBody as CompletionRequest;
 }
 
@@ -83,6 +83,7 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 		throw new GatewayError("invalid_request", `Invalid 'best_of': it must be at least 'n' (${n}).`, { param: "best_of" });
 	}
 	const resolved = resolveFor(run, body.model, "completions");
+	checkFields(body, COMPLETION_FIELDS, resolved.model.pass_through_fields);
 	const estimates = promptEstimates(body.prompt);
 	if (estimates.length > MAX_PROMPTS) {
 		throw new GatewayError("invalid_request", `Invalid 'prompt': at most ${MAX_PROMPTS} prompts in one request.`, {
@@ -140,7 +141,8 @@ interface PromptShape {
 }
 
 /**
- * The request on one model: its engine body (a shallow copy: the prompts are shared), max_tokens
+ * The request on one model: its engine body (the fields the lane sends and the model lets through,
+ * picked: the prompts are shared), max_tokens
  * (default 16, capped like chat: the model, the context left, the key's ceiling), usage bounds,
  * hold and reserve.
  */
@@ -150,7 +152,7 @@ function completionPlan(model: ModelConfig, body: CompletionRequest, shape: Prom
 	const maxTokens = Math.min(body.max_tokens ?? DEFAULT_COMPLETION_MAX_TOKENS, cap);
 	// Always a stream with usage from the engine (as chat: src/chat/prepare.ts).
 	const engineBody: Record<string, unknown> = {
-		...body,
+		...engineFields(body, COMPLETION_FIELDS, model.pass_through_fields),
 		model: model.engine_model,
 		max_tokens: maxTokens,
 		stream: true,

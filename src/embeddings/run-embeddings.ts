@@ -15,6 +15,7 @@ import { isOversized } from "../engine/read-body";
 import { GatewayError } from "../errors";
 import { estimateTokens } from "../estimate";
 import { clientLeft } from "../http/client-gone";
+import { checkFields, EMBEDDING_FIELDS, engineFields } from "../http/engine-fields";
 import { parseBody } from "../http/parse-body";
 import { holdNanos } from "../ledger/ledger-client";
 import { MAX_BATCH_INPUTS } from "../money/hold-bound";
@@ -77,6 +78,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	// The request's overall deadline: every attempt and fallback, and reading the answer.
 	const deadlineAt = Date.now() + config.request_timeout_ms;
 	const resolved = resolveFor(run, body.model, "embeddings");
+	checkFields(body, EMBEDDING_FIELDS, resolved.model.pass_through_fields);
 	const estimates = inputEstimates(body.input);
 	for (const e of estimates) assertFitsContext(resolved.model, e);
 	const promptTokens = estimates.reduce((a, b) => a + b, 0);
@@ -167,7 +169,8 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 }
 
 /**
- * The request on one model: its engine body (a shallow copy: the inputs are shared), input bound,
+ * The request on one model: its engine body (the fields the lane sends and the model lets through,
+ * picked: the inputs are shared), input bound,
  * hold and reserve. As for legacy completions' prompts, every input beyond the largest is reserved:
  * the balance and each spend cap must cover them before admission, so a batch overspends by no
  * more than one input's worth.
@@ -178,7 +181,7 @@ function embeddingsPlan(model: ModelConfig, body: EmbeddingsRequest): CandidateP
 	for (const b of bounds) bound += b;
 	const largest = Math.max(...bounds);
 	return {
-		engineBody: { ...body, model: model.engine_model, venym: undefined },
+		engineBody: { ...engineFields(body, EMBEDDING_FIELDS, model.pass_through_fields), model: model.engine_model },
 		bounds: { maxPromptTokens: bound, maxCompletionTokens: 0 },
 		holdNanos: holdNanos(model, bound, 0),
 		reserveNanos: bound > largest ? costNanos(model.pricing, bound - largest, 0) : 0,

@@ -2,13 +2,16 @@
  * The `POST /v1/messages` body (Anthropic Messages): every field the gateway translates is
  * checked here (a wrong type is a 400 naming it); fields the engine cannot act on are accepted
  * and dropped; any other top-level field is ignored and reported back by name, so a newer
- * client's beta fields never break a request. Content blocks are loose: `cache_control`,
+ * client's beta fields never break a request, except an engine's own field clients send by habit
+ * (http/engine-fields.ts FIELD_HINTS: `n_predict`, `priority`…), refused as on every lane. None
+ * reaches the engine: to-chat.ts builds its body field by field. Content blocks are loose: `cache_control`,
  * `citations` and the like ride on them and are dropped by the translation.
  */
 
 import { z } from "zod";
 import { VenymOptions } from "../chat/validate";
-import { parseBody } from "../http/parse-body";
+import { refuseEngineNames } from "../http/engine-fields";
+import { assertObject, parseBody } from "../http/parse-body";
 
 const Text = z.looseObject({ type: z.literal("text"), text: z.string() });
 
@@ -195,11 +198,16 @@ export const CountTokensSchema = MessagesRequestSchema.extend({ max_tokens: z.nu
 export type CountTokensRequest = z.infer<typeof CountTokensSchema>;
 
 export function validateMessagesRequest(body: unknown): ValidatedMessages {
-	return { req: parseBody(MessagesRequestSchema, body), ignored: ignoredFields(body as Record<string, unknown>) };
+	assertObject(body);
+	// An engine's own field (`n_predict`, `priority`…) is refused as on the other lanes, not ignored.
+	refuseEngineNames(body, KNOWN);
+	return { req: parseBody(MessagesRequestSchema, body), ignored: ignoredFields(body) };
 }
 
 export function validateCountTokensRequest(body: unknown): { req: CountTokensRequest; ignored: string[] } {
-	return { req: parseBody(CountTokensSchema, body), ignored: ignoredFields(body as Record<string, unknown>) };
+	assertObject(body);
+	refuseEngineNames(body, KNOWN);
+	return { req: parseBody(CountTokensSchema, body), ignored: ignoredFields(body) };
 }
 
 function ignoredFields(body: Record<string, unknown>): string[] {

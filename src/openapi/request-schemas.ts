@@ -2,17 +2,18 @@
  * Request bodies for the OpenAPI document, generated from the zod schemas the handlers validate
  * with, so the document cannot drift from what is accepted. The only hand-written parts are
  * what no zod schema holds: the request-level fallback lists of chat, completions and
- * embeddings (read by routing/fallback-chain.ts),
- * the common engine parameters chat passes through unchecked, and descriptions.
+ * embeddings (read by routing/fallback-chain.ts), the shapes of the allowlisted fields no zod
+ * schema checks, and descriptions. Which fields each lane accepts is its allowlist
+ * (http/engine-fields.ts): every one is a property, any other field is refused.
  */
 import { z } from "zod";
 import { CreateKey, Credit, PatchKey } from "../api/key-input";
 import { PatchNode } from "../api/node-input";
 import { MintToken } from "../api/token-input";
 import { ChatRequestSchema } from "../chat/validate";
-import { COMPLETION_OWN_FIELDS, CompletionRequestSchema } from "../completions/authorize-completion";
+import { CompletionRequestSchema } from "../completions/authorize-completion";
 import { EmbeddingsRequestSchema } from "../embeddings/run-embeddings";
-import { REFUSED_ENGINE_FIELDS } from "../http/engine-fields";
+import { CHAT_FIELDS, COMPLETION_FIELDS, EMBEDDING_FIELDS, type LaneFields } from "../http/engine-fields";
 import { CountTokensSchema, MessagesRequestSchema } from "../messages/request-schema";
 import { ResponsesRequestSchema } from "../responses/request-schema";
 import { MAX_REQUEST_FALLBACKS } from "../routing/fallback-chain";
@@ -85,8 +86,8 @@ const FALLBACK_PROPS: Record<string, Json> = {
 };
 
 /**
- * Common Chat Completions parameters the chat schema does not check: passed to the engine as sent
- * (the list is not exhaustive). The sampling parameters are in the zod schema, with their ranges.
+ * Chat Completions parameters the chat schema does not check: passed to the engine as sent. The
+ * sampling parameters are in the zod schema, with their ranges.
  */
 const CHAT_PASS_THROUGH: Record<string, Json> = {
 	tools: { type: "array", items: { type: "object", additionalProperties: true }, description: "Function tools." },
@@ -104,32 +105,46 @@ const CHAT_PASS_THROUGH: Record<string, Json> = {
 		additionalProperties: true,
 		description: "Passed to the engine's chat template (`enable_thinking`…); `chat_template` inside it is refused.",
 	},
+	documents: {
+		type: "array",
+		items: { type: "object", additionalProperties: true },
+		description: "Engine extension (vLLM): documents rendered into the template, counted in the prompt estimate.",
+	},
+	cache_salt: {
+		type: "string",
+		description:
+			"Engine extension (vLLM, SGLang): the prefix cache's salt; replaced by the paying key's on a node with `cache_salt: true`.",
+	},
 	top_k: { type: "integer", description: "Engine extension (vLLM, SGLang, llama.cpp)." },
 	min_p: { type: "number", description: "Engine extension (vLLM, SGLang, llama.cpp)." },
 	repetition_penalty: { type: "number", description: "Engine extension (vLLM, SGLang)." },
 };
 
-/** The engine fields a lane refuses (all but its own), as properties no value satisfies. */
-function refusedProps(own: ReadonlyArray<string> = []): Record<string, Json> {
-	const refused: Record<string, Json> = {};
-	for (const [field, instead] of Object.entries(REFUSED_ENGINE_FIELDS)) {
-		if (own.includes(field)) continue;
-		refused[field] = { not: {}, description: `Refused with 400 \`unsupported_parameter\`: ${instead}.` };
+const DROPPED = "OpenAI's; accepted and dropped: no engine behind this gateway offers it (docs/limits-and-money.md).";
+const FORWARDED = "Passed to the engine as sent.";
+const OTHERS =
+	"Any other top-level field is refused with 400 `unsupported_parameter` naming it, unless the model's config lets that engine field through (`pass_through_fields`).";
+
+/**
+ * A lane's request body from its allowlist: each listed field a property (the zod schema's, a
+ * described shape, or a note of what the lane does with it), and no other (`additionalProperties: false`).
+ */
+function allowlisted(schema: Json, lane: LaneFields, shapes: Record<string, Json>): Json {
+	const props = { ...(schema.properties as Record<string, Json>) };
+	for (const [name, use] of Object.entries(lane)) {
+		const generated = props[name];
+		if (generated !== undefined && Object.keys(generated).length > 0) continue;
+		props[name] = shapes[name] ?? { description: use === "dropped" ? DROPPED : FORWARDED };
 	}
-	return refused;
+	return { ...schema, properties: props, additionalProperties: false };
 }
 
 function chatRequest(): Json {
-	const schema = withExtra(fromZod(ChatRequestSchema), {
-		...FALLBACK_PROPS,
-		...CHAT_PASS_THROUGH,
-		...refusedProps(),
-	});
+	const schema = allowlisted(fromZod(ChatRequestSchema), CHAT_FIELDS, { ...FALLBACK_PROPS, ...CHAT_PASS_THROUGH });
 	return describe(
 		{
 			...schema,
-			description:
-				"Only the fields the gateway reads are checked; every other field goes to the engine untouched (`additionalProperties` allowed), except the refused ones. `max_tokens`/`max_completion_tokens` are capped at the model's (and the key's) limit; with `stream: true`, `stream_options` becomes `{include_usage: true}`.",
+			description: `Every parameter of OpenAI's Chat Completions is accepted: sent to the engine, or dropped where no engine here offers it. ${OTHERS} \`max_tokens\`/\`max_completion_tokens\` are capped at the model's (and the key's) limit; with \`stream: true\`, \`stream_options\` becomes \`{include_usage: true}\`.`,
 		},
 		{
 			model: MODEL,
@@ -172,15 +187,16 @@ export function requestSchemas(): Record<string, Json> {
 	return {
 		ChatCompletionRequest: chatRequest(),
 		CompletionRequest: describe(
-			withExtra(fromZod(CompletionRequestSchema), { ...FALLBACK_PROPS, ...refusedProps(COMPLETION_OWN_FIELDS) }),
+			{ ...allowlisted(fromZod(CompletionRequestSchema), COMPLETION_FIELDS, FALLBACK_PROPS), description: OTHERS },
 			{
 				model: "A text model id (no web search here).",
 				max_tokens: "Default 16, capped like chat.",
 			},
 		),
-		EmbeddingsRequest: describe(withExtra(fromZod(EmbeddingsRequestSchema), { ...FALLBACK_PROPS, ...refusedProps() }), {
-			model: "A model with the `embeddings` capability.",
-		}),
+		EmbeddingsRequest: describe(
+			{ ...allowlisted(fromZod(EmbeddingsRequestSchema), EMBEDDING_FIELDS, FALLBACK_PROPS), description: OTHERS },
+			{ model: "A model with the `embeddings` capability." },
+		),
 		ResponsesRequest: responsesRequest(),
 		MessagesRequest: describe(withExtra(fromZod(MessagesRequestSchema), FALLBACK_PROPS, false), {
 			model: "A catalog model id (`:online` for web search).",

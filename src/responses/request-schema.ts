@@ -8,7 +8,8 @@
 import { z } from "zod";
 import { VenymOptions } from "../chat/validate";
 import { GatewayError } from "../errors";
-import { parseBody } from "../http/parse-body";
+import { checkFields, readFields } from "../http/engine-fields";
+import { assertObject, parseBody } from "../http/parse-body";
 import { numberIn, TOP_LOGPROBS } from "../http/sampling-params";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
 import { checkImages, InputItem } from "./item-schema";
@@ -98,8 +99,16 @@ export const ResponsesRequestSchema = z.strictObject({
 
 export type ResponsesRequest = z.output<typeof ResponsesRequestSchema>;
 
+/**
+ * Every top-level field Responses accepts: all translated by to-chat.ts, none sent as is. Any other
+ * is a 400 `unsupported_parameter` naming it (with its hint when it is an engine's field).
+ */
+const RESPONSES_FIELDS = readFields(Object.keys(ResponsesRequestSchema.shape));
+
 /** Validates a Responses create body; throws GatewayError "invalid_request" naming the bad param. */
 export function validateResponsesRequest(body: unknown): ResponsesRequest {
+	assertObject(body);
+	checkFields(body, RESPONSES_FIELDS);
 	const req = parseBody(ResponsesRequestSchema, body, { issues: precise });
 	if (req.background && req.stream) {
 		throw new GatewayError("invalid_request", "Background responses cannot be streamed: set 'stream' to false or omit it.", {

@@ -56,6 +56,15 @@ export function testGatewayConfig(engineUrl: string) {
 				pricing: { input_usd_per_mtok: 1 },
 			}),
 			model("test/all-hang", [node("hang")]),
+			// Lets two engine fields through (`pass_through_fields`), for the allowlist test.
+			model("test/passthrough", [node()], { pass_through_fields: ["guided_regex", "skip_special_tokens"] }),
+			model("test/embed-passthrough", [node()], {
+				capabilities: ["embeddings"],
+				context_length: 512,
+				max_output_tokens: undefined,
+				pricing: { input_usd_per_mtok: 1 },
+				pass_through_fields: ["normalize"],
+			}),
 			// A node that refuses every request, alone: nothing to fail over to, whatever order the router picks.
 			model("test/refuses", [node("bad400")]),
 			// Megabyte-sized Responses inputs and long previous_response_id chains.

@@ -352,3 +352,41 @@ describe("idle timeouts that outlive a hold", () => {
 		});
 	}
 });
+
+describe("pass_through_fields", () => {
+	it("accepts engine fields that change no amount", () => {
+		const cfg = parseConfig(config({ models: [model({ pass_through_fields: ["guided_regex", "skip_special_tokens"] })] }));
+		expect(cfg.models[0]?.pass_through_fields).toEqual(["guided_regex", "skip_special_tokens"]);
+		expect(parseConfig(config()).models[0]?.pass_through_fields).toBeUndefined();
+	});
+
+	it.each([
+		"n",
+		"n_cmpl",
+		"n_predict",
+		"num_predict",
+		"best_of",
+		"n_probs",
+		"min_tokens",
+		"ignore_eos",
+		"use_beam_search",
+		"max_new_tokens",
+		"min_new_tokens",
+		"prompt_logprobs",
+		"max_tokens",
+		"options",
+	])("refuses %s, which can change how many choices or tokens the engine produces", (field) => {
+		const message = configError(config({ models: [model({ pass_through_fields: ["top_a", field] })] })).message;
+		expect(message).toContain("models.0.pass_through_fields.1");
+		expect(message).toContain(`'${field}' can change how many choices or tokens the engine produces`);
+		expect(GatewayConfigSchema.safeParse(config({ models: [model({ pass_through_fields: [field] })] })).success).toBe(false);
+	});
+
+	it("refuses what is not a field name", () => {
+		for (const name of ["__proto__", "", "a b"]) {
+			expect(configError(config({ models: [model({ pass_through_fields: [name] })] })).message).toContain(
+				"pass_through_fields.0",
+			);
+		}
+	});
+});

@@ -230,7 +230,7 @@ describe("chat completions (non-stream)", () => {
 		expect((body.choices as Array<{ message: { content: string } }>)[0]!.message.content).toBe("Tool said: 42");
 	});
 
-	it("passes every other field to the engine untouched", async () => {
+	it("passes the fields chat sends to the engine untouched, and drops OpenAI's platform-only ones", async () => {
 		const m = marker();
 		const extra = {
 			temperature: 0.3,
@@ -252,16 +252,17 @@ describe("chat completions (non-stream)", () => {
 			tool_choice: "none",
 			parallel_tool_calls: false,
 			reasoning_effort: "low",
-			metadata: { tag: "t" },
 			chat_template_kwargs: { enable_thinking: false },
 		};
+		const dropped = { metadata: { tag: "t" }, store: true, service_tier: "auto", safety_identifier: "s", verbosity: "low" };
 		const messages = [
 			{ role: "developer", content: "be brief" },
 			{ role: "user", content: [{ type: "text", text: m }] },
 		];
-		await completion({ model: "test/ok", messages, ...extra });
+		await completion({ model: "test/ok", messages, ...extra, ...dropped });
 		const sent = (await engineCall(m)).body!;
 		for (const [k, v] of Object.entries(extra)) expect(sent[k], k).toEqual(v);
+		for (const k of Object.keys(dropped)) expect(sent, k).not.toHaveProperty(k);
 		expect(sent.messages).toEqual(messages);
 		expect(sent.model).toBe("engine-ok");
 	});

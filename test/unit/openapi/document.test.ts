@@ -6,7 +6,7 @@ import { CreateKey, PatchKey } from "../../../src/api/key-input";
 import { usageSummaryQuery } from "../../../src/api/usage-query";
 import { app } from "../../../src/app";
 import { ChatRequestSchema } from "../../../src/chat/validate";
-import { REFUSED_ENGINE_FIELDS } from "../../../src/http/engine-fields";
+import { CHAT_FIELDS, COMPLETION_FIELDS, EMBEDDING_FIELDS, FIELD_HINTS } from "../../../src/http/engine-fields";
 import { buildDocument, openApiJson } from "../../../src/openapi/document";
 import { errorKindStatuses } from "../../../src/openapi/error-responses";
 import { ResponsesRequestSchema } from "../../../src/responses/request-schema";
@@ -124,13 +124,17 @@ describe("the OpenAPI document", () => {
 		expect(validatorFor("Error")({ error: { message: "m" } })).toBe(false);
 	});
 
-	it("generates the chat request from its zod schema and lets other parameters through", () => {
+	it("generates the chat request from its zod schema and its allowlist, and refuses other parameters", () => {
 		const chat = at(schemas, "ChatCompletionRequest");
 		const props = at(chat, "properties");
 		const common = ["model", "messages", "stream", "max_tokens", "max_completion_tokens", "n", "venym", "temperature", "tools"];
-		for (const field of [...Object.keys(ChatRequestSchema.shape), ...common]) expect(props).toHaveProperty(field);
+		for (const field of [...Object.keys(ChatRequestSchema.shape), ...common, ...Object.keys(CHAT_FIELDS)]) {
+			expect(props).toHaveProperty(field);
+		}
 		expect(chat.required).toEqual(["model", "messages"]);
-		expect(chat.additionalProperties === true || JSON.stringify(chat.additionalProperties) === "{}").toBe(true);
+		expect(chat.additionalProperties).toBe(false);
+		expect(Object.keys(at(schemas, "CompletionRequest", "properties")).sort()).toEqual(Object.keys(COMPLETION_FIELDS).sort());
+		expect(Object.keys(at(schemas, "EmbeddingsRequest", "properties")).sort()).toEqual(Object.keys(EMBEDDING_FIELDS).sort());
 		expect(at(props, "venym", "properties").search_results).toEqual({ type: "integer", minimum: 1, maximum: 10 });
 		expect(at(props, "models").maxItems).toBe(8);
 		for (const lane of ["CompletionRequest", "EmbeddingsRequest"])
@@ -139,10 +143,11 @@ describe("the OpenAPI document", () => {
 
 		const validate = validatorFor("ChatCompletionRequest");
 		const body = { model: "venym/dev-echo", messages: [{ role: "user", content: "hi" }] };
-		expect(validate({ ...body, temperature: 0.2, some_engine_option: { a: 1 } })).toBe(true);
+		expect(validate({ ...body, temperature: 0.2, top_k: 5, metadata: { a: "b" } })).toBe(true);
+		expect(validate({ ...body, some_engine_option: { a: 1 } })).toBe(false);
 		expect(validate({ ...body, models: ["a", "b"], venym: { web_search: true } })).toBe(true);
 		expect(validate({ model: "m", messages: [] })).toBe(false);
-		for (const refused of Object.keys(REFUSED_ENGINE_FIELDS)) expect(validate({ ...body, [refused]: 1 }), refused).toBe(false);
+		for (const refused of Object.keys(FIELD_HINTS)) expect(validate({ ...body, [refused]: 1 }), refused).toBe(false);
 	});
 
 	it("generates the Responses request from its zod schema: strict, with its enums", () => {

@@ -129,7 +129,7 @@ describe("validateResponsesRequest rejects", () => {
 			"an unknown top-level field",
 			{ ...base, frequency_penalty: 1 },
 			"frequency_penalty",
-			/^Unrecognized request argument supplied: frequency_penalty$/,
+			/^'frequency_penalty' is not supported by this gateway: /,
 		],
 		[
 			"an unknown item type",
