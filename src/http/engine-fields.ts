@@ -169,6 +169,12 @@ export const FIELD_HINTS: Readonly<Record<string, string>> = {
 	vllm_xargs: "engine extension arguments are the operator's",
 };
 
+/** OpenAI features whose state lives on OpenAI's platform (Responses): what to send instead. */
+const PLATFORM_HINTS: Readonly<Record<string, string>> = {
+	conversation: "continue a conversation with 'previous_response_id'",
+	prompt: "send the prompt's text as 'instructions' and 'input'",
+};
+
 const NOT_LISTED = "send only the parameters of this API (GET /openapi.json lists them)";
 
 function unsupported(param: string, hint: string): GatewayError {
@@ -191,7 +197,7 @@ function passes(field: string, lane: LaneFields, passThrough: ReadonlyArray<stri
 export function checkFields(body: object, lane: LaneFields, passThrough: ReadonlyArray<string> = []): void {
 	for (const field in body) {
 		if (!Object.hasOwn(body, field) || passes(field, lane, passThrough)) continue;
-		throw unsupported(field, FIELD_HINTS[field] ?? NOT_LISTED);
+		throw unsupported(field, FIELD_HINTS[field] ?? PLATFORM_HINTS[field] ?? NOT_LISTED);
 	}
 	const kwargs = (body as Record<string, unknown>).chat_template_kwargs;
 	if (kwargs === undefined || kwargs === null || lane.chat_template_kwargs === "read") return;

@@ -273,3 +273,35 @@ describe("validateResponsesRequest rejects", () => {
 		expect(r.message).toMatch(message);
 	});
 });
+
+describe("validateResponsesRequest and OpenAI's newer platform fields", () => {
+	const platform = {
+		prompt_cache_retention: "24h",
+		prompt_cache_options: { mode: "auto" },
+		moderation: { mode: "off" },
+		max_tool_calls: 3,
+		context_management: [{ type: "compaction", compact_threshold: 1000 }],
+		background_options: { timeout: 60 },
+		access_programs: { programs: [] },
+		image: { detail: "auto" },
+	};
+
+	it("accepts each one, as an official client sends it", () => {
+		for (const [field, value] of Object.entries(platform)) {
+			expect(() => validateResponsesRequest({ ...base, [field]: value }), field).not.toThrow();
+		}
+	});
+
+	it("refuses 'conversation' and 'prompt' with what to send instead", () => {
+		const conversation = rejection({ ...base, conversation: "conv_123" });
+		expect(conversation).toMatchObject({ status: 400, param: "conversation" });
+		expect(conversation.message).toContain("previous_response_id");
+		const prompt = rejection({ ...base, prompt: { id: "pmpt_1" } });
+		expect(prompt).toMatchObject({ status: 400, param: "prompt" });
+		expect(prompt.message).toContain("instructions");
+	});
+
+	it("refuses a negative max_tool_calls", () => {
+		expect(rejection({ ...base, max_tool_calls: -1 })).toMatchObject({ status: 400, param: "max_tool_calls" });
+	});
+});
