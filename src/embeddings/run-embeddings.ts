@@ -13,7 +13,7 @@ import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { isOversized } from "../engine/read-body";
 import { GatewayError } from "../errors";
-import { estimateTokens } from "../estimate";
+import { estimateTokens, utf8Bytes } from "../estimate";
 import { clientLeft } from "../http/client-gone";
 import { parseBody } from "../http/parse-body";
 import { holdNanos } from "../ledger/ledger-client";
@@ -54,12 +54,12 @@ function inputEstimates(input: EmbeddingsRequest["input"]): number[] {
 	return (input as Array<string | number[]>).map((i) => (typeof i === "string" ? estimateTokens(i.length) : i.length));
 }
 
-/** The most tokens each input can be billed: a token array exactly, text at most a token a character. */
+/** The most tokens each input can be billed: a token array exactly, text at most a token a UTF-8 byte (and its markers). */
 function inputBounds(input: EmbeddingsRequest["input"], contextLength: number | undefined): number[] {
 	const items: Array<string | number> | Array<string | number[]> = typeof input === "string" ? [input] : input;
 	if (items.every((i) => typeof i === "number")) return [items.length];
 	return (items as Array<string | number[]>).map((i) => {
-		const b = typeof i === "string" ? i.length + 16 : i.length;
+		const b = typeof i === "string" ? utf8Bytes(i) + 16 : i.length;
 		return contextLength === undefined ? b : Math.min(contextLength, b);
 	});
 }
