@@ -147,12 +147,12 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 			rateHeaders,
 		);
 	}
-	// Only input tokens: accepted within the bound, else the estimate.
+	// Only input tokens: the engine's up to the bound, else the estimate (and so for 0 beside vectors).
 	const reported = json.usage as Record<string, unknown> | undefined;
 	const { usage, estimated } = boundedUsage(
 		{ prompt_tokens: reported?.prompt_tokens, completion_tokens: 0 },
 		{ maxPromptTokens: bound, maxCompletionTokens: 0 },
-		{ promptTokens, completionTokens: 0 },
+		{ promptTokens, completionTokens: 0, minPromptTokens: (json.data as unknown[]).length > 0 ? 1 : 0 },
 	);
 	const outcome: Outcome = { status: "completed", usage, estimated, node };
 	void settlement.settle(outcome);

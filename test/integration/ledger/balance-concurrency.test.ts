@@ -18,7 +18,7 @@ import { chat, createKey, readSse } from "../../support/gateway";
 describe("balance checks under concurrency", () => {
 	it("50 concurrent requests on a balance worth three: the rest get 402, the books balance", async () => {
 		// test/slow streams 40 words, one every 50 ms, so the first requests hold their money
-		// while the others arrive. max_tokens 40: hold = 1_052×1_000 + 40×2_000 = 1_132_000; the
+		// while the others arrive. max_tokens 40: hold = 1_039×1_000 + 40×2_000 = 1_119_000; the
 		// engine reports 3 prompt + 40 completion tokens: cost = 83_000.
 		const hold = PROMPT_BOUND * IN + 40 * OUT;
 		const cost = 3 * IN + 40 * OUT;
