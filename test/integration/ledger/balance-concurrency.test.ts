@@ -22,11 +22,11 @@ describe("balance checks under concurrency", () => {
 		// engine reports 3 prompt + 40 completion tokens: cost = 83_000.
 		const hold = PROMPT_BOUND * IN + 40 * OUT;
 		const cost = 3 * IN + 40 * OUT;
-		expect(hold).toBe(1_132_000);
+		expect(hold).toBe(1_119_000);
 		expect(cost).toBe(83_000);
-		const initial = 3 * hold; // 3_396_000 nano$ = $0.003396
+		const initial = 3 * hold; // 3_357_000 nano$ = $0.003357
 		const k = await createKey({ balance_usd: usd(initial) });
-		expect(k.balance_usd).toBe(0.003396);
+		expect(k.balance_usd).toBe(0.003357);
 
 		const body = { model: "test/slow", stream: true, max_tokens: 40, messages: [{ role: "user", content: "ping conc01" }] };
 		const responses = await Promise.all(
