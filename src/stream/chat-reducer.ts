@@ -17,7 +17,7 @@ export interface StreamEnd {
 	estimated: boolean;
 	/** True once a chunk with content, reasoning or tool calls was sent to the client. */
 	contentForwarded: boolean;
-	/** The engine reported usage outside the bounds; the estimate was billed. */
+	/** The engine reported usage outside the bounds: billed at the bound, or the estimate when not a count. */
 	usageOutOfBounds?: boolean;
 	/** The engine went quiet for longer than the idle timeout. */
 	idleTimedOut?: boolean;
@@ -38,7 +38,7 @@ export type EngineOutcome = { status: "completed" } | { status: "engine_error"; 
 export interface ChatReducerOptions {
 	/** Used when the engine sends no usage. */
 	promptTokensEstimate: number;
-	/** Engine usage outside these is replaced by the estimate (see usage-bounds.ts). */
+	/** Engine usage is billed within these (see usage-bounds.ts). */
 	bounds?: UsageBounds;
 	/** Usage of earlier engine calls of the request (a search round's first call): shown in the usage chunk, not in `end`. */
 	earlierUsage?: Usage;
