@@ -9,7 +9,7 @@
  * most what was held. Arithmetic as in test/support/billing.ts ($1/Mtok in, $2/Mtok out).
  */
 import { describe, expect, it } from "vitest";
-import { IN, OUT, ping, settled, type UsageRow } from "../../support/billing";
+import { IN, info as ledgerInfo, OUT, ping, settled, type UsageRow } from "../../support/billing";
 import { chat, createKey, gw, readSse } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
 
@@ -227,5 +227,35 @@ describe("usage of 0/0 beside an answer is estimated, not free", () => {
 		const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: 0 });
 		// Two 11-character inputs: 3 tokens each by the estimate.
 		expect(row).toMatchObject({ prompt_tokens: 6, estimated: true });
+	});
+});
+
+describe("the search round: two engine calls, both held at their bound", () => {
+	it("bills both calls' honest byte counts and the search, within what was held (Responses, stream)", async () => {
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const instructions = "中文".repeat(5_000);
+		const res = await post("/v1/responses", k.key, {
+			model: "test/bytetok",
+			instructions,
+			input: `search the tides ${ping()}`,
+			tools: [{ type: "web_search" }],
+			max_output_tokens: 100,
+			stream: true,
+		});
+		expect(res.status).toBe(200);
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		await reader.read();
+		const held = (await ledgerInfo(k.id)).heldNanos;
+		let text = "";
+		for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+		expect(text.includes("response.completed"), "the stream completes").toBe(true);
+		const { rows } = await settled(k.id, 1);
+		const { charged } = await expectBooks(k.id, CREDIT);
+		const row = rows[0] as UsageRow;
+		expect(row).toMatchObject({ search_count: 1, estimated: false });
+		// Both calls read the instructions, counted a token a byte: twice the old bound's worth.
+		expect(row.prompt_tokens).toBeGreaterThan(2 * utf8(instructions));
+		expect(charged).toBe(row.cost_nanos);
+		expect(charged).toBeLessThanOrEqual(held);
 	});
 });
