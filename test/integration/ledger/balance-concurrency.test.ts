@@ -50,7 +50,7 @@ describe("balance checks under concurrency", () => {
 			expect(typeof e?.available_usd).toBe("number");
 			expect(e?.available_usd as number).toBeLessThanOrEqual(0);
 			expect(e?.required_usd).toBe(usd(hold));
-			expect(e?.message).toContain("0.001132");
+			expect(e?.message).toContain("0.001119");
 		}
 		for (const r of ok) expect(r.frames.at(-1)).toBe("[DONE]");
 
