@@ -17,7 +17,9 @@ function promptsOf(prompt) {
 	return Array.isArray(prompt) ? prompt : [];
 }
 
-const tokensOf = (p) => (typeof p === "string" ? Math.ceil(p.length / 4) : p.length);
+/** A prompt's tokens: about 4 characters a token, or (`byteTokens`) one per UTF-8 byte as a byte-level tokenizer at worst. */
+const tokensOf = (p, behaviour) =>
+	typeof p !== "string" ? p.length : behaviour?.byteTokens ? Buffer.byteLength(p) : Math.ceil(p.length / 4);
 
 /** POST /v1/completions: one choice per prompt × n, "Echo: <prompt words>" (or JSON as asked) capped at max_tokens. */
 export async function legacyCompletions(ctx) {
@@ -33,6 +35,7 @@ export async function legacyCompletions(ctx) {
 	const model = body.model;
 	const choices = [];
 	let completionTokens = 0;
+	const behaviour = ctx.behaviour ?? {};
 	prompts.forEach((p, pi) => {
 		const text = typeof p === "string" ? p : p.join(" ");
 		const structured = structuredText(body.response_format, text);
@@ -40,16 +43,18 @@ export async function legacyCompletions(ctx) {
 		const all = structured !== null ? words(structured) : ["Echo:", ...words(text), ...echo];
 		const out = all.slice(0, max);
 		for (let k = 0; k < n; k++) {
-			completionTokens += out.length;
+			// `oneChoiceUsage`: only the first choice is counted (llama.cpp with `n` or a prompt array).
+			if (!behaviour.oneChoiceUsage || (pi === 0 && k === 0)) completionTokens += out.length;
 			choices.push({ index: pi * n + k, out, finish: all.length > max ? "length" : "stop" });
 		}
 	});
-	const usage = {
-		prompt_tokens: prompts.reduce((a, p) => a + tokensOf(p), 0),
+	const counted = {
+		prompt_tokens: prompts.reduce((a, p) => a + tokensOf(p, behaviour), 0),
 		completion_tokens: completionTokens,
 		total_tokens: 0,
 	};
-	usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+	counted.total_tokens = counted.prompt_tokens + counted.completion_tokens;
+	const usage = behaviour.usageOverride ?? counted;
 	if (body.stream !== true) {
 		return sendJson(res, 200, {
 			id,
@@ -115,8 +120,9 @@ export function embeddings(ctx) {
 		// An echoing engine writes its escaped Authorization into the raw JSON (the client's JSON.parse decodes it).
 		return { object: "embedding", index, embedding, ...(ctx.behaviour?.echoEscaped ? { echo: ECHO_MARK } : {}) };
 	});
-	const prompt = inputs.reduce((a, p) => a + tokensOf(p), 0);
-	const answer = { object: "list", data, model: body.model, usage: { prompt_tokens: prompt, total_tokens: prompt } };
+	const prompt = inputs.reduce((a, p) => a + tokensOf(p, ctx.behaviour), 0);
+	const usage = ctx.behaviour?.usageOverride ?? { prompt_tokens: prompt, total_tokens: prompt };
+	const answer = { object: "list", data, model: body.model, usage };
 	if (!ctx.behaviour?.echoEscaped) return sendJson(res, 200, answer);
 	const text = JSON.stringify(answer).replaceAll(`"${ECHO_MARK}"`, `"${ctx.behaviour.echo}"`);
 	res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });

@@ -26,6 +26,22 @@ export function promptTokens(messages) {
 	return Math.ceil(chars / 4);
 }
 
+const IMAGE_PARTS = new Set(["image_url", "input_image", "image"]);
+
+/**
+ * Prompt tokens as an honest byte-level tokenizer may count them at worst: one per UTF-8 byte of
+ * the text, `imageTokens` per image part (Qwen2.5-VL's largest image is 16,384), and 3 for each
+ * message's template markers.
+ */
+export function byteTokens(messages, imageTokens) {
+	let tokens = 0;
+	for (const m of messages) {
+		tokens += Buffer.byteLength(textOf(m?.content)) + 3;
+		if (Array.isArray(m?.content)) tokens += m.content.filter((p) => IMAGE_PARTS.has(p?.type)).length * imageTokens;
+	}
+	return tokens;
+}
+
 /** The gateway's web search result (a search round's tool message), as src/search/grounding.ts writes it. */
 export const isGrounding = (message) => message?.role === "tool" && textOf(message.content).startsWith("Web search results");
 
@@ -132,8 +148,10 @@ export function planReply(body, behaviour, n) {
 	const capped = Number.isInteger(cap) && cap >= 0 && fullWords.length > cap;
 	const contentWords = capped ? fullWords.slice(0, cap) : fullWords;
 	const argFragments = toolCall ? fragments(toolCall.function.arguments) : [];
-	const prompt = promptTokens(messages);
-	const completion = (reasoningWords.length + contentWords.length + argFragments.length) * choices;
+	const prompt = behaviour.byteTokens ? byteTokens(messages, behaviour.byteTokens.imageTokens) : promptTokens(messages);
+	// `oneChoiceUsage`: llama.cpp with `n` counts the completion tokens of one choice only.
+	const completion =
+		(reasoningWords.length + contentWords.length + argFragments.length) * (behaviour.oneChoiceUsage ? 1 : choices);
 	return {
 		choices,
 		reasoningField,

@@ -11,7 +11,10 @@
 //   failAfter, failure,        the chat answer breaks after that many stream payloads with
 //   failureStatus              `failure` (an error body, or "cut": the connection closes)
 //   usage                      "final" (default), "none", "cumulative" or "finish"
-//   usageOverride              usage reported whatever was generated
+//   usageOverride              usage reported whatever was generated (chat, legacy, embeddings)
+//   byteTokens                 { imageTokens }: prompt tokens counted as a byte-level tokenizer
+//                              at worst (one per UTF-8 byte, imageTokens per image)
+//   oneChoiceUsage             completion tokens of the first choice only (llama.cpp with `n`)
 //   prefix, eol, comments,     SSE framing: "data:" without the space, CRLF, `: ping`
 //   split                      comments between frames, frames cut into awkward TCP pieces
 //   suffix, minWords,          the answer's words
@@ -116,6 +119,13 @@ export const SCENARIOS = {
 	hugeusage: { usageOverride: { prompt_tokens: 1e300, completion_tokens: 7, total_tokens: 1e300 } },
 	// A big but honest prompt count: within the context, far over the gateway's estimate.
 	bigprompt: { usageOverride: { prompt_tokens: 1040, completion_tokens: 1, total_tokens: 1041 } },
+	// An honest byte-level tokenizer on CJK, rare 3-byte characters and images (16,384 tokens each,
+	// Qwen2.5-VL's largest): far more tokens than the gateway's chars/4 estimate, within its bound.
+	bytetok: { byteTokens: { imageTokens: 16_384 } },
+	// llama.cpp with `n: 2` (or a legacy prompt array): every choice returned, one choice's tokens counted.
+	onechoice: { oneChoiceUsage: true },
+	// 0/0 usage beside a whole answer.
+	zerousage: { usageOverride: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } },
 	negusage: { usageOverride: { prompt_tokens: -50, completion_tokens: 2.5, total_tokens: -47.5 } },
 	// A stream whose one event never ends: 2 MB without a newline.
 	noeol: {

@@ -3,7 +3,7 @@
  * (a model's largest hold within what one request may hold). config.ts parses with it.
  */
 import { z } from "zod";
-import { holdFits, MAX_BATCH_INPUTS, worstCaseHold } from "./money/hold-bound";
+import { DEFAULT_IMAGE_TOKENS_MAX, holdFits, MAX_BATCH_INPUTS, worstCaseHold } from "./money/hold-bound";
 import { MAX_REQUEST_NANOS } from "./money/nanos";
 import { OUTPUT_FIELDS } from "./money/output-fields";
 
@@ -59,6 +59,7 @@ const MAX_USD_PER_MTOK = 1_000_000;
 const MAX_OUTPUT_TOKENS = 100_000_000;
 const MAX_CONTEXT_LENGTH = 1_000_000_000;
 const MAX_SEARCH_USD = 1_000;
+const MAX_IMAGE_TOKENS = 1_000_000;
 const MAX_BODY_BYTES = 100 * 1024 * 1024;
 const UsdPerMtok = z.number().nonnegative().max(MAX_USD_PER_MTOK);
 
@@ -93,6 +94,8 @@ const ModelSchema = z
 		nodes: z.array(NodeSchema).min(1),
 		max_output_tokens: z.number().int().positive().max(MAX_OUTPUT_TOKENS).optional(),
 		context_length: z.number().int().positive().max(MAX_CONTEXT_LENGTH).optional(),
+		/** The most prompt tokens one image can cost: the hold counts every image part at this. */
+		image_tokens_max: z.number().int().positive().max(MAX_IMAGE_TOKENS).default(DEFAULT_IMAGE_TOKENS_MAX),
 		pricing: z.strictObject({
 			input_usd_per_mtok: UsdPerMtok,
 			output_usd_per_mtok: UsdPerMtok.optional(),

@@ -6,18 +6,18 @@ import { assertModelAllowed, ledgerScopes, outputCeiling, payerKeyId } from "../
 import { type ModelConfig, type ResolvedModel, resolveModel } from "../config";
 import { EMBEDDINGS } from "../config-schema";
 import { GatewayError } from "../errors";
-import { estimatePromptTokens } from "../estimate";
+import { addSizes, measureChatPrompt } from "../estimate";
 import { CHAT_FIELDS, checkFields } from "../http/engine-fields";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos, usdToNanos } from "../money/pricing";
 import { takeRequestFallbacks } from "../routing/fallback-chain";
-import { groundingTokenBound } from "../search/grounding";
+import { groundingSize, groundingTokenBound } from "../search/grounding";
 import { placeHold, type Settlement } from "../settlement/settlement";
 import { promptBound, type UsageBounds } from "../stream/usage-bounds";
 import type { ChatRun } from "./chat-run";
 import { type ChatFallback, chatFallbacks } from "./fallback-plans";
 import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
-import { offerSearchTool, type SearchToolRequest, searchRoundTokenBound } from "./search-tool";
+import { offerSearchTool, type SearchToolRequest, searchRoundSize, searchRoundTokenBound } from "./search-tool";
 import { type ChatRequest, validateChatRequest } from "./validate";
 
 /** A chat request that passed every check and holds its worst-case cost in the ledger. */
@@ -80,7 +80,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		opts.searchTool && config.web_search && !webSearch
 			? offerSearchTool(body as Record<string, unknown>, opts.searchTool)
 			: undefined;
-	const promptTokens = estimatePromptTokens(body);
+	const { estimate: promptTokens, size } = measureChatPrompt(body);
 	assertFitsContext(resolved.model, promptTokens);
 	const results = searchResultCount(body);
 	// The grounding message (or a search round's call and result) is added after the hold: its
@@ -88,6 +88,11 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	// and output are bounded alone, and the hold is both calls' worth, and the search.
 	const heldPromptTokens =
 		promptTokens + (webSearch ? groundingTokenBound(results) : 0) + (toolName ? searchRoundTokenBound(results) : 0);
+	const heldSize = addSizes(
+		size,
+		...(webSearch ? [groundingSize(results)] : []),
+		...(toolName ? [searchRoundSize(results)] : []),
+	);
 	const calls = toolName ? 2 : 1;
 	const searchPrice = webSearch || toolName ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
 	const fallbacks = chatFallbacks({
@@ -97,7 +102,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		primary: resolved,
 		requested: requestedFallbacks,
 		promptTokens,
-		heldPromptTokens,
+		heldSize,
 		choices,
 		ceiling,
 		searchPrice,
@@ -110,7 +115,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	withScopes(run, req, calls * (heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens))));
 	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output (each
 	// engine call's), the search, on the most expensive model that may serve.
-	const promptLimit = promptBound(resolved.model, heldPromptTokens);
+	const promptLimit = promptBound(resolved.model, heldSize);
 	const hold = Math.max(
 		holdNanos(resolved.model, calls * promptLimit, calls * outputTokens, searchPrice),
 		...fallbacks.map((f) => f.holdNanos),

@@ -116,7 +116,7 @@ export async function completeAnswer(run: ChatRun, authorized: AuthorizedChat, s
 	const { assembled, outcome } = await readAnswer(run, authorized, served);
 	void settleChat(settlement, outcome);
 	if (assembled.end.usageOutOfBounds)
-		logEvent("warn", "engine usage out of bounds; billed the estimate", {
+		logEvent("warn", "engine usage out of bounds; billed at the bound (or the estimate when malformed)", {
 			request_id: req.requestId,
 			node: hostOf(served.answer.node),
 		});
@@ -187,7 +187,10 @@ export async function readAnswer(
 /** Why a stream did not complete, for the operator (the client only sees a generic frame). */
 function logStreamEnd(requestId: string, node: string, end: StreamEnd, clientGone: boolean, tooLarge = false): void {
 	if (end.usageOutOfBounds)
-		logEvent("warn", "engine usage out of bounds; billed the estimate", { request_id: requestId, node: hostOf(node) });
+		logEvent("warn", "engine usage out of bounds; billed at the bound (or the estimate when malformed)", {
+			request_id: requestId,
+			node: hostOf(node),
+		});
 	if (end.clientIdleTimedOut)
 		logEvent("warn", "client read nothing for client_idle_timeout_ms; stream ended", {
 			request_id: requestId,

@@ -10,7 +10,7 @@ import { modelAllowed } from "../auth/scopes";
 import { type GatewayConfig, type ModelConfig, modelNodes, type ResolvedModel } from "../config";
 import type { EngineTarget } from "../engine/call-types";
 import { GatewayError } from "../errors";
-import { estimatePromptTokens } from "../estimate";
+import { estimatePromptTokens, type PromptSize } from "../estimate";
 import { holdNanos, type RequestContext } from "../ledger/ledger-client";
 import { costNanos } from "../money/pricing";
 import { fallbackChain, type RequestedFallback } from "../routing/fallback-chain";
@@ -43,8 +43,8 @@ export interface FallbackInput {
 	primary: ResolvedModel;
 	requested: readonly RequestedFallback[];
 	promptTokens: number;
-	/** The prompt estimate the hold counts (grounding allowance included when web search is on). */
-	heldPromptTokens: number;
+	/** The prompt's size the hold bounds (money/hold-bound.ts), with the largest grounding or search round. */
+	heldSize: PromptSize;
 	choices: number;
 	/** The key's output ceiling, or null. */
 	ceiling: number | null;
@@ -99,7 +99,7 @@ export function chatFallbacks(input: FallbackInput): ChatFallback[] {
 		const requestedId = primary.online ? `${model.id}:online` : model.id;
 		const prepared = prepareChat(input.body, { model: capped, requestedId, online: primary.online }, input.promptTokens);
 		const outputTokens = prepared.maxOutputTokens * input.choices;
-		const promptLimit = promptBound(model, input.heldPromptTokens);
+		const promptLimit = promptBound(model, input.heldSize);
 		return {
 			engineBody: prepared.engineBody,
 			bounds: { maxPromptTokens: promptLimit, maxCompletionTokens: outputTokens },

@@ -6,9 +6,9 @@
  * round itself (engine calls, the search, money) is search-round.ts.
  */
 
-import { estimateTokens, TOKENS_PER_MESSAGE } from "../estimate";
+import { estimateTokens, type PromptSize, TOKENS_PER_MESSAGE } from "../estimate";
 import { scrubEngineText } from "../redact";
-import { groundingMessage, groundingTokenBound } from "../search/grounding";
+import { groundingMessage, groundingSize, groundingTokenBound } from "../search/grounding";
 import type { SearchResult } from "../search/providers";
 import type { SearchStatus } from "../search/run-search";
 import type { ForwardedChunk } from "../stream/chat-reducer";
@@ -262,6 +262,12 @@ export function searchCallOf(body: Json, name: string, secrets: readonly string[
  */
 export function searchRoundTokenBound(results: number): number {
 	return estimateTokens(MAX_QUERY_CHARS * 6 + 160) + TOKENS_PER_MESSAGE + groundingTokenBound(results);
+}
+
+/** The largest size (money/hold-bound.ts) a search round adds: as above, in UTF-8 bytes (an escape is 6 ASCII bytes). */
+export function searchRoundSize(results: number): PromptSize {
+	const grounding = groundingSize(results);
+	return { bytes: MAX_QUERY_CHARS * 6 + 160 + grounding.bytes, images: 0, tokens: 2 * TOKENS_PER_MESSAGE };
 }
 
 /** The tool's result for the engine: the grounding text of src/search/grounding.ts, or why there is none. */

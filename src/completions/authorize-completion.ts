@@ -20,7 +20,7 @@ import { type CandidatePlan, planFallbacks } from "../chat/fallback-plans";
 import { outputCap } from "../chat/prepare";
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
-import { estimateTokens } from "../estimate";
+import { estimateTokens, inputSize, type PromptSize } from "../estimate";
 import { COMPLETION_FIELDS, checkFields, engineFields } from "../http/engine-fields";
 import { parseBody } from "../http/parse-body";
 import { COMPLETION_LOGPROBS, SAMPLING_FIELDS } from "../http/sampling-params";
@@ -68,6 +68,12 @@ function promptEstimates(prompt: CompletionRequest["prompt"]): number[] {
 	return (prompt as Array<string | number[]>).map((p) => (typeof p === "string" ? estimateTokens(p.length) : p.length));
 }
 
+/** Each prompt's size, which bounds what it can be billed (money/hold-bound.ts). */
+function promptSizes(prompt: CompletionRequest["prompt"]): PromptSize[] {
+	if (typeof prompt === "string" || prompt.every((p) => typeof p === "number")) return [inputSize(prompt as string | number[])];
+	return (prompt as Array<string | number[]>).map(inputSize);
+}
+
 function validate(rawBody: unknown): CompletionRequest {
 	parseBody(CompletionRequestSchema, rawBody);
 	return rawBody as CompletionRequest;
@@ -94,6 +100,7 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 	assertFitsContext(resolved.model, longest);
 	const shape: PromptShape = {
 		estimates,
+		sizes: promptSizes(body.prompt),
 		longest,
 		bestOf,
 		ceiling: outputCeiling(principal),
@@ -134,6 +141,7 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 /** What every candidate model plans from: the prompts, the generations asked, the key's output ceiling. */
 interface PromptShape {
 	estimates: number[];
+	sizes: PromptSize[];
 	longest: number;
 	bestOf: number;
 	ceiling: number | null;
@@ -162,7 +170,7 @@ function completionPlan(model: ModelConfig, body: CompletionRequest, shape: Prom
 	const generations = shape.bestOf * shape.estimates.length;
 	const outputTokens = maxTokens * generations;
 	let promptLimit = 0;
-	for (const e of shape.estimates) promptLimit += promptBound(model, e);
+	for (const size of shape.sizes) promptLimit += promptBound(model, size);
 	return {
 		engineBody,
 		maxTokens,

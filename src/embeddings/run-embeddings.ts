@@ -13,7 +13,7 @@ import type { ModelConfig } from "../config";
 import { callEngine } from "../engine/call-engine";
 import { isOversized } from "../engine/read-body";
 import { GatewayError } from "../errors";
-import { estimateTokens } from "../estimate";
+import { estimateTokens, utf8Bytes } from "../estimate";
 import { clientLeft } from "../http/client-gone";
 import { checkFields, EMBEDDING_FIELDS, engineFields } from "../http/engine-fields";
 import { parseBody } from "../http/parse-body";
@@ -55,12 +55,12 @@ function inputEstimates(input: EmbeddingsRequest["input"]): number[] {
 	return (input as Array<string | number[]>).map((i) => (typeof i === "string" ? estimateTokens(i.length) : i.length));
 }
 
-/** The most tokens each input can be billed: a token array exactly, text at most a token a character. */
+/** The most tokens each input can be billed: a token array exactly, text at most a token a UTF-8 byte (and its markers). */
 function inputBounds(input: EmbeddingsRequest["input"], contextLength: number | undefined): number[] {
 	const items: Array<string | number> | Array<string | number[]> = typeof input === "string" ? [input] : input;
 	if (items.every((i) => typeof i === "number")) return [items.length];
 	return (items as Array<string | number[]>).map((i) => {
-		const b = typeof i === "string" ? i.length + 16 : i.length;
+		const b = typeof i === "string" ? utf8Bytes(i) + 16 : i.length;
 		return contextLength === undefined ? b : Math.min(contextLength, b);
 	});
 }
@@ -154,12 +154,12 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 			rateHeaders,
 		);
 	}
-	// Only input tokens: accepted within the bound, else the estimate.
+	// Only input tokens: the engine's up to the bound, else the estimate (and so for 0 beside vectors).
 	const reported = json.usage as Record<string, unknown> | undefined;
 	const { usage, estimated } = boundedUsage(
 		{ prompt_tokens: reported?.prompt_tokens, completion_tokens: 0 },
 		{ maxPromptTokens: bound, maxCompletionTokens: 0 },
-		{ promptTokens, completionTokens: 0 },
+		{ promptTokens, completionTokens: 0, minPromptTokens: (json.data as unknown[]).length > 0 ? 1 : 0 },
 	);
 	const outcome: Outcome = { status: "completed", usage, estimated, node };
 	void settlement.settle(outcome);

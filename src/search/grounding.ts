@@ -1,4 +1,4 @@
-import { estimateTokens, TOKENS_PER_MESSAGE } from "../estimate";
+import { estimateTokens, type PromptSize, TOKENS_PER_MESSAGE } from "../estimate";
 import type { Source } from "../types";
 import { RESULT_LIMITS, type SearchResult } from "./providers";
 
@@ -33,11 +33,24 @@ export function groundingMessage(results: SearchResult[], now: Date): { role: "s
 	return { role: "system", content: `${head}${lines.join("\n\n")}${GROUNDING_TAIL}` };
 }
 
-/** The most tokens a grounding message of `count` results can add (results are cut to RESULT_LIMITS). */
-export function groundingTokenBound(count: number): number {
+/** The most characters a grounding message of `count` results can have (results are cut to RESULT_LIMITS). */
+function groundingChars(count: number): number {
 	// "[nn] " + "\nURL: " + "\n" + the "\n\n" between results.
 	const perResult = RESULT_LIMITS.title + RESULT_LIMITS.url + RESULT_LIMITS.snippet + 16;
-	return estimateTokens(GROUNDING_HEAD.length + GROUNDING_TAIL.length + count * perResult) + TOKENS_PER_MESSAGE;
+	return GROUNDING_HEAD.length + GROUNDING_TAIL.length + count * perResult;
+}
+
+/** The most estimated tokens a grounding message of `count` results can add. */
+export function groundingTokenBound(count: number): number {
+	return estimateTokens(groundingChars(count)) + TOKENS_PER_MESSAGE;
+}
+
+/** The most UTF-8 bytes one UTF-16 code unit encodes to (a surrogate pair's two units take 4). */
+export const MAX_UTF8_BYTES_PER_CHAR = 3;
+
+/** The largest size (money/hold-bound.ts) a grounding message of `count` results can add. */
+export function groundingSize(count: number): PromptSize {
+	return { bytes: groundingChars(count) * MAX_UTF8_BYTES_PER_CHAR, images: 0, tokens: TOKENS_PER_MESSAGE };
 }
 
 export function sourcesOf(results: SearchResult[]): Source[] {

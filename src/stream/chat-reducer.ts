@@ -17,7 +17,7 @@ export interface StreamEnd {
 	estimated: boolean;
 	/** True once a chunk with content, reasoning or tool calls was sent to the client. */
 	contentForwarded: boolean;
-	/** The engine reported usage outside the bounds; the estimate was billed. */
+	/** The engine reported usage outside the bounds: billed at the bound, or the estimate when not a count. */
 	usageOutOfBounds?: boolean;
 	/** The engine went quiet for longer than the idle timeout. */
 	idleTimedOut?: boolean;
@@ -40,11 +40,14 @@ export type EngineOutcome = { status: "completed" } | { status: "engine_error"; 
 export interface ChatReducerOptions {
 	/** Used when the engine sends no usage. */
 	promptTokensEstimate: number;
-	/** Engine usage outside these is replaced by the estimate (see usage-bounds.ts). */
+	/** Engine usage is billed within these (see usage-bounds.ts). */
 	bounds?: UsageBounds;
 	/** Usage of earlier engine calls of the request (a search round's first call): shown in the usage chunk, not in `end`. */
 	earlierUsage?: Usage;
 }
+
+/** Choice indexes counted apart; an engine's more (max_n is far lower) share one count. */
+const MAX_TRACKED_CHOICES = 256;
 
 const UNBOUNDED: UsageBounds = { maxPromptTokens: Number.MAX_SAFE_INTEGER, maxCompletionTokens: Number.MAX_SAFE_INTEGER };
 
@@ -81,6 +84,8 @@ export class ChatStreamReducer {
 	#timings: Json | undefined;
 	#sawFinish = false;
 	#forwardedChars = 0;
+	/** Generated characters per choice index (bounded: see #countChoice), for the output's floor. */
+	readonly #choiceChars = new Map<number, number>();
 	#contentForwarded = false;
 	/** The stream's id and created time as the engine last gave them, for the usage chunk. */
 	id: string | undefined;
@@ -122,12 +127,38 @@ export class ChatStreamReducer {
 
 	/** The engine's last usage within bounds, with whatever it lacked (or got wrong) estimated. */
 	usage(): { usage: Usage; estimated: boolean; outOfBounds: boolean } {
+		const delivered = this.#contentForwarded ? 1 : 0;
 		return boundedUsage(
 			this.#lastUsage,
 			this.#opts.bounds ?? UNBOUNDED,
-			{ promptTokens: this.#opts.promptTokensEstimate, completionTokens: estimateTokens(this.#forwardedChars) },
+			{
+				promptTokens: this.#opts.promptTokensEstimate,
+				completionTokens: estimateTokens(this.#forwardedChars),
+				minPromptTokens: delivered,
+				minCompletionTokens: Math.max(delivered, this.#choicesFloor()),
+			},
 			this.#timings,
 		);
+	}
+
+	/**
+	 * What the gateway itself counted across the choices it relayed, when there were several: each
+	 * choice's estimate, summed. An engine that counts one choice of several (llama.cpp with `n`, a
+	 * legacy prompt array) is short of it. One choice: 0, its engine count stands.
+	 */
+	#choicesFloor(): number {
+		if (this.#choiceChars.size < 2) return 0;
+		let tokens = 0;
+		for (const chars of this.#choiceChars.values()) tokens += estimateTokens(chars);
+		return tokens;
+	}
+
+	/** An engine names the indexes: past MAX_TRACKED_CHOICES they share the last one's count. */
+	#countChoice(index: unknown, chars: number): void {
+		if (chars === 0) return;
+		let i = typeof index === "number" && Number.isSafeInteger(index) ? index : 0;
+		if (!this.#choiceChars.has(i) && this.#choiceChars.size >= MAX_TRACKED_CHOICES) i = -1;
+		this.#choiceChars.set(i, (this.#choiceChars.get(i) ?? 0) + chars);
 	}
 
 	/**
@@ -169,11 +200,13 @@ export class ChatStreamReducer {
 			// Legacy completions stream `text`, chat streams `delta`.
 			if (typeof choice.text === "string" && choice.text.length > 0) {
 				this.#forwardedChars += choice.text.length;
+				this.#countChoice(choice.index, choice.text.length);
 				this.#contentForwarded = true;
 			}
 			if (!isRecord(choice.delta)) continue;
 			const chars = deltaChars(choice.delta);
 			this.#forwardedChars += chars;
+			this.#countChoice(choice.index, chars);
 			const tools = choice.delta.tool_calls;
 			if (chars > 0 || (Array.isArray(tools) && tools.length > 0)) this.#contentForwarded = true;
 		}

@@ -8,8 +8,9 @@
  *  - a message `ping XXXXXX` (11 characters) is estimated by the gateway at ceil(11/4) + 4 = 7
  *    prompt tokens; the dev engine counts ceil(11/4) = 3 and answers "Echo: ping XXXXXX"
  *    (3 words = 3 completion tokens, 17 characters ≈ ceil(17/4) = 5 estimated tokens);
- *  - hold = the prompt at its billing bound (4 × 7 + 1_024 = 1_052 tokens) × 1_000 + 1000 × 2_000
- *    = 3_052_000: the most settlement can charge, however the engine counts;
+ *  - hold = the prompt at its billing bound (its 11 UTF-8 bytes + 4 template tokens + 1_024 =
+ *    1_039 tokens) × 1_000 + 1000 × 2_000 = 3_039_000: the most settlement can charge, however
+ *    the engine counts;
  *  - completed: 3 × 1_000 + 3 × 2_000 = 9_000;
  *  - estimated (no engine usage): 7 × 1_000 + 5 × 2_000 = 17_000.
  */
@@ -21,9 +22,9 @@ import { ledger } from "./ledger";
 
 export const IN = 1_000;
 export const OUT = 2_000;
-/** The prompt's billing bound for the 7-token estimate: 4 × 7 + 1_024. */
-export const PROMPT_BOUND = 4 * 7 + 1024;
-export const HOLD = PROMPT_BOUND * IN + 1000 * OUT; // 3_052_000
+/** The prompt's billing bound for one 11-byte message: 11 bytes + 4 template tokens + 1_024. */
+export const PROMPT_BOUND = 11 + 4 + 1024;
+export const HOLD = PROMPT_BOUND * IN + 1000 * OUT; // 3_039_000
 export const COMPLETED = 3 * IN + 3 * OUT; // 9_000
 export const ESTIMATED = 7 * IN + 5 * OUT; // 17_000
 
@@ -113,8 +114,13 @@ export function textDeltas(frames: string[]): string {
 }
 
 export const SEARCH = 5_000_000;
-/** The prompt's billing bound for an estimate (4 × estimate + 1_024, within the context): what a hold covers. */
-export const bound = (estimate: number) => Math.min(8192, 4 * estimate + 1024);
+/**
+ * The prompt's billing bound (money/hold-bound.ts) on a test model: its UTF-8 bytes, each image at
+ * 16,384 tokens (the default image_tokens_max), its fixed tokens (4 a message) and 1_024, within the
+ * 8,192-token context: what a hold covers.
+ */
+export const bound = ({ bytes, images = 0, tokens = 4 }: { bytes: number; images?: number; tokens?: number }) =>
+	Math.min(8192, bytes + images * 16_384 + tokens + 1024);
 
 /** Every request of the key settled and flushed: the ledger and the usage records. */
 export async function settled(keyId: string, records: number): Promise<{ info: LedgerInfo; rows: UsageRow[] }> {

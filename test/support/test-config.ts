@@ -41,6 +41,18 @@ export function testGatewayConfig(engineUrl: string) {
 			// Answers once the test releases it (test/support/gateway.ts releaseEngine): a request that lasts as long as a test needs.
 			model("test/gated", [node("gated")]),
 			model("test/bigprompt", [node("bigprompt")]),
+			// Billed at least what was delivered (test/integration/chat/billed-delivered.test.ts): an honest
+			// byte-level count of CJK text and images (a context that takes them), llama.cpp's one-choice
+			// count with `n`, 0/0 beside an answer.
+			model("test/bytetok", [node("bytetok")], { context_length: 200_000 }),
+			model("test/onechoice", [node("onechoice")]),
+			model("test/zerousage", [node("zerousage")]),
+			model("test/zero-embed", [node("zerousage")], {
+				capabilities: ["embeddings"],
+				context_length: 512,
+				max_output_tokens: undefined,
+				pricing: { input_usd_per_mtok: 1 },
+			}),
 			// An agent's tool loop (the Messages lane, Claude Code): calls Bash once, then answers with its result.
 			model("test/tool-loop", [node("tool-loop")]),
 			// A prefix-cache hit on half of every prompt, reported as vLLM does (the console's cache columns).

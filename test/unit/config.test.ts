@@ -1,10 +1,13 @@
 import { describe, expect, it } from "vitest";
+import { searchRoundSize } from "../../src/chat/search-tool";
 import { loadConfig, modelNodes, parseConfig, resolveModel } from "../../src/config";
 import { GatewayConfigSchema } from "../../src/config-schema";
 import { GatewayError, toErrorResponse } from "../../src/errors";
+import { addSizes, measureChatPrompt } from "../../src/estimate";
 import { HOLD_TTL_MS } from "../../src/ledger/durable/holds";
-import { worstCaseHold } from "../../src/money/hold-bound";
+import { promptBound, worstCaseHold } from "../../src/money/hold-bound";
 import { MAX_REQUEST_NANOS } from "../../src/money/nanos";
+import { costNanos } from "../../src/money/pricing";
 
 function model(extra: Record<string, unknown> = {}) {
 	return {
@@ -284,6 +287,33 @@ describe("config numbers that reach money", () => {
 		expect(configError(config({ models: [{ ...embed, pricing: { input_usd_per_mtok: 1_000 } }] })).message).toContain(
 			"models.0.pricing.input_usd_per_mtok: the largest hold",
 		);
+	});
+
+	it("counts each image at the model's image_tokens_max (default 16,384): a larger figure can make a hold too large", () => {
+		const parsed = parseConfig(config({ models: [model({ context_length: undefined, pricing: pricing(100) })] }));
+		expect(parsed.models[0]?.image_tokens_max).toBe(16_384);
+		// 2 engine calls × 4 MiB × 2,048 tokens a byte (an image in 17 bytes) × $100/Mtok ≈ $1.7M.
+		const big = configError(
+			config({ models: [model({ context_length: undefined, image_tokens_max: 32_768, pricing: pricing(100) })] }),
+		);
+		expect(big.message).toMatch(/models\.0\.pricing\.input_usd_per_mtok: .*set context_length/);
+	});
+
+	it("holds at least what the worst chat body can be billed: images filling the body, two engine calls", () => {
+		const cfg = parseConfig(config({ models: [model({ context_length: undefined, pricing: pricing(1) })] }));
+		const m = cfg.models[0]!;
+		const worst = worstCaseHold(m, { maxBodyBytes: cfg.max_body_bytes, maxN: cfg.max_n, searchUsd: 0 });
+		const part = '{"type":"image"},';
+		const images = Math.floor((cfg.max_body_bytes - 64) / part.length);
+		const body = { messages: [{ role: "user", content: Array.from({ length: images }, () => ({ type: "image" })) }] };
+		expect(JSON.stringify(body).length).toBeLessThanOrEqual(cfg.max_body_bytes);
+		const bound = promptBound(m, addSizes(measureChatPrompt(body).size, searchRoundSize(10)));
+		expect(worst.nanos).toBeGreaterThanOrEqual(costNanos(m.pricing, 2 * bound, 2 * m.max_output_tokens * cfg.max_n));
+		// Text: a token a UTF-8 byte, however many characters.
+		const text = "\uA000".repeat(Math.floor((cfg.max_body_bytes - 64) / 3));
+		const textBound = promptBound(m, measureChatPrompt({ messages: [{ role: "user", content: text }] }).size);
+		expect(textBound).toBeGreaterThanOrEqual(3 * text.length);
+		expect(worst.nanos).toBeGreaterThanOrEqual(costNanos(m.pricing, 2 * textBound, 0));
 	});
 
 	it("keeps every hold of the accepted catalogs a safe integer at most $1M", () => {

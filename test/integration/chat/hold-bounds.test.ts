@@ -4,8 +4,7 @@
  * is taken only within bounds. Arithmetic as in test/support/billing.ts.
  */
 import { describe, expect, it } from "vitest";
-import { IMAGE_TOKENS } from "../../../src/estimate";
-import { groundingTokenBound } from "../../../src/search/grounding";
+import { groundingSize } from "../../../src/search/grounding";
 import { bound, type ErrorBody, IN, info, OUT, ping, SEARCH, settled, type UsageRow, usd } from "../../support/billing";
 import { chat, createKey, engineRequestsSince, lastEngineId, readSse } from "../../support/gateway";
 
@@ -49,7 +48,7 @@ describe("n choices", () => {
 			max_tokens: 40,
 			messages: [{ role: "user", content: ping() }],
 		});
-		expect(held).toBe(bound(7) * IN + 3 * 40 * OUT);
+		expect(held).toBe(bound({ bytes: 11 }) * IN + 3 * 40 * OUT);
 	});
 
 	it("admits n > 1 only when the balance covers the extra choices' worst case; one choice as before", async () => {
@@ -83,7 +82,7 @@ describe("n choices", () => {
 });
 
 describe("the hold covers what settlement can charge", () => {
-	it("counts each image part at the documented per-image estimate", async () => {
+	it("counts each image part at the model's image_tokens_max (16,384 by default), within the context", async () => {
 		const k = await createKey({ balance_usd: 1 });
 		const held = await heldWhileStreaming(k.id, k.key, {
 			model: "test/slow",
@@ -98,8 +97,8 @@ describe("the hold covers what settlement can charge", () => {
 				},
 			],
 		});
-		expect(IMAGE_TOKENS).toBe(1536);
-		expect(held).toBe(bound(7 + IMAGE_TOKENS) * IN + 40 * OUT);
+		expect(held).toBe(bound({ bytes: 11, images: 1 }) * IN + 40 * OUT);
+		expect(held).toBe(8192 * IN + 40 * OUT);
 	});
 
 	it("holds the largest grounding message a search can add, and the charge stays within the hold", async () => {
@@ -111,7 +110,8 @@ describe("the hold covers what settlement can charge", () => {
 			messages: [{ role: "user", content: ping() }],
 		};
 		const held = await heldWhileStreaming(k.id, k.key, body);
-		const hold = bound(7 + groundingTokenBound(3)) * IN + 40 * OUT + SEARCH;
+		const grounding = groundingSize(3);
+		const hold = bound({ bytes: 11 + grounding.bytes, tokens: 4 + grounding.tokens }) * IN + 40 * OUT + SEARCH;
 		expect(held).toBe(hold);
 		// Non-stream on a fast node (test/slow would pass the first-byte timeout without streaming).
 		const res = await chat(k.key, { ...body, model: "test/ok:online", stream: false });
@@ -140,9 +140,9 @@ describe("the hold covers what settlement can charge", () => {
 
 describe("settlement never charges more than the hold", () => {
 	it("40 parallel requests whose engine bills big prompts overspend the balance by at most one hold", async () => {
-		// Estimate 7, bound 1_052: the engine's 1_040 prompt tokens are accepted and billed in full.
-		const hold = bound(7) * IN + 1 * OUT;
-		const cost = 1040 * IN + 1 * OUT;
+		// Bound 1_039 (11 bytes, 4 template tokens, 1_024): the engine's 1_040 prompt tokens are billed at the bound.
+		const hold = bound({ bytes: 11 }) * IN + 1 * OUT;
+		const cost = 1039 * IN + 1 * OUT;
 		expect(cost).toBeLessThanOrEqual(hold);
 		const k = await createKey({ balance_usd: usd(5 * hold) });
 		const statuses = await Promise.all(

@@ -14,7 +14,7 @@
 import { createExecutionContext, env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../../src/config";
-import { estimatePromptTokens } from "../../../src/estimate";
+import { measureChatPrompt } from "../../../src/estimate";
 import worker from "../../../src/index";
 import { idleReleaseMs } from "../../../src/ledger/allowance";
 import { localAllowance } from "../../../src/ledger/edge-allowance-state";
@@ -178,7 +178,7 @@ describe("clients that leave at random points, on a mix of engines", () => {
 		const mark = `ne${crypto.randomUUID().slice(0, 8)}`;
 		// Fixed-width texts: every request has the same hold.
 		const text = (i: number) => `${mark}-${String(i).padStart(4, "0")}`;
-		const hold = holdNanos(model, promptBound(model, estimatePromptTokens(chatBody("test/slow", true, text(0)))), 8);
+		const hold = holdNanos(model, promptBound(model, measureChatPrompt(chatBody("test/slow", true, text(0))).size), 8);
 		const CREDIT = 9 * hold + 7;
 		const k = await createKey({ balance_usd: CREDIT / 1e9 });
 		const leaves: Leave[] = ["first", "never", "never", "headers", 60];
@@ -282,7 +282,7 @@ describe("settlement runs after the answer", () => {
 		if (!model) throw new Error("test/ok missing");
 		for (const stream of [false, true]) {
 			const body = chatBody("test/ok", stream, "sequential");
-			const hold = holdNanos(model, promptBound(model, estimatePromptTokens(body)), 8);
+			const hold = holdNanos(model, promptBound(model, measureChatPrompt(body).size), 8);
 			// Room for exactly one hold: the second request is admitted once the first has settled.
 			const k = await createKey({ balance_usd: hold / 1e9 });
 			const first = await chat(k.key, body);

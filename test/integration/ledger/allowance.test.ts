@@ -9,7 +9,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config";
-import { estimatePromptTokens } from "../../../src/estimate";
+import { measureChatPrompt } from "../../../src/estimate";
 import * as A from "../../../src/ledger/allowance";
 import { allowanceCounters, allowanceTuning, localAllowance } from "../../../src/ledger/edge-allowance-state";
 import { holdNanos } from "../../../src/ledger/ledger-client";
@@ -47,7 +47,7 @@ function body(extra: Record<string, unknown> = {}) {
 function chatHold(): number {
 	const model = config.models.find((m) => m.id === "test/ok");
 	if (!model) throw new Error("test/ok missing");
-	return holdNanos(model, promptBound(model, estimatePromptTokens(body())), MAX_TOKENS);
+	return holdNanos(model, promptBound(model, measureChatPrompt(body()).size), MAX_TOKENS);
 }
 
 type MoneyView = { balance_usd: number; held_usd: number; reserved_usd: number; open_holds: number };

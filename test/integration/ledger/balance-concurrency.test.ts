@@ -18,15 +18,15 @@ import { chat, createKey, readSse } from "../../support/gateway";
 describe("balance checks under concurrency", () => {
 	it("50 concurrent requests on a balance worth three: the rest get 402, the books balance", async () => {
 		// test/slow streams 40 words, one every 50 ms, so the first requests hold their money
-		// while the others arrive. max_tokens 40: hold = 1_052×1_000 + 40×2_000 = 1_132_000; the
+		// while the others arrive. max_tokens 40: hold = 1_039×1_000 + 40×2_000 = 1_119_000; the
 		// engine reports 3 prompt + 40 completion tokens: cost = 83_000.
 		const hold = PROMPT_BOUND * IN + 40 * OUT;
 		const cost = 3 * IN + 40 * OUT;
-		expect(hold).toBe(1_132_000);
+		expect(hold).toBe(1_119_000);
 		expect(cost).toBe(83_000);
-		const initial = 3 * hold; // 3_396_000 nano$ = $0.003396
+		const initial = 3 * hold; // 3_357_000 nano$ = $0.003357
 		const k = await createKey({ balance_usd: usd(initial) });
-		expect(k.balance_usd).toBe(0.003396);
+		expect(k.balance_usd).toBe(0.003357);
 
 		const body = { model: "test/slow", stream: true, max_tokens: 40, messages: [{ role: "user", content: "ping conc01" }] };
 		const responses = await Promise.all(
@@ -50,7 +50,7 @@ describe("balance checks under concurrency", () => {
 			expect(typeof e?.available_usd).toBe("number");
 			expect(e?.available_usd as number).toBeLessThanOrEqual(0);
 			expect(e?.required_usd).toBe(usd(hold));
-			expect(e?.message).toContain("0.001132");
+			expect(e?.message).toContain("0.001119");
 		}
 		for (const r of ok) expect(r.frames.at(-1)).toBe("[DONE]");
 

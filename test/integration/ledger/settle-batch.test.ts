@@ -7,7 +7,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../../src/config";
-import { estimatePromptTokens } from "../../../src/estimate";
+import { measureChatPrompt } from "../../../src/estimate";
 import * as A from "../../../src/ledger/allowance";
 import type { SettleInput } from "../../../src/ledger/durable/rpc-types";
 import { allowanceCounters } from "../../../src/ledger/edge-allowance-state";
@@ -89,7 +89,7 @@ async function expectBooksBalance(keyId: string, creditNanos: number, settledIds
 function okHold(body: Record<string, unknown>, maxTokens: number): number {
 	const model = config.models.find((m) => m.id === "test/ok");
 	if (!model) throw new Error("test/ok missing");
-	return holdNanos(model, promptBound(model, estimatePromptTokens(body)), maxTokens);
+	return holdNanos(model, promptBound(model, measureChatPrompt(body).size), maxTokens);
 }
 
 describe("settlement batches", () => {

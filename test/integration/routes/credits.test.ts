@@ -21,7 +21,7 @@ describe("credits", () => {
 		const err = ((await refused.json()) as ErrorBody).error;
 		expect(err).toMatchObject({ code: "insufficient_balance", available_usd: 0, required_usd: usd(HOLD) });
 		expect(err.message).toContain("$0.000000");
-		expect(err.message).toContain("$0.003052");
+		expect(err.message).toContain("$0.003039");
 
 		const topUp = () =>
 			admin(`/keys/${k.id}/credits`, {

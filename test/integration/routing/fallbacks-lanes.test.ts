@@ -7,7 +7,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { estimatePromptTokens } from "../../../src/estimate";
+import { measureChatPrompt } from "../../../src/estimate";
 import { ledgerFor } from "../../../src/ledger/ledger-client";
 import { promptBound } from "../../../src/stream/usage-bounds";
 import {
@@ -127,7 +127,7 @@ describe("Responses", () => {
 			const i = await ledgerFor(env, k.id).info();
 			return i.openHolds === 1 ? i.heldNanos : null;
 		});
-		const prompt = estimatePromptTokens({ messages: [{ role: "user", content: input }] });
+		const prompt = measureChatPrompt({ messages: [{ role: "user", content: input }] }).size;
 		expect(held).toBe(promptBound(dear, prompt) * 10_000 + 100 * 20_000);
 		const a = await pending;
 		expect(a.res.status, a.text).toBe(200);

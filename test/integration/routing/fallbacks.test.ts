@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { estimatePromptTokens } from "../../../src/estimate";
+import { measureChatPrompt } from "../../../src/estimate";
 import { ledgerFor } from "../../../src/ledger/ledger-client";
 import { promptBound } from "../../../src/stream/usage-bounds";
 import {
@@ -96,7 +96,7 @@ describe("configured fallbacks", () => {
 			return i.openHolds === 1 ? i.heldNanos : null;
 		});
 		// The dear fallback's worst case: the prompt's billing bound at $10, 100 output tokens at $20.
-		expect(held).toBe(promptBound(dear, estimatePromptTokens({ messages })) * 10_000 + 100 * 20_000);
+		expect(held).toBe(promptBound(dear, measureChatPrompt({ messages }).size) * 10_000 + 100 * 20_000);
 		const a = await pending;
 		expect(a.res.status, a.text).toBe(200);
 		const record = await usageRecord(requestIdOf(a));

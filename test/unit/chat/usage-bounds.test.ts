@@ -20,7 +20,6 @@ describe("boundedUsage", () => {
 		["fractional", 2.5, 5],
 		["a string", "7", 5],
 		["NaN", Number.NaN, 5],
-		["over the context", 1001, 5],
 	])("replaces a prompt count that is %s with the estimate, and flags it", (_what, prompt, completion) => {
 		const r = boundedUsage({ prompt_tokens: prompt, completion_tokens: completion }, bounds, estimates);
 		expect(r.usage).toEqual({ prompt_tokens: 30, completion_tokens: 5, total_tokens: 35 });
@@ -28,8 +27,15 @@ describe("boundedUsage", () => {
 		expect(r.outOfBounds).toBe(true);
 	});
 
-	it("replaces completion tokens beyond what was asked for, the estimate clamped to the bound", () => {
-		const r = boundedUsage({ prompt_tokens: 10, completion_tokens: 51 }, bounds, { promptTokens: 30, completionTokens: 80 });
+	it("bills a prompt count above the bound at the bound, never at the lower estimate", () => {
+		// An honest engine's 26,010 tokens of Chinese text, against a bound the hold covers.
+		const r = boundedUsage({ prompt_tokens: 1001, completion_tokens: 5 }, bounds, estimates);
+		expect(r.usage).toEqual({ prompt_tokens: 1000, completion_tokens: 5, total_tokens: 1005 });
+		expect(r).toMatchObject({ estimated: false, outOfBounds: true });
+	});
+
+	it("bills completion tokens beyond what was asked for at the bound", () => {
+		const r = boundedUsage({ prompt_tokens: 10, completion_tokens: 51 }, bounds, { promptTokens: 30, completionTokens: 8 });
 		expect(r.usage).toEqual({ prompt_tokens: 10, completion_tokens: 50, total_tokens: 60 });
 		expect(r.outOfBounds).toBe(true);
 	});
@@ -43,11 +49,43 @@ describe("boundedUsage", () => {
 		});
 	});
 
-	it("bounds the prompt by the context length, else by a generous multiple of the estimate", () => {
-		const model = { context_length: 8192 } as Parameters<typeof promptBound>[0];
-		expect(promptBound(model, 100)).toBe(100 * 4 + 1024);
-		expect(promptBound(model, 5000)).toBe(8192);
-		expect(promptBound({} as Parameters<typeof promptBound>[0], 100)).toBe(100 * 4 + 1024);
+	it("estimates 0/0 when content was delivered, and flags it", () => {
+		const delivered = { ...estimates, minPromptTokens: 1, minCompletionTokens: 1 };
+		const r = boundedUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, delivered);
+		expect(r).toEqual({
+			usage: { prompt_tokens: 30, completion_tokens: 12, total_tokens: 42 },
+			estimated: true,
+			outOfBounds: false,
+		});
+		// Nothing delivered: 0/0 stands.
+		expect(boundedUsage({ prompt_tokens: 0, completion_tokens: 0 }, bounds, estimates).usage.total_tokens).toBe(0);
+	});
+
+	it("bills the gateway's count of every choice when the engine counted fewer (one choice of several)", () => {
+		const twoChoices = { promptTokens: 30, completionTokens: 40, minPromptTokens: 1, minCompletionTokens: 40 };
+		const short = boundedUsage({ prompt_tokens: 20, completion_tokens: 21 }, { ...bounds, maxCompletionTokens: 100 }, twoChoices);
+		expect(short.usage).toEqual({ prompt_tokens: 20, completion_tokens: 40, total_tokens: 60 });
+		expect(short).toMatchObject({ estimated: true, outOfBounds: false });
+		// Never past the bound, and an engine count above the floor stands.
+		const past = { ...twoChoices, minCompletionTokens: 60 };
+		expect(boundedUsage({ prompt_tokens: 20, completion_tokens: 21 }, bounds, past).usage.completion_tokens).toBe(50);
+		expect(
+			boundedUsage({ prompt_tokens: 20, completion_tokens: 45 }, { ...bounds, maxCompletionTokens: 100 }, twoChoices),
+		).toEqual({
+			usage: { prompt_tokens: 20, completion_tokens: 45, total_tokens: 65 },
+			estimated: false,
+			outOfBounds: false,
+		});
+	});
+
+	it("bounds the prompt by its UTF-8 bytes, images at image_tokens_max, fixed tokens and the template, within the context", () => {
+		const model = { context_length: 100_000, image_tokens_max: 16_384 } as Parameters<typeof promptBound>[0];
+		expect(promptBound(model, { bytes: 400, images: 0, tokens: 4 })).toBe(400 + 4 + 1024);
+		expect(promptBound(model, { bytes: 10, images: 4, tokens: 4 })).toBe(10 + 4 * 16_384 + 4 + 1024);
+		expect(promptBound(model, { bytes: 10, images: 8, tokens: 4 })).toBe(100_000);
+		expect(promptBound({ image_tokens_max: 1000 } as Parameters<typeof promptBound>[0], { bytes: 1, images: 2, tokens: 0 })).toBe(
+			1 + 2000 + 1024,
+		);
 		expect(tokenCount(2 ** 53)).toBeUndefined();
 	});
 });
@@ -85,12 +123,17 @@ describe("boundedUsage: cached prompt tokens", () => {
 	});
 
 	it("counts no cached tokens against an estimated prompt", () => {
+		const out = boundedUsage({ completion_tokens: 50, prompt_tokens_details: { cached_tokens: 10 } }, bounds, estimates);
+		expect(out.usage).not.toHaveProperty("cached_tokens");
+		expect(out.usage.prompt_tokens).toBe(10);
+	});
+
+	it("keeps the cached part of a prompt billed at its bound, within it", () => {
 		const out = boundedUsage(
-			{ prompt_tokens: 5000, completion_tokens: 50, prompt_tokens_details: { cached_tokens: 10 } },
+			{ prompt_tokens: 5000, completion_tokens: 50, prompt_tokens_details: { cached_tokens: 4000 } },
 			bounds,
 			estimates,
 		);
-		expect(out.usage).not.toHaveProperty("cached_tokens");
-		expect(out.usage.prompt_tokens).toBe(10);
+		expect(out.usage).toMatchObject({ prompt_tokens: 1000, cached_tokens: 1000 });
 	});
 });

@@ -30,6 +30,7 @@ function model(pricing: Pricing): ModelConfig {
 		nodes: ["http://node.test/v1"],
 		max_output_tokens: 1000,
 		context_length: 8192,
+		image_tokens_max: 16_384,
 		pricing,
 		capabilities: [],
 		owned_by: "venym",

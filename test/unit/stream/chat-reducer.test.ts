@@ -18,3 +18,67 @@ describe("refusal text is generated output", () => {
 		expect(end.usage.completion_tokens).toBeGreaterThan(0);
 	});
 });
+
+describe("billed at least what was delivered", () => {
+	const bounds = { maxPromptTokens: 5000, maxCompletionTokens: 200 };
+	const chunk = (index: number, content: string) => ({
+		type: "chunk" as const,
+		chunk: { ...head, choices: [{ index, delta: { content } }] },
+		data: "",
+	});
+	const usage = (prompt_tokens: number, completion_tokens: number) => ({
+		type: "chunk" as const,
+		chunk: { ...head, choices: [], usage: { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens } },
+		data: "",
+	});
+
+	it("bills every choice relayed when the engine counted one of them (llama.cpp with n: 2)", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		r.push(chunk(0, "a".repeat(80)));
+		r.push(chunk(1, "b".repeat(120)));
+		r.push(usage(12, 20));
+		r.push({ type: "done" });
+		const end = r.end("completed");
+		// The gateway's own count, choice by choice: 80/4 + 120/4.
+		expect(end.usage).toEqual({ prompt_tokens: 12, completion_tokens: 50, total_tokens: 62 });
+		expect(end.estimated).toBe(true);
+	});
+
+	it("keeps the engine's count of one choice, even below the gateway's estimate", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		r.push(chunk(0, "a".repeat(80)));
+		r.push(usage(12, 5));
+		r.push({ type: "done" });
+		expect(r.end("completed")).toMatchObject({ usage: { completion_tokens: 5 }, estimated: false });
+	});
+
+	it("keeps an engine count of several choices at or above the gateway's", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		r.push(chunk(0, "a".repeat(80)));
+		r.push(chunk(1, "b".repeat(120)));
+		r.push(usage(12, 61));
+		r.push({ type: "done" });
+		expect(r.end("completed")).toMatchObject({ usage: { completion_tokens: 61 }, estimated: false });
+	});
+
+	it("estimates 0/0 once content was relayed", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		r.push(chunk(0, "a".repeat(40)));
+		r.push(usage(0, 0));
+		r.push({ type: "done" });
+		expect(r.end("completed")).toMatchObject({
+			usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 },
+			estimated: true,
+		});
+	});
+
+	it("counts legacy completions' choices (`text`) apart too", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		for (const index of [0, 1, 2]) {
+			r.push({ type: "chunk", chunk: { ...head, choices: [{ index, text: "c".repeat(40) }] }, data: "" });
+		}
+		r.push(usage(12, 10));
+		r.push({ type: "done" });
+		expect(r.end("completed").usage.completion_tokens).toBe(30);
+	});
+});
