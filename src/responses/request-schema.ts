@@ -90,14 +90,14 @@ export const ResponsesRequestSchema = z.strictObject({
 	// Codex's session and turn ids: accepted, neither forwarded to the engine nor stored.
 	client_metadata: Nullable(z.record(z.string(), z.unknown())),
 	// OpenAI platform settings an official client may send: accepted, no effect here (docs/responses.md).
-	prompt_cache_retention: z.unknown().optional(),
-	prompt_cache_options: z.unknown().optional(),
-	moderation: z.unknown().optional(),
+	prompt_cache_retention: Nullable(z.string()),
+	prompt_cache_options: Nullable(z.looseObject({})),
+	moderation: Nullable(z.looseObject({})),
 	max_tool_calls: Nullable(z.number().int().nonnegative()),
-	context_management: z.unknown().optional(),
-	background_options: z.unknown().optional(),
-	access_programs: z.unknown().optional(),
-	image: z.unknown().optional(),
+	context_management: Nullable(z.array(z.looseObject({}))),
+	background_options: Nullable(z.looseObject({})),
+	access_programs: Nullable(z.looseObject({})),
+	image: Nullable(z.looseObject({})),
 	// Routing, as on chat: the node affinity key (passed on to the engine), and the fallback models
 	// (OpenRouter's `models`, Venice's `fallbacks`), whose shape is chat's, checked by
 	// `takeRequestFallbacks` in validateResponsesRequest, and whose ids are checked when authorized.
