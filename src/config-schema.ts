@@ -21,6 +21,8 @@ const NodeSchema = z.union([
 		metrics_url: url.optional(),
 		/** Every request to this node carries a `cache_salt` derived from the paying key (tenant-isolated prefix cache). */
 		cache_salt: z.boolean().optional(),
+		/** The node serves `POST {server root}/tokenize` (llama.cpp, vLLM, SGLang): count_tokens asks it for exact counts. */
+		tokenize: z.boolean().optional(),
 	}),
 ]);
 

@@ -17,6 +17,8 @@ export interface EngineNode {
 	metricsUrl?: string;
 	/** Requests carry the paying key's `cache_salt` (engine/cache-salt.ts). */
 	cacheSalt?: true;
+	/** Serves `POST {server root}/tokenize`: asked for exact token counts (messages/count-tokens.ts). */
+	tokenize?: true;
 }
 
 // Normalised once per model object: every request of a model reads the same array.
@@ -33,6 +35,7 @@ export function modelNodes(model: ModelConfig): EngineNode[] {
 			if (n.health_url) node.healthUrl = n.health_url;
 			if (n.metrics_url) node.metricsUrl = n.metrics_url;
 			if (n.cache_salt) node.cacheSalt = true;
+			if (n.tokenize) node.tokenize = true;
 			return node;
 		});
 		nodesOf.set(model, nodes);
