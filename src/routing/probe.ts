@@ -18,6 +18,8 @@ export interface ProbeMemo {
 	loadRetryAt: number;
 	/** A llama.cpp node's `/slots` beside its metrics: served (true), refused (false, started without `--slots`), not yet asked. */
 	slots?: boolean;
+	/** The slot count `/slots` last showed: kept when a busy server is too slow to list them again. */
+	slotCount?: number;
 }
 
 export function newMemo(): ProbeMemo {
@@ -115,13 +117,18 @@ function parseLoad(kind: LoadKind, text: string): EngineLoad | null {
 async function withLlamaSlots(load: EngineLoad, target: ProbeTarget, memo: ProbeMemo, deps: ProbeDeps): Promise<EngineLoad> {
 	if (memo.slots === false) return load;
 	const a = await get(deps, loadUrl(target, "slots"), target, true);
-	if ("status" in a && a.status !== 200) {
-		if (isMissing(a)) memo.slots = false;
+	if (isMissing(a)) {
+		memo.slots = false;
 		return load;
 	}
 	const slots = "text" in a && a.text !== null ? loadFromSlots(parseJson(a.text)) : null;
-	if (slots) memo.slots = true;
-	return withSlots(load, slots);
+	if (slots?.slots) {
+		memo.slots = true;
+		memo.slotCount = slots.slots;
+		return withSlots(load, slots);
+	}
+	// A server busy enough to answer /slots late still has as many slots as last time.
+	return memo.slotCount ? { ...load, slots: memo.slotCount } : load;
 }
 
 async function readLoad(target: ProbeTarget, memo: ProbeMemo, deps: ProbeDeps): Promise<EngineLoad | null> {

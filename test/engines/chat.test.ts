@@ -94,7 +94,11 @@ describeEngines("chat completions against llama.cpp", () => {
 			expect(usage[0]?.usage).toMatchObject({ prompt_tokens: engine.prompt, completion_tokens: engine.completion });
 			expect(finish).toHaveLength(1);
 			const row = await rowOf(response.headers.get("x-request-id"));
-			expect(row).toMatchObject({ prompt_tokens: engine.prompt, completion_tokens: engine.completion, cached_tokens: engine.cached });
+			expect(row).toMatchObject({
+				prompt_tokens: engine.prompt,
+				completion_tokens: engine.completion,
+				cached_tokens: engine.cached,
+			});
 			expect(row.cost_nanos).toBe(costNanos(engine.prompt, engine.completion, engine.cached));
 			// The same prompt again: llama.cpp serves all of it but one token from its prompt cache.
 			if (round === 2) expect(engine.cached).toBe(engine.prompt - 1);

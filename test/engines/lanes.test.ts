@@ -111,7 +111,11 @@ describeEngines("Responses, Messages, count_tokens and web search against llama.
 		const answers = await engineAnswers(stack().main.url, m);
 		const t = answers.at(-1)?.timings;
 		expect(t?.cache_n).toBeGreaterThan(0);
-		expect(second.usage).toMatchObject({ input_tokens: t?.prompt_n, cache_read_input_tokens: t?.cache_n, output_tokens: t?.predicted_n });
+		expect(second.usage).toMatchObject({
+			input_tokens: t?.prompt_n,
+			cache_read_input_tokens: t?.cache_n,
+			output_tokens: t?.predicted_n,
+		});
 	});
 
 	it("Messages with tools: a tool_use block from llama.cpp's call, streamed by the SDK", async () => {
@@ -147,7 +151,13 @@ describeEngines("Responses, Messages, count_tokens and web search against llama.
 				{ role: "assistant", content: "你好，世界！这是一个测试。" },
 				{ role: "user", content: "And the weather in Paris?" },
 			],
-			tools: [{ name: "get_weather", description: "Weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }],
+			tools: [
+				{
+					name: "get_weather",
+					description: "Weather",
+					input_schema: { type: "object", properties: { city: { type: "string" } } },
+				},
+			],
 		};
 		const counted = await countTokens("engines/qwen", body);
 		expect(counted.source).toBe("engine");
@@ -173,7 +183,11 @@ describeEngines("Responses, Messages, count_tokens and web search against llama.
 	it("web search (:online): the search backend's results go to llama.cpp, the search is billed beside its tokens", async () => {
 		const m = marker("search");
 		const { data, response } = await openai(key.key)
-			.chat.completions.create({ model: "engines/qwen:online", max_tokens: 8, messages: [{ role: "user", content: `volcanoes ${m}` }] })
+			.chat.completions.create({
+				model: "engines/qwen:online",
+				max_tokens: 8,
+				messages: [{ role: "user", content: `volcanoes ${m}` }],
+			})
 			.withResponse();
 		expect(response.headers.get("x-venym-web-search")).toBe("ok");
 		expect(data.choices).toHaveLength(1);

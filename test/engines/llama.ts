@@ -111,7 +111,8 @@ function proxy(target: () => string, answers: EngineAnswer[], kill: () => void):
 		for await (const c of req) chunks.push(c as Buffer);
 		const raw = Buffer.concat(chunks);
 		const headers: Record<string, string> = {};
-		for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
+		for (const [k, v] of Object.entries(req.headers))
+			if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers[k] = v;
 		const abort = new AbortController();
 		res.on("close", () => abort.abort());
 		let upstream: Response;
@@ -133,9 +134,12 @@ function proxy(target: () => string, answers: EngineAnswer[], kill: () => void):
 		let text = "";
 		const record = req.method === "POST" && /\/v1\/(chat\/)?completions|\/v1\/embeddings/.test(req.url ?? "");
 		try {
-			for await (const chunk of upstream.body ?? []) {
-				if (record && text.length < 4_000_000) text += Buffer.from(chunk).toString("utf8");
-				res.write(chunk);
+			const reader = upstream.body?.getReader();
+			for (;;) {
+				const next = await reader?.read();
+				if (!next || next.done) break;
+				if (record && text.length < 4_000_000) text += Buffer.from(next.value).toString("utf8");
+				res.write(next.value);
 			}
 			res.end();
 		} catch {

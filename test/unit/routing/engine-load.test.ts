@@ -148,7 +148,12 @@ describe("loadFromSlots and loadFromOllamaPs", () => {
 describe("withSlots", () => {
 	it("adds llama.cpp's slot count to its metrics' queue, the busier running count winning", () => {
 		const metrics = { source: "llamacpp" as const, waiting: 1, running: 2, kv_cache_usage: null };
-		const slots = loadFromSlots([{ is_processing: true }, { is_processing: true }, { is_processing: true }, { is_processing: false }]);
+		const slots = loadFromSlots([
+			{ is_processing: true },
+			{ is_processing: true },
+			{ is_processing: true },
+			{ is_processing: false },
+		]);
 		expect(withSlots(metrics, slots)).toEqual({ source: "llamacpp", waiting: 1, running: 3, kv_cache_usage: null, slots: 4 });
 		expect(withSlots(metrics, null)).toBe(metrics);
 	});
