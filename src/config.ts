@@ -17,7 +17,7 @@ export interface EngineNode {
 	metricsUrl?: string;
 	/** Requests carry the paying key's `cache_salt` (engine/cache-salt.ts). */
 	cacheSalt?: true;
-	/** Serves `POST {server root}/tokenize`: asked for exact token counts (messages/count-tokens.ts). */
+	/** Serves `POST {server root}/tokenize`: asked for exact token counts (chat/count-tokens.ts). */
 	tokenize?: true;
 }
 

@@ -180,6 +180,24 @@ describeEngines("Responses, Messages, count_tokens and web search against llama.
 		expect(estimated.count).toBeGreaterThan(0);
 	});
 
+	it("Responses input_tokens: llama.cpp's exact count of the turn it would send, earlier turn included", async () => {
+		const m = marker("input-tokens");
+		const first = await openai(key.key).responses.create({ model: "engines/qwen", input: `${m} hello`, max_output_tokens: 4 });
+		const ask = { model: "engines/qwen", input: `${m} and then?`, previous_response_id: first.id, instructions: "Be brief." };
+		const res = await fetch(`${stack().gatewayUrl}/v1/responses/input_tokens`, {
+			method: "POST",
+			headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+			body: JSON.stringify(ask),
+		});
+		const counted = (await res.json()) as { object: string; input_tokens: number };
+		expect(res.headers.get("x-venym-token-count")).toBe("engine");
+		expect(counted.object).toBe("response.input_tokens");
+		// The same request run: llama.cpp's prompt_n + cache_n for it is the count.
+		await openai(key.key).responses.create({ ...ask, max_output_tokens: 1 });
+		const t = (await engineAnswers(stack().main.url, `${m} and then?`)).at(-1)?.timings;
+		expect(counted.input_tokens).toBe((t?.prompt_n ?? 0) + (t?.cache_n ?? 0));
+	});
+
 	it("web search (:online): the search backend's results go to llama.cpp, the search is billed beside its tokens", async () => {
 		const m = marker("search");
 		const { data, response } = await openai(key.key)
