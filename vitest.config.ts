@@ -83,6 +83,13 @@ const WORKERD_PROJECT = {
  */
 const SHARED_WORKERD = process.env.VENYM_SHARED_WORKERD === "1";
 
+/**
+ * The engine project (`npm run test:engines` sets VENYM_ENGINES=1) runs real llama.cpp servers
+ * behind the gateway: not one of `npm test`'s projects, so a machine without the binary, and the
+ * default run, never start it; CI runs it on its own when the binary is there (.ci/run).
+ */
+const ENGINES = process.env.VENYM_ENGINES === "1";
+
 export default defineConfig({
 	test: {
 		// Test files mostly wait (engine timeouts, paced streams), so Vitest's default of one file
@@ -93,6 +100,23 @@ export default defineConfig({
 		// Every request writes its JSON log line (src/observability): shown for failed tests only.
 		silent: "passed-only",
 		projects: [
+			...(ENGINES
+				? [
+						{
+							// llama.cpp's own server (../shared/engines, or LLAMA_SERVER) behind the gateway under wrangler dev:
+							// every lane against a real engine, one file at a time (the engines share two cores).
+							test: {
+								name: "engines",
+								include: ["test/engines/**/*.test.ts"],
+								environment: "node",
+								fileParallelism: false,
+								testTimeout: 60_000,
+								hookTimeout: 120_000,
+								globalSetup: ["./test/engines/global-setup.ts"],
+							},
+						},
+					]
+				: []),
 			{
 				// Pure modules with plain data, in Node: no runtime, no bindings.
 				test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node", isolate: !SHARED_WORKERD },

@@ -65,7 +65,8 @@ function lineSplitter(onLine) {
  * Resolves once /healthz answers; `close()` stops it: every process of its group, SIGKILL for
  * what SIGTERM left after 5 s, resolved once none is left. `signal` aborts a start still waiting
  * for /healthz (the group is stopped and the promise rejects).
- * @param {{ port?: number, persistTo?: string, vars?: Record<string, string>, quiet?: boolean, echoLogs?: boolean, timeoutMs?: number, signal?: AbortSignal }} [options]
+ * @param {{ port?: number, inspectorPort?: number, persistTo?: string, vars?: Record<string, string>, quiet?: boolean, echoLogs?: boolean, timeoutMs?: number, signal?: AbortSignal }} [options]
+ * `inspectorPort`: workerd's inspector (wrangler's default, 9229, is taken when another `wrangler dev` runs).
  * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (docs/operations.md "Logs") as wrangler
  * relays them (stdout's to stdout, the warnings and errors on stderr to stderr), and wrangler's
  * own warnings and errors (its stderr), but not the rest of its output.
@@ -73,6 +74,7 @@ function lineSplitter(onLine) {
  */
 export async function startGateway({
 	port = 8787,
+	inspectorPort,
 	persistTo,
 	vars = {},
 	quiet = true,
@@ -83,6 +85,7 @@ export async function startGateway({
 	applyMigrations({ persistTo, quiet });
 	const args = ["dev", "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
 	if (persistTo) args.push("--persist-to", persistTo);
+	if (inspectorPort) args.push("--inspector-port", String(inspectorPort));
 	for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
 	// Its own process group (detached): Ctrl-C in a terminal reaches only this process, which then
 	// stops the whole group, so wrangler's own signal handling never decides what is left running.

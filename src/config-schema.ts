@@ -27,6 +27,8 @@ const NodeSchema = z.union([
 		 * deadline grows by its tokens at this rate. When absent, learned from the node's answers.
 		 */
 		prefill_tokens_per_s: z.number().positive().max(100_000_000).optional(),
+		/** The node serves `POST {server root}/tokenize` (llama.cpp, vLLM, SGLang): count_tokens asks it for exact counts. */
+		tokenize: z.boolean().optional(),
 	}),
 ]);
 

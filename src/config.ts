@@ -19,6 +19,8 @@ export interface EngineNode {
 	cacheSalt?: true;
 	/** The configured prefill rate (tokens a second); learned per node when absent (routing/node-state.ts). */
 	prefillTokensPerS?: number;
+	/** Serves `POST {server root}/tokenize`: asked for exact token counts (chat/count-tokens.ts). */
+	tokenize?: true;
 }
 
 // Normalised once per model object: every request of a model reads the same array.
@@ -36,6 +38,7 @@ export function modelNodes(model: ModelConfig): EngineNode[] {
 			if (n.metrics_url) node.metricsUrl = n.metrics_url;
 			if (n.cache_salt) node.cacheSalt = true;
 			if (n.prefill_tokens_per_s) node.prefillTokensPerS = n.prefill_tokens_per_s;
+			if (n.tokenize) node.tokenize = true;
 			return node;
 		});
 		nodesOf.set(model, nodes);

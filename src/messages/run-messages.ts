@@ -5,12 +5,12 @@
  */
 import { assertModelAllowed, ledgerScopes, payerKeyId } from "../auth/scopes";
 import { assertServes } from "../chat/authorize-chat";
+import { countTokens, type TokenCount } from "../chat/count-tokens";
 import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
 import type { SearchRound, SearchUnderWay } from "../chat/search-tool";
 import { resolveModel } from "../config";
 import { countRequest } from "../ledger/ledger-client";
 import type { Source } from "../types";
-import { countTokens, type TokenCount } from "./count-tokens";
 import { type AnthropicMessageOut, messageFromCompletion } from "./from-chat";
 import { validateCountTokensRequest, validateMessagesRequest } from "./request-schema";
 import { MessagesStreamEncoder } from "./stream-encoder";

@@ -55,5 +55,6 @@ export function messagesSchemas(): Record<string, Json> {
 			additionalProperties: true,
 		},
 		TokenCount: obj({ input_tokens: int }),
+		ResponseInputTokens: obj({ object: { const: "response.input_tokens" }, input_tokens: int }),
 	};
 }

@@ -137,6 +137,19 @@ export function paths(): Record<string, Record<string, Json>> {
 				errors: [400, 404],
 			},
 		},
+		"/v1/responses/input_tokens": {
+			post: {
+				tag: "Responses",
+				summary: "Count a response's input tokens",
+				description:
+					"The input tokens a Responses request would use, `previous_response_id`'s turns and the tools included: the model's node with `tokenize: true` (`POST {root}/apply-template` then `/tokenize`, or the chat form of `/tokenize`) when one answers, else the gateway's estimate; the `x-venym-token-count` header says which. Free and not recorded.",
+				security: "key",
+				body: "ResponsesRequest",
+				json: "ResponseInputTokens",
+				successDescription: "The request's input tokens.",
+				errors: [400, 403, 404, 413],
+			},
+		},
 		"/v1/messages": {
 			post: {
 				tag: "Messages",
@@ -157,7 +170,7 @@ export function paths(): Record<string, Record<string, Json>> {
 				tag: "Messages",
 				summary: "Count a message's input tokens",
 				description:
-					"The node's own tokenizer (`POST {root}/tokenize`) when it answers, else the gateway's estimate; the `x-venym-token-count` header says which. Free and not recorded.",
+					"The model's node with `tokenize: true` (`POST {root}/apply-template` then `/tokenize`, or the chat form of `/tokenize`) when one answers, else the gateway's estimate; the `x-venym-token-count` header says which. Free and not recorded.",
 				security: "key",
 				body: "CountTokensRequest",
 				json: "TokenCount",

@@ -84,7 +84,7 @@ function charsOf(items: RequestedItem[]): number {
 }
 
 /** The chat body for this turn: the earlier turns, then this input with its references resolved. */
-function chatBody(req: ResponsesRequest, prior: ResponseInputItem[], items: ResponseInputItem[]): Record<string, unknown> {
+export function chatBody(req: ResponsesRequest, prior: ResponseInputItem[], items: ResponseInputItem[]): Record<string, unknown> {
 	return responsesToChat({ ...req, input: [] }, [...prior, ...items]);
 }
 
@@ -186,7 +186,7 @@ export async function createResponse(run: ChatRun, req: ResponsesRequest): Promi
  * store round trip, with the store's checks (unknown, unfinished, too large, an unknown item),
  * storing nothing.
  */
-async function conversationBefore(
+export async function conversationBefore(
 	stub: ResponseStoreStub,
 	req: ResponsesRequest,
 	requested: RequestedItem[],

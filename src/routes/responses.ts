@@ -3,6 +3,7 @@ import type { AppEnv } from "../app-env";
 import { callerKeyId } from "../auth/scopes";
 import { GatewayError } from "../errors";
 import { readJsonBody } from "../http/read-json";
+import { countResponseInputTokens } from "../responses/input-tokens";
 import { openInputReasoning, sealResponse, sealStream, wantsSeal } from "../responses/reasoning-round-trip";
 import { validateResponsesRequest } from "../responses/request-schema";
 import { createResponse } from "../responses/run-response";
@@ -47,6 +48,12 @@ export const responsesRoutes = new Hono<AppEnv>()
 		}
 		if (seal) await sealResponse(result.body, c.env, run.callerKeyId);
 		return c.json(result.body, 200, headers);
+	})
+	.post("/input_tokens", async (c) => {
+		const run = runOf(c);
+		const body = await readJsonBody(c.req.raw, run.config.max_body_bytes);
+		const result = await countResponseInputTokens(run, validateResponsesRequest(body));
+		return c.json(result.body, 200, result.headers);
 	})
 	.get("/:id", async (c) => {
 		return c.json(await stored(c, c.req.param("id")));

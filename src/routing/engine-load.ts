@@ -110,6 +110,17 @@ export function loadFromSlots(json: unknown): EngineLoad | null {
 	return { source: "slots", waiting: null, running: busy, kv_cache_usage: null, slots: json.length };
 }
 
+/**
+ * llama.cpp's `/metrics` with its `/slots` beside it: the metrics' queue, and the slots' count
+ * (how many requests it runs at once; one more waits in `requests_deferred`). The busier of the
+ * two running counts wins (they are read a moment apart).
+ */
+export function withSlots(metrics: EngineLoad, slots: EngineLoad | null): EngineLoad {
+	if (!slots?.slots) return metrics;
+	const running = Math.max(metrics.running ?? 0, slots.running ?? 0);
+	return { ...metrics, running, slots: slots.slots };
+}
+
 /** Ollama's `/api/ps`: which models are loaded. It tells nothing about queues. */
 export function loadFromOllamaPs(json: unknown): EngineLoad | null {
 	if (!isRecord(json) || !Array.isArray(json.models)) return null;

@@ -103,6 +103,7 @@ export class Fleet {
 			waiting: probe?.load?.waiting ?? 0,
 			kvCacheUsage: probe?.load?.kv_cache_usage ?? 0,
 			running: probe?.load?.running ?? 0,
+			...(probe?.load?.slots ? { slots: probe.load.slots } : {}),
 		};
 	}
 

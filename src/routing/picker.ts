@@ -10,7 +10,8 @@
  *    whose load is under its bound (consistent hashing with bounded loads, Mirrokni, Thorup and
  *    Zadimoghaddam; HAProxy's `hash-balance-factor`): a burst spills to the next nodes in a fixed
  *    order, which warm the same prefix, and returns home when it ends. Without a key: the better
- *    of two weighted random picks (the lower in-flight count plus engine queue, per unit of weight).
+ *    of two weighted random picks (the lower count of requests on it, in flight here or running in
+ *    the engine, plus the engine's queue, per unit of weight).
  * 4. No available node: the overloaded ones the same way. None either: the cooling node that
  *    failed least recently, so a request is never refused without trying.
  */
@@ -33,6 +34,8 @@ export interface NodeView {
 	kvCacheUsage: number;
 	/** Requests the engine reports running, from every gateway isolate (0 when unknown). */
 	running?: number;
+	/** How many requests the engine runs at once (llama.cpp's slots; absent when unknown). */
+	slots?: number;
 }
 
 /** A queue this long marks a node overloaded: it gets new requests only when no peer is free. */
@@ -74,10 +77,23 @@ export function classify(n: NodeView, now: number): NodeClass {
 	return "available";
 }
 
-/** Load per unit of weight: lower is better. */
+/**
+ * What waits on the engine before the next request runs: its queue, plus one when its KV cache is
+ * nearly full or every slot it has is busy (the next request would queue or preempt).
+ */
+function engineQueue(n: NodeView): number {
+	const full = n.kvCacheUsage >= FULL_KV_CACHE || (n.slots !== undefined && n.slots > 0 && (n.running ?? 0) >= n.slots);
+	return n.waiting + (full ? 1 : 0);
+}
+
+/**
+ * Load per unit of weight: lower is better. Requests on the node are the larger of this isolate's
+ * in-flight count and the engine's running count (which sees every isolate's and every other
+ * client's, but lags), as affinityLoad counts them.
+ */
 export function loadScore(n: NodeView): number {
-	const queue = n.waiting + (n.kvCacheUsage >= FULL_KV_CACHE ? 1 : 0);
-	return (n.inFlight + queue) / n.weight;
+	const running = Math.max(n.inFlight, Number.isFinite(n.running) ? (n.running ?? 0) : 0);
+	return (running + engineQueue(n)) / n.weight;
 }
 
 /** One node at random, in proportion to weight, skipping `except`. */
@@ -110,7 +126,7 @@ export function powerOfTwo<T extends NodeView>(pool: readonly T[], random: () =>
  * a burst this isolate just sent.
  */
 export function affinityLoad(n: NodeView): number {
-	const engine = (n.running ?? 0) + n.waiting;
+	const engine = (n.running ?? 0) + engineQueue(n);
 	return Math.max(n.inFlight, Number.isFinite(engine) ? engine : 0);
 }
 

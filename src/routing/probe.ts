@@ -2,11 +2,12 @@
  * One health check of one node: is it up (`GET {server root}/health`, else `GET {url}/models`),
  * and what load does its engine report (`/metrics`, else llama.cpp's `/slots`, else Ollama's
  * `/api/ps`). What a node answers to is remembered, so a steady round costs a node two small
- * GETs: one when it exposes no load at all. `fetch` and the clock are passed in.
+ * GETs (three for llama.cpp, whose `/slots` says its capacity beside its metrics): one when it
+ * exposes no load at all. `fetch` and the clock are passed in.
  */
 import { readCappedText } from "../http/read-capped";
 import { type Secrets, secretNamed } from "../secrets";
-import { type EngineLoad, loadFromMetrics, loadFromOllamaPs, loadFromSlots } from "./engine-load";
+import { type EngineLoad, loadFromMetrics, loadFromOllamaPs, loadFromSlots, withSlots } from "./engine-load";
 import type { ProbeResult, ProbeTarget } from "./view-types";
 
 /** What a node turned out to answer to, learnt on the first probes. */
@@ -15,6 +16,10 @@ export interface ProbeMemo {
 	load: "metrics" | "slots" | "ollama" | "none" | null;
 	/** When a node that exposed no load is asked again (ms). */
 	loadRetryAt: number;
+	/** A llama.cpp node's `/slots` beside its metrics: served (true), refused (false, started without `--slots`), not yet asked. */
+	slots?: boolean;
+	/** The slot count `/slots` last showed: kept when a busy server is too slow to list them again. */
+	slotCount?: number;
 }
 
 export function newMemo(): ProbeMemo {
@@ -108,6 +113,24 @@ function parseLoad(kind: LoadKind, text: string): EngineLoad | null {
 	return kind === "slots" ? loadFromSlots(parseJson(text)) : loadFromOllamaPs(parseJson(text));
 }
 
+/** llama.cpp's metrics say the queue but not how many slots it has: `/slots` does, when served. */
+async function withLlamaSlots(load: EngineLoad, target: ProbeTarget, memo: ProbeMemo, deps: ProbeDeps): Promise<EngineLoad> {
+	if (memo.slots === false) return load;
+	const a = await get(deps, loadUrl(target, "slots"), target, true);
+	if (isMissing(a)) {
+		memo.slots = false;
+		return load;
+	}
+	const slots = "text" in a && a.text !== null ? loadFromSlots(parseJson(a.text)) : null;
+	if (slots?.slots) {
+		memo.slots = true;
+		memo.slotCount = slots.slots;
+		return withSlots(load, slots);
+	}
+	// A server busy enough to answer /slots late still has as many slots as last time.
+	return memo.slotCount ? { ...load, slots: memo.slotCount } : load;
+}
+
 async function readLoad(target: ProbeTarget, memo: ProbeMemo, deps: ProbeDeps): Promise<EngineLoad | null> {
 	if (memo.load === "none" && deps.now() < memo.loadRetryAt) return null;
 	const kinds: readonly LoadKind[] =
@@ -118,7 +141,7 @@ async function readLoad(target: ProbeTarget, memo: ProbeMemo, deps: ProbeDeps): 
 		const load = a.text === null ? null : parseLoad(kind, a.text);
 		if (load) {
 			memo.load = kind;
-			return load;
+			return load.source === "llamacpp" ? withLlamaSlots(load, target, memo, deps) : load;
 		}
 		// Known to answer but not now (a 5xx, a page cut short): try the same again next round.
 		if (memo.load === kind && !isMissing(a)) return null;

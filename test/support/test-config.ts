@@ -13,7 +13,7 @@ export function testGatewayConfig(engineUrl: string) {
 	});
 	return {
 		models: [
-			model("test/ok", [{ url: node(), api_key_env: "NODE_KEY" }]),
+			model("test/ok", [{ url: node(), api_key_env: "NODE_KEY", tokenize: true }]),
 			model("test/failover", [node("fail500"), node("drop"), node("fail429"), node("hang"), node("fail503"), node("ok")]),
 			model("test/all-down", [node("fail500"), node("drop")]),
 			model("test/all-busy", [node("fail429"), node("fail503")]),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { loadFromMetrics, loadFromOllamaPs, loadFromSlots } from "../../../src/routing/engine-load";
+import { loadFromMetrics, loadFromOllamaPs, loadFromSlots, withSlots } from "../../../src/routing/engine-load";
 import { parsePrometheus, parseSampleLine } from "../../../src/routing/prometheus";
 
 describe("parsePrometheus", () => {
@@ -142,5 +142,19 @@ describe("loadFromSlots and loadFromOllamaPs", () => {
 			models_loaded: ["llama3:8b", "qwen3:4b"],
 		});
 		expect(loadFromOllamaPs(null)).toBeNull();
+	});
+});
+
+describe("withSlots", () => {
+	it("adds llama.cpp's slot count to its metrics' queue, the busier running count winning", () => {
+		const metrics = { source: "llamacpp" as const, waiting: 1, running: 2, kv_cache_usage: null };
+		const slots = loadFromSlots([
+			{ is_processing: true },
+			{ is_processing: true },
+			{ is_processing: true },
+			{ is_processing: false },
+		]);
+		expect(withSlots(metrics, slots)).toEqual({ source: "llamacpp", waiting: 1, running: 3, kv_cache_usage: null, slots: 4 });
+		expect(withSlots(metrics, null)).toBe(metrics);
 	});
 });

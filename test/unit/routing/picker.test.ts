@@ -95,6 +95,15 @@ describe("pickNode: cooling and overloaded nodes", () => {
 		expect(counts([node("a", { waiting: 2 }), node("b", { inFlight: 1 })], 300)).toEqual({ b: 300 });
 		expect(counts([node("a", { kvCacheUsage: 0.99 }), node("b")], 300)).toEqual({ b: 300 });
 	});
+
+	it("counts what the engine runs for other isolates and clients, and a node whose every slot is busy", () => {
+		// llama.cpp's requests_processing: busy with requests this isolate did not send.
+		expect(counts([node("a", { running: 3 }), node("b")], 300)).toEqual({ b: 300 });
+		// This isolate's own in-flight requests are among the engine's running ones, not added to them.
+		expect(counts([node("a", { running: 2, inFlight: 2 }), node("b", { inFlight: 3 })], 300)).toEqual({ a: 300 });
+		// Four of four slots busy: the next request waits in requests_deferred, unlike on a node with a free slot.
+		expect(counts([node("a", { running: 4, slots: 4 }), node("b", { running: 4, slots: 8 })], 300)).toEqual({ b: 300 });
+	});
 });
 
 describe("pickNode: cache affinity", () => {

@@ -61,6 +61,29 @@ describe("probeNode", () => {
 		expect(n.calls.map((c) => new URL(c.url).pathname)).toEqual(["/v1/models", "/api/ps"]);
 	});
 
+	it("reads llama.cpp's queue from /metrics and its slot count from /slots, as the server at b9928 serves them", async () => {
+		// llama-server --metrics --slots (b9928-81ff7abe5), four slots, all busy and two requests deferred.
+		const metrics =
+			"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 4\n# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 2\n";
+		const slots = JSON.stringify(Array.from({ length: 4 }, (_, id) => ({ id, n_ctx: 4096, is_processing: true })));
+		const n = fakeNode({ "/health": 200, "/metrics": metrics, "/slots": slots });
+		const memo = newMemo();
+		const r = await probeNode({ url: "http://n/v1" }, memo, n.deps);
+		expect(r.load).toEqual({ source: "llamacpp", waiting: 2, running: 4, kv_cache_usage: null, slots: 4 });
+		expect(n.calls.map((c) => c.url)).toEqual(["http://n/health", "http://n/metrics", "http://n/slots"]);
+	});
+
+	it("stops asking a llama.cpp node for /slots once it refuses them (started without --slots)", async () => {
+		const n = fakeNode({ "/health": 200, "/metrics": "llamacpp:requests_processing 1\n", "/slots": 501 });
+		const memo = newMemo();
+		const r = await probeNode({ url: "http://n/v1" }, memo, n.deps);
+		expect(r.load).toMatchObject({ source: "llamacpp", running: 1, waiting: null });
+		expect(r.load?.slots).toBeUndefined();
+		n.calls.length = 0;
+		await probeNode({ url: "http://n/v1" }, memo, n.deps);
+		expect(n.calls.map((c) => c.url)).toEqual(["http://n/health", "http://n/metrics"]);
+	});
+
 	it("reads llama.cpp's /slots when there are no metrics", async () => {
 		const n = fakeNode({ "/health": 200, "/slots": JSON.stringify([{ is_processing: true }, { is_processing: false }]) });
 		const r = await probeNode({ url: "http://n/v1" }, newMemo(), n.deps);
