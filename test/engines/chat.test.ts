@@ -105,9 +105,8 @@ describeEngines("chat completions against llama.cpp", () => {
 		}
 	});
 
-	// Fails until issue 33 item 2 (branch `bill`) is merged: llama.cpp reports usage for one choice
-	// of `n`, and the gateway bills what it reports. Flip to `it` once both choices are billed.
-	it.fails("n: 2 returns two choices and bills both (issue 33 item 2)", async () => {
+	// llama.cpp reports usage for one choice of `n`: the gateway bills every choice it delivered.
+	it("n: 2 returns two choices and bills both (issue 33 item 2)", async () => {
 		const m = marker("n2");
 		const { data, response } = await openai(key.key)
 			.chat.completions.create({ model: "engines/qwen", n: 2, max_tokens: 12, messages: [{ role: "user", content: m }] })
@@ -118,8 +117,7 @@ describeEngines("chat completions against llama.cpp", () => {
 		const answers = await engineAnswers(stack().main.url, m);
 		const single = engineTotals(answers);
 		expect(row.prompt_tokens).toBe(single.prompt);
-		// Billing every choice (not one) is issue 33 item 2, on branch `bill`.
-		expect(row.completion_tokens, "issue 33 item 2: n choices billed as one").toBeGreaterThan(single.completion);
+		expect(row.completion_tokens, "n choices billed as one").toBeGreaterThan(single.completion);
 	});
 
 	it("stop: the answer ends before the stop text, finish_reason stop", async () => {
