@@ -44,7 +44,8 @@ export function planDeferredTool(body, behaviour, n) {
 	if (last?.role === "tool") {
 		const answered = called.get(last.tool_call_id);
 		if (answered === name) return plan(body, null, words(`Tool said: ${textOf(last.content)}`));
-		if (SEARCH_TOOLS.includes(answered) && !offered.has(name)) return plan(body, null, words(`The tool search did not find ${name}: ${textOf(last.content)}`));
+		if (SEARCH_TOOLS.includes(answered) && !offered.has(name))
+			return plan(body, null, words(`The tool search did not find ${name}: ${textOf(last.content)}`));
 	}
 	if (offered.has(name) && body.tool_choice !== "none") {
 		const args = JSON.stringify(behaviour.toolInput ?? {});
