@@ -61,8 +61,8 @@ describe("chat completions: deferred tools and venym_tool_search", () => {
 		const completion = await client(key).chat.completions.create({
 			model: "test/deferred-tool",
 			max_tokens: 100,
-			messages: ask() as OpenAI.ChatCompletionMessageParam[],
-			tools: tools() as OpenAI.ChatCompletionTool[],
+			messages: ask() as unknown as OpenAI.ChatCompletionMessageParam[],
+			tools: tools() as unknown as OpenAI.ChatCompletionTool[],
 		});
 
 		const { chats } = await engineCalls(since);
@@ -196,7 +196,7 @@ describe("Responses: deferred function tools and venym_tool_search", () => {
 			model: "test/deferred-tool",
 			max_output_tokens: 100,
 			input: `list my cron jobs ${crypto.randomUUID().slice(0, 8)}`,
-			tools: responseTools() as OpenAI.Responses.FunctionTool[],
+			tools: responseTools() as unknown as OpenAI.Responses.FunctionTool[],
 		});
 		const { chats } = await engineCalls(since);
 		expect(chats).toHaveLength(2);
@@ -216,7 +216,7 @@ describe("Responses: deferred function tools and venym_tool_search", () => {
 			model: "test/deferred-tool",
 			max_output_tokens: 100,
 			input: `list my cron jobs ${crypto.randomUUID().slice(0, 8)}`,
-			tools: responseTools() as OpenAI.Responses.FunctionTool[],
+			tools: responseTools() as unknown as OpenAI.Responses.FunctionTool[],
 			stream: true,
 		});
 		const events: OpenAI.Responses.ResponseStreamEvent[] = [];
