@@ -3,7 +3,9 @@
  * withheld from the model until a `tool_reference` block in the conversation (a tool search's
  * answer, in a `tool_result`) names it, and offered from that turn on; a tool without the flag is
  * always offered. A reference to a tool the request does not define is a 400 naming it. The
- * reference itself reaches the engine as a line of text naming the tool. Pure.
+ * reference itself reaches the engine as a line of text naming the tool. With Anthropic's server
+ * tool search (`tool_search_tool_regex_*`, `tool_search_tool_bm25_*`) the gateway's own tool search
+ * finds the deferred tools instead (src/chat/tool-search.ts), unseen by the client. Pure.
  */
 import { GatewayError } from "../errors";
 import type { AnthropicMessage, MessagesRequest } from "./request-schema";
@@ -62,4 +64,9 @@ export function offeredTools(req: Pick<MessagesRequest, "tools" | "messages">): 
 		);
 	}
 	return tools.filter((t) => t.defer_loading !== true || refs.has(nameOf(t) ?? ""));
+}
+
+/** Anthropic's server tool search: served by the gateway's tool search on the chat pipeline. */
+export function isServerToolSearch(tool: Json): boolean {
+	return typeof tool.type === "string" && tool.type.startsWith("tool_search_tool_");
 }

@@ -5,7 +5,7 @@
  * resolves the catalog, caps `max_tokens` and reads `models`/`venym` as it does for chat.
  */
 import { GatewayError } from "../errors";
-import { offeredTools, referenceText } from "./deferred-tools";
+import { isServerToolSearch, offeredTools, referenceText } from "./deferred-tools";
 import type { AnthropicMessage, ContentBlock, CustomToolInput, MessagesRequest } from "./request-schema";
 import { isServerSearch, searchName, searchResultReplay } from "./web-search";
 
@@ -239,9 +239,14 @@ export function messagesToChat(req: MessagesRequest, opts: TranslateOptions): Re
 	const served = opts.webSearch ? (req.tools ?? []).filter(isServerSearch) : [];
 	for (const t of served) checkMaxUses(t, (req.tools ?? []).indexOf(t));
 	checkUniqueNames(req.tools ?? [], served);
-	// Deferred tools no tool_reference names yet are withheld (deferred-tools.ts).
+	// Deferred tools no tool_reference names yet are withheld; with Anthropic's server tool search,
+	// left to the gateway's tool search (deferred-tools.ts).
 	const offered = new Set(offeredTools(req));
-	const tools = (req.tools ?? []).flatMap((t, i) => (served.includes(t) || !offered.has(t) ? [] : [chatTool(t, i)]));
+	const toolSearch = (req.tools ?? []).some(isServerToolSearch);
+	const tools = (req.tools ?? []).flatMap((t, i) => {
+		if (served.includes(t) || isServerToolSearch(t) || (!offered.has(t) && !toolSearch)) return [];
+		return [offered.has(t) ? chatTool(t, i) : { ...chatTool(t, i), defer_loading: true }];
+	});
 	if (tools.length) body.tools = tools;
 	const choice = servedChoice(req.tool_choice, served, tools.length);
 	if (choice) {

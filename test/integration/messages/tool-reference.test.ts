@@ -9,6 +9,7 @@ import { SELF } from "cloudflare:test";
 import Anthropic from "@anthropic-ai/sdk";
 import { describe, expect, it } from "vitest";
 import fixture from "../../fixtures/claude-code-tool-search.json";
+import { settled } from "../../support/billing";
 import { createKey, engineRequestsSince, gw, lastEngineId } from "../../support/gateway";
 import { type EngineMessage, engineCalls, toolNames } from "../../support/search-round";
 
@@ -118,6 +119,24 @@ describe("deferred tools and tool_reference on the Messages lane", () => {
 		expect(body.error.type).toBe("invalid_request_error");
 		expect(body.error.message).toContain("'messages[2].content[0].content[1].tool_name'");
 		expect(body.error.message).toContain("'Nope'");
+	});
+
+	it("serves Anthropic's server tool search with the gateway's: the tool found is called in the same request (SDK)", async () => {
+		const { id, key } = await createKey({ balance_usd: 5 });
+		const since = await lastEngineId();
+		const tools = [
+			{ type: "tool_search_tool_regex_20251119", name: "tool_search_tool_regex" },
+			...TOOLS.filter((t) => t.name !== "ToolSearch"),
+		] as unknown as Anthropic.Tool[];
+		const message = await client(key).messages.create({ model: "test/deferred-tool", max_tokens: 200, tools, messages: [ask()] });
+		const { chats } = await engineCalls(since);
+		expect(chats).toHaveLength(2);
+		expect(toolNames(chats[0] as Json)).toEqual(["Read", "venym_tool_search"]);
+		expect(toolNames(chats[1] as Json)).toEqual(["Read", "CronList", "CronCreate"]);
+		expect(message.content).toMatchObject([{ type: "tool_use", name: "CronList" }]);
+		expect(JSON.stringify(message)).not.toContain("venym_tool_search");
+		const { rows } = await settled(id, 1);
+		expect(rows).toHaveLength(1);
 	});
 
 	it("refuses a defer_loading that is not a boolean with a 400 naming it", async () => {
