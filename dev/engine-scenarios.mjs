@@ -48,11 +48,13 @@
 //                              splits it every 8 characters, escapes included
 //   plan, toolName, toolInput  replaces planReply (engine-reply.mjs): tool-loop calls the tool
 //                              `toolName` once with `toolInput`, then answers with its result
+//   searchQuery                what a deferred tool is searched for (engine-tool-search.mjs)
 //   queue                      what `/metrics` reports: { waiting, running, kv_cache_usage }
 //                              (a named node's queue is set at runtime, dev/engine-nodes.mjs)
 
 import { planCodex } from "./engine-codex.mjs";
 import { planSearchAgain, planToolLoop } from "./engine-tool-loop.mjs";
+import { planDeferredTool } from "./engine-tool-search.mjs";
 import { closeAbruptly, flatError, nestedError, sendJson, sendText, sleep } from "./engine-wire.mjs";
 
 const MULTIBYTE_TEXT = "héllo 👋 世界";
@@ -245,9 +247,13 @@ export const SCENARIOS = {
 	slowbody: { bodyMs: 3000, minWords: 40 },
 	// An agent's tool loop (Claude Code): call Bash with `echo hi` once, then answer with what it printed.
 	"tool-loop": { plan: planToolLoop },
-	// Claude Code's WebSearch tool: called once with a query; Claude Code then asks the gateway with
-	// Anthropic's web search server tool, whose search round this engine's search call starts.
-	"websearch-loop": { plan: planToolLoop, toolName: "WebSearch", toolInput: { query: "search volcano eruptions" } },
+	// Claude Code's WebSearch tool, deferred (its default): found with ToolSearch, then called once with
+	// a query; Claude Code then asks the gateway with Anthropic's web search server tool, whose search
+	// round this engine's search call starts (dev/engine-tool-search.mjs).
+	"websearch-loop": { plan: planDeferredTool, toolName: "WebSearch", toolInput: { query: "search volcano eruptions" } },
+	// A deferred tool found by keywords (Claude Code's ToolSearch, or the gateway's venym_tool_search),
+	// then called: Claude Code's CronList, which lists nothing and needs no permission.
+	"deferred-tool": { plan: planDeferredTool, toolName: "CronList", searchQuery: "cron list", toolInput: {} },
 	// Codex CLI (dev/engine-codex.mjs): reasons, runs `exec_command` with `echo hi` when asked to
 	// run something, answers with the tool's output, and says what earlier reasoning it was given.
 	codex: { plan: planCodex },

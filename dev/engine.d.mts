@@ -43,6 +43,7 @@ export type ScenarioName =
 	| "slowbody"
 	| "tool-loop"
 	| "websearch-loop"
+	| "deferred-tool"
 	| "codex"
 	| "searchfail"
 	| "search-slow-answer"

@@ -1,9 +1,13 @@
-// Claude Code against the gateway, as a new user would run it: `claude -p … --model <id>` with
-// ANTHROPIC_BASE_URL and a vk-… key. Checks that it answers (venym/dev-echo, no tools) and that a
-// tool loop completes (venym/dev-tools: the development engine calls Bash with `echo hi`, Claude
-// Code runs it and sends the result back, the engine answers "Tool said: hi"); and that its
-// WebSearch tool works (venym/dev-websearch: the engine calls WebSearch, Claude Code asks the
-// gateway with Anthropic's web search server tool, the gateway's search round runs it).
+// Claude Code against the gateway, as a new user would run it, with its defaults (tool search on:
+// most tools sent with `defer_loading`, found with its ToolSearch tool): `claude -p … --model <id>`
+// with ANTHROPIC_BASE_URL and a vk-… key. Checks that it answers (venym/dev-echo) and that a tool
+// loop completes (venym/dev-tools: the development engine calls Bash with `echo hi`, Claude Code
+// runs it and sends the result back, the engine answers "Tool said: hi"); that its WebSearch tool
+// works (venym/dev-websearch: the engine finds the deferred WebSearch with ToolSearch, calls it,
+// Claude Code asks the gateway with Anthropic's web search server tool, the gateway's search round
+// runs it); and that a deferred tool found by keywords can be called (venym/dev-deferred: the
+// engine searches "cron list", Claude Code answers with tool_reference blocks, the engine calls
+// CronList).
 //
 //   node scripts/check-claude-code.mjs                        starts the engine and the gateway itself
 //                                                             (ENGINE_PORT, default 8871; PORT, default 8870)
@@ -36,6 +40,7 @@ function catalog(engineUrl) {
 			model("venym/dev-echo", null, ["tools", "reasoning"]),
 			model("venym/dev-tools", "tool-loop", ["tools", "reasoning"]),
 			model("venym/dev-websearch", "websearch-loop", ["tools", "reasoning"]),
+			model("venym/dev-deferred", "deferred-tool", ["tools", "reasoning"]),
 		],
 		// The development engine's search backend: serves Anthropic's web search server tool.
 		web_search: { provider: "searxng", url: `${engineUrl}/search` },
@@ -74,7 +79,7 @@ const home = await mkdtemp(join(tmpdir(), "venym-claude-home-"));
 let passed = false;
 try {
 	console.log(`Claude Code (${CLAUDE}) against ${gw.url}`);
-	const answer = await claude(gw, home, ["-p", "Hello from the check", "--model", "venym/dev-echo", "--tools", ""]);
+	const answer = await claude(gw, home, ["-p", "Hello from the check", "--model", "venym/dev-echo"]);
 	const loop = await claude(gw, home, [
 		"-p",
 		"Run echo hi in the shell and tell me what it printed",
@@ -91,11 +96,14 @@ try {
 		"--allowedTools",
 		"WebSearch",
 	]);
+	const deferred = await claude(gw, home, ["-p", "List my scheduled cron jobs", "--model", "venym/dev-deferred"]);
 	const answered = check("answers a prompt", answer, "Hello from the check");
 	const looped = check("completes a Bash tool loop", loop, "Tool said: hi");
 	// Claude Code writes "Links: [...]" from the web_search_tool_result block the gateway returned.
 	const web = check("completes a WebSearch tool loop (the server tool on the gateway's search)", searched, 'Links: [{"title"');
-	passed = answered && looped && web;
+	// CronList answers "No scheduled jobs." in a fresh HOME: the engine could call it only once the search loaded it.
+	const found = check("finds a deferred tool with ToolSearch and calls it", deferred, "Tool said: No scheduled jobs");
+	passed = answered && looped && web && found;
 } finally {
 	await gw.close();
 	await rm(home, { recursive: true, force: true });

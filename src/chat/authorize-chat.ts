@@ -18,6 +18,7 @@ import type { ChatRun } from "./chat-run";
 import { type ChatFallback, chatFallbacks } from "./fallback-plans";
 import { DEFAULT_SEARCH_RESULTS, type PreparedChat, prepareChat } from "./prepare";
 import { offerSearchTool, type SearchToolRequest, searchRoundSize, searchRoundTokenBound } from "./search-tool";
+import { offerToolSearch, toolSearchRoundSize, toolSearchRoundTokenBound, withholdDeferred } from "./tool-search";
 import { type ChatRequest, validateChatRequest } from "./validate";
 
 /** A chat request that passed every check and holds its worst-case cost in the ledger. */
@@ -75,26 +76,29 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	assertModelAllowed(principal, resolved.model.id);
 	const ceiling = outputCeiling(principal);
 	const webSearch = isWebSearch(body, resolved);
+	const webTool = opts.searchTool !== undefined && config.web_search !== undefined && !webSearch;
+	// Deferred tools wait for the gateway's tool search, unless the request has the web search round
+	// (one gateway tool round a request) or calls no tool: then every tool is offered (tool-search.ts).
+	const deferred = withholdDeferred(body as Record<string, unknown>, webTool || body.tool_choice === "none");
 	// Offered before anything is estimated or copied for a fallback: every candidate sees the tool.
-	const toolName =
-		opts.searchTool && config.web_search && !webSearch
-			? offerSearchTool(body as Record<string, unknown>, opts.searchTool)
+	const toolName = webTool
+		? offerSearchTool(body as Record<string, unknown>, opts.searchTool as SearchToolRequest)
+		: deferred.length
+			? offerToolSearch(body as Record<string, unknown>, deferred)
 			: undefined;
 	const { estimate: promptTokens, size } = measureChatPrompt(body);
 	assertFitsContext(resolved.model, promptTokens);
 	const results = searchResultCount(body);
-	// The grounding message (or a search round's call and result) is added after the hold: its
-	// largest possible size is held now. A search round calls the engine twice: each call's prompt
-	// and output are bounded alone, and the hold is both calls' worth, and the search.
-	const heldPromptTokens =
-		promptTokens + (webSearch ? groundingTokenBound(results) : 0) + (toolName ? searchRoundTokenBound(results) : 0);
-	const heldSize = addSizes(
-		size,
-		...(webSearch ? [groundingSize(results)] : []),
-		...(toolName ? [searchRoundSize(results)] : []),
-	);
+	// The grounding message (or a search round's call and result, and the tools a tool search
+	// loads) is added after the hold: its largest possible size is held now. A search round calls
+	// the engine twice: each call's prompt and output are bounded alone, and the hold is both
+	// calls' worth, and the search.
+	const roundTokens = !toolName ? 0 : deferred.length ? toolSearchRoundTokenBound(deferred) : searchRoundTokenBound(results);
+	const heldPromptTokens = promptTokens + (webSearch ? groundingTokenBound(results) : 0) + roundTokens;
+	const roundSize = !toolName ? [] : [deferred.length ? toolSearchRoundSize(deferred) : searchRoundSize(results)];
+	const heldSize = addSizes(size, ...(webSearch ? [groundingSize(results)] : []), ...roundSize);
 	const calls = toolName ? 2 : 1;
-	const searchPrice = webSearch || toolName ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
+	const searchPrice = webSearch || webTool ? usdToNanos(config.web_search?.price_usd_per_search ?? 0) : 0;
 	const fallbacks = chatFallbacks({
 		config,
 		principal,
@@ -109,7 +113,7 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 		calls,
 	});
 	const prepared = prepareChat(body, ceiling === null ? resolved : withCeiling(resolved, ceiling), promptTokens);
-	if (toolName) prepared.searchTool = { name: toolName, results };
+	if (toolName) prepared.searchTool = { name: toolName, results, ...(deferred.length ? { deferred } : {}) };
 	const req = requestContext(run, resolved);
 	const outputTokens = prepared.maxOutputTokens * choices;
 	withScopes(run, req, calls * (heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens))));

@@ -16,9 +16,10 @@ export interface PreparedChat {
 	webSearch: { enabled: boolean; results: number };
 	/**
 	 * The gateway's web search offered to the engine as a function tool under `name`, run when the
-	 * engine calls it (chat/search-round.ts); set by authorize-chat.ts when a lane asks for it.
+	 * engine calls it (chat/search-round.ts); set by authorize-chat.ts when a lane asks for it. With
+	 * `deferred`, the gateway's tool search over those withheld tools instead (tool-search.ts).
 	 */
-	searchTool?: { name: string; results: number };
+	searchTool?: { name: string; results: number; deferred?: Record<string, unknown>[] };
 	/** `venym.tool_call_repair`: false turns the model's repair off for this request. */
 	toolCallRepair?: boolean;
 }

@@ -9,7 +9,9 @@
  * hold placed at authorization covers both calls and the search (authorize-chat.ts). The first
  * call's usage goes to the settlement, which bills it once with however the request then ends. A
  * stream does not wait for the search: its response starts once the search call is known, and the
- * search and second call run as it is read (early-round.ts).
+ * search and second call run as it is read (early-round.ts). The same round runs the gateway's tool
+ * search (tool-search.ts): the deferred tools it finds are offered in the second call; it costs no
+ * search, is shown to no client, and a stream waits for the second call.
  */
 import type { EngineAnswer } from "../engine/call-types";
 import { GatewayError } from "../errors";
@@ -32,6 +34,7 @@ import {
 	searchResultText,
 	withdrawSearchTool,
 } from "./search-tool";
+import { findTools, loadFound, toolSearchResultText } from "./tool-search";
 
 export interface EngineCall {
 	answer: EngineAnswer;
@@ -74,7 +77,31 @@ export async function searchToolRound(
 	settlement.addUsage(outcome.usage, outcome.estimated, targetModel(authorized, first.answer.target).pricing);
 	const call = searchCallOf(assembled.body(""), tool.name, first.answer.secrets) ?? { id: "call_search", query: "" };
 	const rest: RestOfRound = (signal, onSearched) => searchAndAgain(run, authorized, call, headers, again, signal, onSearched);
-	return authorized.prepared.stream ? { underWay: { query: call.query, rest } } : rest(run.clientSignal);
+	// A tool search runs here at once and is not shown: the client's answer is the second call's.
+	return authorized.prepared.stream && !tool.deferred ? { underWay: { query: call.query, rest } } : rest(run.clientSignal);
+}
+
+/** The round's search: the web's on the gateway's backend (charged when it answered), or the deferred tools'. */
+async function runRoundSearch(
+	run: ChatRun,
+	authorized: AuthorizedChat,
+	query: string,
+	headers: Record<string, string>,
+	signal: AbortSignal,
+): Promise<{ result: string; found: Record<string, unknown>[]; searched?: SearchRound }> {
+	const tool = authorized.prepared.searchTool as NonNullable<AuthorizedChat["prepared"]["searchTool"]>;
+	if (tool.deferred) {
+		const found = findTools(tool.deferred, query);
+		return { result: toolSearchResultText(found, tool.deferred.length), found };
+	}
+	const { settlement } = authorized;
+	const search = await runWebSearch(run.config.web_search, run.env, query, tool.results, signal);
+	headers["x-venym-web-search"] = search.status;
+	if (run.log) run.log.webSearch = search.status;
+	// As the chat lane's up-front search: charged when the backend answered, whatever follows.
+	if (search.status === "ok" || search.status === "empty") settlement.chargeSearch(authorized.searchPrice);
+	const result = searchResultText(search.status, search.results, new Date());
+	return { result, found: [], searched: { query, status: search.status, sources: sourcesOf(search.results) } };
 }
 
 async function searchAndAgain(
@@ -87,22 +114,20 @@ async function searchAndAgain(
 	onSearched?: (search: SearchRound) => void,
 ): Promise<AfterRound> {
 	const { settlement } = authorized;
-	const tool = authorized.prepared.searchTool as { name: string; results: number };
-	const search = await runWebSearch(run.config.web_search, run.env, call.query, tool.results, signal);
-	headers["x-venym-web-search"] = search.status;
-	if (run.log) run.log.webSearch = search.status;
-	// As the chat lane's up-front search: charged when the backend answered, whatever follows.
-	if (search.status === "ok" || search.status === "empty") settlement.chargeSearch(authorized.searchPrice);
+	const tool = authorized.prepared.searchTool as { name: string };
+	const { result, found, searched } = await runRoundSearch(run, authorized, call.query, headers, signal);
 	if (signal.aborted) {
 		// The first call's tokens and the search: nothing else ran.
 		void settleChat(settlement, releasedOutcome());
 		throw new GatewayError("client_closed", "The client closed the request");
 	}
-	const result = searchResultText(search.status, search.results, new Date());
 	const added = roundMessages(call, tool.name, result);
 	const seen = new Set<unknown>();
 	for (const body of targetBodies(authorized)) {
+		const before = { tool_choice: body.tool_choice, parallel_tool_calls: body.parallel_tool_calls };
 		withdrawSearchTool(body, tool.name);
+		// The tools a tool search found are offered from the second call on.
+		loadFound(body, found, before);
 		// Candidates share their messages, unless one dropped earlier reasoning (prepare.ts).
 		if (Array.isArray(body.messages) && !seen.has(body.messages)) {
 			seen.add(body.messages);
@@ -113,9 +138,8 @@ async function searchAndAgain(
 	authorized.promptTokens = estimatePromptTokens(authorized.prepared.engineBody);
 	fitOutputCaps(authorized);
 	settlement.progressed();
-	const searched = { query: call.query, status: search.status, sources: sourcesOf(search.results) };
-	onSearched?.(searched);
+	if (searched) onSearched?.(searched);
 	const second = await again(signal);
 	// A model may call the search again though it is no longer offered: the client never sees the gateway's tool.
-	return { ...second, search: searched, filter: new SearchCallFilter(tool.name) };
+	return { ...second, ...(searched ? { search: searched } : {}), filter: new SearchCallFilter(tool.name) };
 }

@@ -43,10 +43,18 @@ const ToolUse = z.looseObject({
 	input: z.record(z.string(), z.unknown()),
 });
 
+/**
+ * A tool search's answer (Anthropic's tool search, Claude Code's `ToolSearch`): the deferred tool
+ * it names is offered to the model from this turn on (deferred-tools.ts).
+ */
+const ToolReference = z.looseObject({ type: z.literal("tool_reference"), tool_name: z.string().min(1) });
+
 const ToolResult = z.looseObject({
 	type: z.literal("tool_result"),
 	tool_use_id: z.string().min(1),
-	content: z.union([z.string(), z.array(z.discriminatedUnion("type", [Text, Image, Document, SearchResult]))]).optional(),
+	content: z
+		.union([z.string(), z.array(z.discriminatedUnion("type", [Text, Image, Document, SearchResult, ToolReference]))])
+		.optional(),
 	is_error: z.boolean().optional(),
 });
 
@@ -122,6 +130,7 @@ const CustomTool = z.looseObject({
 	name: z.string().min(1).max(128),
 	description: z.string().optional(),
 	input_schema: z.record(z.string(), z.unknown()),
+	defer_loading: z.boolean().optional(),
 });
 
 export type CustomToolInput = z.infer<typeof CustomTool>;

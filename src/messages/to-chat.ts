@@ -5,6 +5,7 @@
  * resolves the catalog, caps `max_tokens` and reads `models`/`venym` as it does for chat.
  */
 import { GatewayError } from "../errors";
+import { isServerToolSearch, offeredTools, referenceText } from "./deferred-tools";
 import type { AnthropicMessage, ContentBlock, CustomToolInput, MessagesRequest } from "./request-schema";
 import { isServerSearch, searchName, searchResultReplay } from "./web-search";
 
@@ -66,6 +67,7 @@ function toolResultText(block: Extract<ContentBlock, { type: "tool_result" }>, i
 			if (b.type === "text") texts.push(b.text);
 			else if (b.type === "document") texts.push(documentText(b));
 			else if (b.type === "search_result") texts.push(searchResultText(b));
+			else if (b.type === "tool_reference") texts.push(referenceText(b.tool_name));
 			else images.push({ type: "image_url", image_url: { url: imageUrl(b) } });
 		}
 		text = texts.join("\n");
@@ -237,7 +239,14 @@ export function messagesToChat(req: MessagesRequest, opts: TranslateOptions): Re
 	const served = opts.webSearch ? (req.tools ?? []).filter(isServerSearch) : [];
 	for (const t of served) checkMaxUses(t, (req.tools ?? []).indexOf(t));
 	checkUniqueNames(req.tools ?? [], served);
-	const tools = (req.tools ?? []).flatMap((t, i) => (served.includes(t) ? [] : [chatTool(t, i)]));
+	// Deferred tools no tool_reference names yet are withheld; with Anthropic's server tool search,
+	// left to the gateway's tool search (deferred-tools.ts).
+	const offered = new Set(offeredTools(req));
+	const toolSearch = (req.tools ?? []).some(isServerToolSearch);
+	const tools = (req.tools ?? []).flatMap((t, i) => {
+		if (served.includes(t) || isServerToolSearch(t) || (!offered.has(t) && !toolSearch)) return [];
+		return [offered.has(t) ? chatTool(t, i) : { ...chatTool(t, i), defer_loading: true }];
+	});
 	if (tools.length) body.tools = tools;
 	const choice = servedChoice(req.tool_choice, served, tools.length);
 	if (choice) {

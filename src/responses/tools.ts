@@ -16,6 +16,8 @@ export const FunctionTool = z.strictObject({
 	description: z.string().nullable().optional(),
 	parameters: z.record(z.string(), z.unknown()).nullable().optional(),
 	strict: z.boolean().nullable().optional(),
+	// Withheld from the engine until the gateway's tool search finds it (src/chat/tool-search.ts).
+	defer_loading: z.boolean().nullable().optional(),
 });
 
 const CustomFormat = z.union([
@@ -184,7 +186,7 @@ function plainFunction(t: FunctionToolParam, name: string): Record<string, unkno
 	if (t.description != null) fn.description = t.description;
 	if (t.parameters != null) fn.parameters = t.parameters;
 	if (t.strict != null) fn.strict = t.strict;
-	return { type: "function", function: fn };
+	return t.defer_loading ? { type: "function", function: fn, defer_loading: true } : { type: "function", function: fn };
 }
 
 /** The chat `tools` for the engine: functions, custom tools and namespaces' tools, in order. */
@@ -268,6 +270,7 @@ export interface EchoedFunctionTool {
 	description: string | null;
 	parameters: Record<string, unknown> | null;
 	strict: boolean | null;
+	defer_loading?: boolean;
 }
 
 /** A tool in the response object: any type as sent (hosted and unknown ones too, which the SDK's type lacks). */
@@ -283,5 +286,6 @@ export function echoTool(t: ToolParam): EchoedTool {
 		description: f.description ?? null,
 		parameters: f.parameters ?? null,
 		strict: f.strict ?? null,
+		...(f.defer_loading != null ? { defer_loading: f.defer_loading } : {}),
 	};
 }

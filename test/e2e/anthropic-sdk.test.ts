@@ -107,6 +107,30 @@ describe("@anthropic-ai/sdk against the gateway", () => {
 		expect(second.stop_reason).toBe("end_turn");
 	});
 
+	it("runs Claude Code's tool search loop: ToolSearch, tool_reference, the deferred tool, its answer", async () => {
+		const client = anthropic((await createKey({ name: "anthropic-tool-search" })).key);
+		const schema = { type: "object" as const, properties: {} };
+		const tools = [
+			{ name: "ToolSearch", description: "Fetches deferred tools", input_schema: schema },
+			{ name: "CronList", description: "List the scheduled cron jobs", input_schema: schema, defer_loading: true },
+			{ name: "DeferredToolPlaceholder", description: "never call this tool", input_schema: schema, defer_loading: true },
+		] as Anthropic.Tool[];
+		const messages: Anthropic.MessageParam[] = ask(marker("tool-search"));
+		const search = await client.messages.create({ model: "test/deferred-tool", max_tokens: 200, tools, messages });
+		const find = search.content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
+		expect(find).toMatchObject({ name: "ToolSearch", input: { query: "cron list" } });
+		messages.push({ role: "assistant", content: search.content });
+		const reference = [{ type: "tool_reference", tool_name: "CronList" }] as unknown as Anthropic.TextBlockParam[];
+		messages.push({ role: "user", content: [{ type: "tool_result", tool_use_id: find?.id as string, content: reference }] });
+		const call = await client.messages.stream({ model: "test/deferred-tool", max_tokens: 200, tools, messages }).finalMessage();
+		const use = call.content.find((b): b is Anthropic.ToolUseBlock => b.type === "tool_use");
+		expect(use).toMatchObject({ name: "CronList", input: {} });
+		messages.push({ role: "assistant", content: call.content });
+		messages.push({ role: "user", content: [{ type: "tool_result", tool_use_id: use?.id as string, content: "No jobs." }] });
+		const answer = await client.messages.create({ model: "test/deferred-tool", max_tokens: 200, tools, messages });
+		expect(answer.content).toEqual([{ type: "text", text: "Tool said: No jobs." }]);
+	});
+
 	it("answers thinking blocks when thinking is enabled", async () => {
 		const client = anthropic((await createKey({ name: "anthropic-thinking" })).key);
 		const params = {

@@ -163,6 +163,38 @@ describe("chat completions through the openai SDK", () => {
 	});
 });
 
+describe("deferred tools and venym_tool_search through the openai SDK", () => {
+	const params = { type: "object", properties: {} };
+	const deferred = { name: "CronList", description: "List the scheduled cron jobs", parameters: params };
+
+	it("chat: the engine finds the deferred tool with the gateway's search and calls it; the next turn answers", async () => {
+		const client = openaiClient((await createKey({ name: "sdk-tool-search" })).key);
+		const tools = [{ type: "function", function: deferred, defer_loading: true }] as unknown as OpenAI.ChatCompletionTool[];
+		const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: marker("tool-search") }];
+		const first = await client.chat.completions.create({ model: "test/deferred-tool", max_tokens: 100, messages, tools });
+		const call = first.choices[0]?.message.tool_calls?.[0] as OpenAI.ChatCompletionMessageFunctionToolCall;
+		expect(call.function.name).toBe("CronList");
+		expect(JSON.stringify(first)).not.toContain("venym_tool_search");
+		messages.push(first.choices[0]?.message as OpenAI.ChatCompletionMessageParam);
+		messages.push({ role: "tool", tool_call_id: call.id, content: "No jobs." });
+		const second = await client.chat.completions.create({ model: "test/deferred-tool", max_tokens: 100, messages, tools });
+		expect(second.choices[0]?.message.content).toBe("Tool said: No jobs.");
+	});
+
+	it("Responses: a deferred function tool is found and called, the search not shown", async () => {
+		const client = openaiClient((await createKey({ name: "sdk-tool-search-responses" })).key);
+		const tools = [{ type: "function", ...deferred, strict: false, defer_loading: true }] as unknown as OpenAI.Responses.Tool[];
+		const response = await client.responses.create({
+			model: "test/deferred-tool",
+			max_output_tokens: 100,
+			input: marker("ts"),
+			tools,
+		});
+		expect(response.output).toMatchObject([{ type: "function_call", name: "CronList" }]);
+		expect(JSON.stringify(response)).not.toContain("venym_tool_search");
+	});
+});
+
 describe("errors arrive as typed SDK exceptions", () => {
 	it("bad key → AuthenticationError 401 invalid_api_key", async () => {
 		const bad = openaiClient("vk-not-a-real-key-0000000000000000");

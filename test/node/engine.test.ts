@@ -257,6 +257,7 @@ describe("dev engine", () => {
 			searchhuge: true,
 			"tool-loop": true,
 			"websearch-loop": true,
+			"deferred-tool": true,
 			codex: true,
 			gated: true,
 		};
