@@ -56,7 +56,7 @@ export function testGatewayConfig(engineUrl: string) {
 			// An agent's tool loop (the Messages lane, Claude Code): calls Bash once, then answers with its result.
 			model("test/tool-loop", [node("tool-loop")]),
 			// A deferred tool (CronList) found with a tool search (Claude Code's ToolSearch, the gateway's venym_tool_search), then called.
-			model("test/deferred-tool", [node("deferred-tool")]),
+			model("test/deferred-tool", [{ url: node("deferred-tool"), tokenize: true }]),
 			// A prefix-cache hit on half of every prompt, reported as vLLM does (the console's cache columns).
 			model("test/cached", [node("cached")]),
 			model("test/codex", [node("codex")], { context_length: 200_000 }),
