@@ -222,6 +222,12 @@ export const SCENARIOS = {
 	// Claude Code's WebSearch tool: called once with a query; Claude Code then asks the gateway with
 	// Anthropic's web search server tool, whose search round this engine's search call starts.
 	"websearch-loop": { plan: planToolLoop, toolName: "WebSearch", toolInput: { query: "search volcano eruptions" } },
+	// Qwen Code's shell tool: `run_shell_command` with `echo hi` once, then what it printed.
+	"qwen-loop": {
+		plan: planToolLoop,
+		toolName: "run_shell_command",
+		toolInput: { command: "echo hi", description: "Print hi", is_background: false },
+	},
 	// Codex CLI (dev/engine-codex.mjs): reasons, runs `exec_command` with `echo hi` when asked to
 	// run something, answers with the tool's output, and says what earlier reasoning it was given.
 	codex: { plan: planCodex },

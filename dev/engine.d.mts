@@ -37,6 +37,7 @@ export type ScenarioName =
 	| "slowbody"
 	| "tool-loop"
 	| "websearch-loop"
+	| "qwen-loop"
 	| "codex"
 	| "searchfail"
 	| "search-slow-answer"
