@@ -199,7 +199,8 @@ export function headerComponents() {
 		RequestId: text("The request's id (`req_…`), on every response; also on its usage record."),
 		RetryAfter: { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 1 } },
 		ShouldRetry: {
-			description: "`false` on a 4xx the same request can never get past: the official SDKs and the coding agents built on them stop at once.",
+			description:
+				"`false` on a 4xx the same request can never get past: the official SDKs and the coding agents built on them stop at once.",
 			schema: { type: "string", enum: ["false"] },
 		},
 		CostUsd: text("Non-stream answers: this request's exact cost in USD."),
