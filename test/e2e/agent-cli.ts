@@ -52,3 +52,52 @@ export function scratchDir(prefix: string): Promise<string> {
 export const WRONG_KEY_MESSAGE = "Incorrect API key provided.";
 /** A well-formed key nobody holds. */
 export const WRONG_KEY = `vk-${"0".repeat(48)}`;
+
+export interface ProxiedRequest {
+	at: number;
+	method: string;
+	path: string;
+	status: number;
+}
+
+/**
+ * A pass-through proxy in front of the gateway that notes each request's time and answer status, so a
+ * test times an agent from its first request (a busy machine can take many seconds to start one).
+ */
+export async function recordingProxy(target: string): Promise<{ url: string; seen: ProxiedRequest[]; close: () => Promise<void> }> {
+	const { createServer } = await import("node:http");
+	const seen: ProxiedRequest[] = [];
+	const server = createServer((req, res) => {
+		const at = Date.now();
+		const chunks: Buffer[] = [];
+		req.on("data", (c: Buffer) => chunks.push(c));
+		req.on("end", async () => {
+			const headers = Object.fromEntries(
+				Object.entries(req.headers).filter((e): e is [string, string] => typeof e[1] === "string" && e[0] !== "host"),
+			);
+			const body = chunks.length ? Buffer.concat(chunks) : undefined;
+			try {
+				const answer = await fetch(`${target}${req.url}`, { method: req.method, headers, body });
+				seen.push({ at, method: req.method ?? "", path: req.url ?? "", status: answer.status });
+				const out = Object.fromEntries([...answer.headers].filter(([k]) => k !== "content-encoding" && k !== "content-length"));
+				res.writeHead(answer.status, out);
+				if (answer.body) for await (const piece of answer.body) res.write(piece);
+				res.end();
+			} catch {
+				res.destroy();
+			}
+		});
+	});
+	await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+	const address = server.address();
+	const port = typeof address === "object" && address ? address.port : 0;
+	return {
+		url: `http://127.0.0.1:${port}`,
+		seen,
+		close: () =>
+			new Promise((resolve) => {
+				server.close(() => resolve());
+				server.closeAllConnections();
+			}),
+	};
+}

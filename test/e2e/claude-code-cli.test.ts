@@ -7,18 +7,18 @@
 // CLAUDE_BIN=~/tools/claude/node_modules/@anthropic-ai/claude-code-linux-x64/claude), else `claude` on
 // PATH; without either the test is skipped.
 import { describe, expect, it } from "vitest";
-import { agentBin, runAgent, scratchDir, WRONG_KEY, WRONG_KEY_MESSAGE } from "./agent-cli";
+import { agentBin, recordingProxy, runAgent, scratchDir, WRONG_KEY, WRONG_KEY_MESSAGE } from "./agent-cli";
 import { createKey, gatewayUrl } from "./support";
 
 const CLAUDE = agentBin("CLAUDE_BIN", "claude");
 if (!CLAUDE) console.warn("test/e2e/claude-code-cli.test.ts skipped: set CLAUDE_BIN to a Claude Code binary to run it.");
 
-async function claude(key: string, args: string[], timeoutMs = 120_000) {
+async function claude(key: string, args: string[], timeoutMs = 120_000, base = gatewayUrl()) {
 	const home = await scratchDir("venym-e2e-claude-");
 	const env = {
 		...process.env,
 		HOME: home,
-		ANTHROPIC_BASE_URL: gatewayUrl(),
+		ANTHROPIC_BASE_URL: base,
 		ANTHROPIC_API_KEY: key,
 		CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
 		// Claude Code's background work asks for a small model by Anthropic's name: give it one of ours.
@@ -50,10 +50,19 @@ describe.skipIf(!CLAUDE)("Claude Code (skipped without CLAUDE_BIN or claude on P
 		expect(run.output).toContain("Tool said: hi");
 	}, 180_000);
 
-	it("ends a wrong key's run within 10 s with the gateway's message", async () => {
-		const run = await claude(WRONG_KEY, ["hello", "--model", "test/dev-echo"], 60_000);
-		expect(run.code, run.output).not.toBe(0);
-		expect(run.output).toContain(WRONG_KEY_MESSAGE);
-		expect(run.ms, run.output).toBeLessThan(10_000);
-	}, 90_000);
+	it("ends a wrong key's run within 10 s of its request, with the gateway's message, after one request", async () => {
+		const proxy = await recordingProxy(gatewayUrl());
+		try {
+			const run = await claude(WRONG_KEY, ["hello", "--model", "test/dev-echo"], 90_000, proxy.url);
+			const ended = Date.now();
+			expect(run.code, run.output).not.toBe(0);
+			expect(run.output).toContain(WRONG_KEY_MESSAGE);
+			// Before x-should-retry: six 401s over 30 s, and nothing shown until the last.
+			const asked = proxy.seen.filter((r) => r.method === "POST");
+			expect(asked.map((r) => r.status)).toEqual([401]);
+			expect(ended - (asked[0]?.at ?? 0), run.output).toBeLessThan(10_000);
+		} finally {
+			await proxy.close();
+		}
+	}, 120_000);
 });
