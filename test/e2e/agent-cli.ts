@@ -64,7 +64,9 @@ export interface ProxiedRequest {
  * A pass-through proxy in front of the gateway that notes each request's time and answer status, so a
  * test times an agent from its first request (a busy machine can take many seconds to start one).
  */
-export async function recordingProxy(target: string): Promise<{ url: string; seen: ProxiedRequest[]; close: () => Promise<void> }> {
+export async function recordingProxy(
+	target: string,
+): Promise<{ url: string; seen: ProxiedRequest[]; close: () => Promise<void> }> {
 	const { createServer } = await import("node:http");
 	const seen: ProxiedRequest[] = [];
 	const server = createServer((req, res) => {
