@@ -90,6 +90,33 @@ export function jsonEscaped(text) {
 	}).join("");
 }
 
+/**
+ * The local catalog's chat models (`npm start`: venym/dev-echo and venym/dev-reasoner, engine models
+ * `dev-echo` and `dev-reasoner`) answer a plain question with text, as a real model does when a
+ * coding agent offers its tools; any other engine model (the test catalog's `engine-…`) calls the
+ * first tool it is offered, which the gateway's tool tests rely on.
+ */
+export const PLAIN_MODELS = ["dev-echo", "dev-reasoner"];
+const answersPlainly = (body) => PLAIN_MODELS.includes(String(body.model ?? ""));
+
+// "use the lookup tool", "call the `Bash` tool", "use a tool": the name, when one is given.
+const ASKS_FOR_TOOL = /\b(?:use|call|run)\s+(?:the\s+|a\s+|your\s+)?[`"']?([\w.:-]+)?[`"']?\s*tool\b/i;
+
+/**
+ * The tool a plainly answering model calls: the one `tool_choice` names, the first when it is
+ * `required`, or the one the user's last message asks for ("use the … tool", else the first
+ * offered when the name is not); null when nobody asked.
+ */
+export function askedTool(body, userText, tools) {
+	const forced = body.tool_choice?.function?.name;
+	if (forced) return forced;
+	const first = tools[0]?.function?.name ?? null;
+	if (body.tool_choice === "required") return first;
+	const asked = ASKS_FOR_TOOL.exec(userText);
+	if (!asked) return null;
+	return tools.some((t) => t?.function?.name === asked[1]) ? asked[1] : first;
+}
+
 function chooseTool(body, last, userText, n, behaviour) {
 	if (last.role === "tool") return null;
 	const searched = searchToolCall(body, userText, n);
@@ -97,7 +124,10 @@ function chooseTool(body, last, userText, n, behaviour) {
 	const search = (Array.isArray(body.tools) ? body.tools : []).findLast((t) => SEARCH_TOOL.test(t?.function?.name ?? ""));
 	const tools = (Array.isArray(body.tools) ? body.tools : []).filter((t) => t !== search);
 	if (tools.length === 0 || body.tool_choice === "none") return null;
-	const name = body.tool_choice?.function?.name ?? tools[0]?.function?.name ?? "tool";
+	const name = answersPlainly(body)
+		? askedTool(body, userText, tools)
+		: (body.tool_choice?.function?.name ?? tools[0]?.function?.name ?? "tool");
+	if (name === null) return null;
 	// An echoing engine puts its escaped Authorization where the client JSON-parses it.
 	const whole = behaviour.echoEscaped
 		? `{"query":${JSON.stringify(userText)},"authorization":"${behaviour.echo}"}`

@@ -254,6 +254,12 @@ export const SCENARIOS = {
 	// A deferred tool found by keywords (Claude Code's ToolSearch, or the gateway's venym_tool_search),
 	// then called: Claude Code's CronList, which lists nothing and needs no permission.
 	"deferred-tool": { plan: planDeferredTool, toolName: "CronList", searchQuery: "cron list", toolInput: {} },
+	// Qwen Code's shell tool: `run_shell_command` with `echo hi` once, then what it printed.
+	"qwen-loop": {
+		plan: planToolLoop,
+		toolName: "run_shell_command",
+		toolInput: { command: "echo hi", description: "Print hi", is_background: false },
+	},
 	// Codex CLI (dev/engine-codex.mjs): reasons, runs `exec_command` with `echo hi` when asked to
 	// run something, answers with the tool's output, and says what earlier reasoning it was given.
 	codex: { plan: planCodex },

@@ -44,6 +44,7 @@ export type ScenarioName =
 	| "tool-loop"
 	| "websearch-loop"
 	| "deferred-tool"
+	| "qwen-loop"
 	| "codex"
 	| "searchfail"
 	| "search-slow-answer"

@@ -101,13 +101,25 @@ function bounded(message: string): string {
 	return message.length <= MAX_ERROR_MESSAGE_CHARS ? message : `${message.slice(0, MAX_ERROR_MESSAGE_CHARS - 1)}…`;
 }
 
+/**
+ * A 4xx that the same request can never get past (a wrong or revoked key, an empty balance, a bad
+ * request, a model not found) says so with `x-should-retry: false`: the official SDKs, Claude Code
+ * and Qwen Code (openai-node) read it before their own status rules and stop at once, instead of
+ * retrying a 401 or 409 with backoff. A timeout (408) and a rate limit (429) may pass later, and
+ * 499 never reaches a client. A kind's own headers win (a 429 that can never fit sets it itself).
+ */
+function errorHeaders(status: number, own: Record<string, string> | undefined): Record<string, string> {
+	const final = status >= 400 && status < 500 && status !== 408 && status !== 429 && status !== 499;
+	return final ? { "x-should-retry": "false", ...own } : { ...own };
+}
+
 /** The OpenAI-shaped body and status for any thrown value. 5xx messages stay generic unless the kind says otherwise. */
 export function toErrorResponse(err: unknown): { status: number; body: OpenAIErrorBody; headers: Record<string, string> } {
 	const ge = err instanceof GatewayError ? err : new GatewayError("internal", "Internal error", { cause: err });
 	const d = describe(ge);
 	return {
 		status: d.status,
-		headers: ge.options.headers ?? {},
+		headers: errorHeaders(d.status, ge.options.headers),
 		body: {
 			error: {
 				message: bounded(ge.message),
@@ -203,7 +215,7 @@ export function toAnthropicErrorResponse(
 	const { status, type } = describeAnthropic(ge);
 	return {
 		status,
-		headers: ge.options.headers ?? {},
+		headers: errorHeaders(status, ge.options.headers),
 		body: { type: "error", error: { type, message: bounded(ge.message) }, request_id: requestId },
 		code: describe(ge).code,
 	};

@@ -10,7 +10,7 @@ import { ChatSseEncoder } from "../stream/chat-sse-encoder";
 import { rewriteChatStream, type StreamEnd } from "../stream/chat-stream";
 import type { EngineEvents } from "../stream/engine-events";
 import type { ChunkTransform } from "../stream/pipe-engine-stream";
-import { repairBodyToolCalls, type ToolCallRepairStream } from "../stream/tool-call-repair";
+import { repairBodyToolCalls } from "../stream/tool-call-repair";
 import type { UsageBounds } from "../stream/usage-bounds";
 import type { Outcome, Source } from "../types";
 import type { AuthorizedChat } from "./authorize-chat";
@@ -26,7 +26,8 @@ export interface Served {
 	/** The model id the answer names (a fallback's once one served). */
 	requestedId: string;
 	bounds: UsageBounds;
-	repair: ToolCallRepairStream | undefined;
+	/** The tool-call repair (stream/tool-call-repair.ts, or the live one for Messages): how many calls it changed. */
+	repair: (ChunkTransform & { readonly repaired: number }) | undefined;
 	/** Rewrites the answer's chunks before the client's encoder (a search call taken out, the repair). */
 	transform?: ChunkTransform;
 	sources: Source[];

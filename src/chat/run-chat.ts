@@ -11,6 +11,7 @@ import { engineRouting } from "../routing/shared-view";
 import { noAnswerOutcome } from "../settlement/settlement";
 import { EngineEventReader } from "../stream/engine-events";
 import { chainTransforms } from "../stream/pipe-engine-stream";
+import { LiveToolCallRepair } from "../stream/tool-call-live-repair";
 import { ToolCallRepairStream } from "../stream/tool-call-repair";
 import type { AuthorizedChat } from "./authorize-chat";
 import { completeAnswer, type Served, settleChat, streamAnswer } from "./chat-answer";
@@ -62,16 +63,19 @@ async function serve(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResu
 	const round = await searchToolRound(run, authorized, first, headers, call);
 	// The Messages lane always repairs: Anthropic's tool_use `input` is an object, so its
 	// input_json_delta pieces must join to valid JSON (chat passes the engine's bytes unless asked).
-	const repairs = req.model.tool_call_repair === true || req.lane === "messages";
-	const repair = repairs && prepared.toolCallRepair !== false ? new ToolCallRepairStream() : undefined;
+	// It repairs live, so Claude Code sees a tool's input as the engine writes it, and takes calls one
+	// after another whether it repairs or not (Anthropic has no interleaved blocks); the other lanes hold.
+	const repairs = (req.model.tool_call_repair === true || req.lane === "messages") && prepared.toolCallRepair !== false;
+	const live = req.lane === "messages" ? new LiveToolCallRepair(repairs) : undefined;
+	const repair = repairs ? (live ?? new ToolCallRepairStream()) : undefined;
 	settlement.progressed();
-	if ("underWay" in round) return streamUnderWay(run, authorized, round.underWay, first.answer, { repair, headers });
+	if ("underWay" in round) return streamUnderWay(run, authorized, round.underWay, first.answer, { repair, headers }, live);
 	const { answer, events, filter, search } = round;
 	if (search) sources = search.sources;
 	// A fallback model may have served: its id, prices and usage bounds from here on.
 	const { requestedId, bounds } = servedBy(authorized, answer.target);
 	// A stream's tool calls are repaired as they pass; a body's once it is whole (chat-answer.ts).
-	const transform = prepared.stream ? chainTransforms(filter, repair) : filter;
+	const transform = prepared.stream ? chainTransforms(filter, live ?? repair) : filter;
 	const served = { answer, events, requestedId, bounds, repair, transform, sources, search, headers };
 	return prepared.stream ? streamAnswer(run, authorized, served) : completeAnswer(run, authorized, served);
 }
@@ -83,6 +87,7 @@ function streamUnderWay(
 	underWay: { query: string; rest: RestOfRound },
 	first: EngineAnswer,
 	served: Pick<Served, "repair" | "headers">,
+	live: LiveToolCallRepair | undefined,
 ): ChatResult {
 	let bounds = authorized.bounds;
 	const early = new EarlyRound(underWay, first, run.clientSignal, (second) => {
@@ -98,7 +103,7 @@ function streamUnderWay(
 		get bounds() {
 			return bounds;
 		},
-		transform: chainTransforms(filter, served.repair),
+		transform: chainTransforms(filter, live ?? served.repair),
 		sources: [],
 	});
 }

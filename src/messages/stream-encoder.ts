@@ -53,11 +53,18 @@ export const PING_EVERY_MS = 10_000;
 
 type Open = { kind: "thinking" } | { kind: "text" } | { kind: "tool" };
 
-/** A tool call being gathered: OpenAI's format keys a call's fragments by `index`, and an engine may interleave them. */
-interface PendingCall {
+/**
+ * A tool call: OpenAI's format keys a call's fragments by `index`. Its `tool_use` block opens once
+ * its name is known and takes each fragment as an `input_json_delta` as it comes (the lane's live
+ * repair, stream/tool-call-live-repair.ts, cuts them to what may go and ends each call before the
+ * next); as in the Responses encoder, a fragment for a call whose block has closed is not relayed.
+ */
+interface ToolCall {
 	id: string;
 	name: string;
-	args: string;
+	/** Fragments before the block could open (no name yet). */
+	early: string[];
+	state: "waiting" | "open" | "closed";
 }
 
 export class MessagesStreamEncoder implements StreamEncoder {
@@ -71,13 +78,11 @@ export class MessagesStreamEncoder implements StreamEncoder {
 	#sawToolCall = false;
 	/** The `server_tool_use` id of a search under way, until its result block went out. */
 	#pendingSearch: string | undefined;
-	/**
-	 * Tool calls in the order they began, sent as whole `tool_use` blocks when the choice finishes
-	 * (or text follows them). The lane repairs every call's arguments, which holds them to the
-	 * choice's end anyway (stream/tool-call-repair.ts), so gathering them here delays nothing.
-	 */
-	#calls: PendingCall[] = [];
-	readonly #callAt = new Map<number, PendingCall>();
+	/** Tool calls by index, in the order they began. */
+	readonly #callAt = new Map<number, ToolCall>();
+	/** The call whose `tool_use` block is open. */
+	#openCall: ToolCall | undefined;
+	#callCount = 0;
 	readonly keepAlive: { everyMs: number; text: string };
 
 	constructor(opts: MessagesStreamOptions) {
@@ -162,7 +167,7 @@ export class MessagesStreamEncoder implements StreamEncoder {
 			const { body } = toAnthropicErrorResponse(cause, this.#opts.requestId);
 			return sseEvent("error", { error: body.error, request_id: body.request_id });
 		}
-		let out = this.#flushCalls() + this.#close();
+		let out = this.#openWaiting() + this.#close();
 		const stop = stopReasonOf(this.#finish, this.#matched, this.#opts.stopSequences ?? [], this.#sawToolCall);
 		out += sseEvent("message_delta", { delta: stop, usage: anthropicUsage(reducer.usageField(), this.#search()) });
 		return out + sseEvent("message_stop", {});
@@ -171,7 +176,7 @@ export class MessagesStreamEncoder implements StreamEncoder {
 	#delta(delta: Json): string {
 		let out = "";
 		const reasoning = reasoningOf(delta);
-		if (reasoning || (typeof delta.content === "string" && delta.content)) out += this.#flushCalls();
+		if (reasoning || (typeof delta.content === "string" && delta.content)) out += this.#openWaiting();
 		if (reasoning) {
 			if (this.#open?.kind !== "thinking")
 				out += this.#begin({ kind: "thinking" }, { type: "thinking", thinking: "", signature: "" });
@@ -193,26 +198,37 @@ export class MessagesStreamEncoder implements StreamEncoder {
 		const fn = isRecord(call.function) ? call.function : {};
 		// A call's first fragment carries its id (and name); a new id at a used index is a new call.
 		const given = typeof call.id === "string" && call.id ? call.id : null;
-		let pending = this.#callAt.get(toolIndex);
-		if (!pending || (given !== null && given !== pending.id)) {
-			pending = { id: given ?? `toolu_${this.#id.slice(4)}_${this.#next + this.#calls.length}`, name: "", args: "" };
-			this.#calls.push(pending);
-			this.#callAt.set(toolIndex, pending);
+		let tool = this.#callAt.get(toolIndex);
+		if (!tool || (given !== null && given !== tool.id)) {
+			tool = { id: given ?? `toolu_${this.#id.slice(4)}_${this.#callCount}`, name: "", early: [], state: "waiting" };
+			this.#callCount += 1;
+			this.#callAt.delete(toolIndex);
+			this.#callAt.set(toolIndex, tool);
 		}
-		if (!pending.name && typeof fn.name === "string") pending.name = fn.name;
-		if (typeof fn.arguments === "string") pending.args += fn.arguments;
-		return "";
+		if (!tool.name && typeof fn.name === "string") tool.name = fn.name;
+		const args = typeof fn.arguments === "string" ? fn.arguments : "";
+		if (tool.state === "waiting") {
+			if (args) tool.early.push(args);
+			return tool.name ? this.#openTool(tool) : "";
+		}
+		if (tool.state === "closed" || !args) return "";
+		return this.#blockDelta({ type: "input_json_delta", partial_json: args });
 	}
 
-	/** The gathered tool calls, each one whole `tool_use` block, in the order they began. */
-	#flushCalls(): string {
+	/** Opens a call's `tool_use` block, with what came before its name. */
+	#openTool(tool: ToolCall): string {
+		let out = this.#begin({ kind: "tool" }, { type: "tool_use", id: tool.id, name: tool.name, input: {} });
+		tool.state = "open";
+		this.#openCall = tool;
+		if (tool.early.length) out += this.#blockDelta({ type: "input_json_delta", partial_json: tool.early.join("") });
+		tool.early = [];
+		return out;
+	}
+
+	/** Calls still waiting for a name when text follows or the answer ends: opened as they are, in order. */
+	#openWaiting(): string {
 		let out = "";
-		for (const call of this.#calls) {
-			out += this.#begin({ kind: "tool" }, { type: "tool_use", id: call.id, name: call.name, input: {} });
-			if (call.args) out += this.#blockDelta({ type: "input_json_delta", partial_json: call.args });
-		}
-		this.#calls = [];
-		this.#callAt.clear();
+		for (const tool of this.#callAt.values()) if (tool.state === "waiting") out += this.#openTool(tool);
 		return out;
 	}
 
@@ -232,6 +248,8 @@ export class MessagesStreamEncoder implements StreamEncoder {
 		let out = "";
 		if (this.#open.kind === "thinking") out += this.#blockDelta({ type: "signature_delta", signature: THINKING_SIGNATURE });
 		out += sseEvent("content_block_stop", { index: this.#next });
+		if (this.#openCall) this.#openCall.state = "closed";
+		this.#openCall = undefined;
 		this.#open = null;
 		this.#next += 1;
 		return out;

@@ -142,6 +142,7 @@ function anthropicErrorResponses(): Record<string, Json> {
 	for (const status of ANTHROPIC_STATUSES) {
 		const headers: Json = { "x-request-id": headerRef("RequestId") };
 		if (status === 429 || status === 529) headers["Retry-After"] = headerRef("RetryAfter");
+		if (isFinal(status)) headers["x-should-retry"] = headerRef("ShouldRetry");
 		out[`AnthropicError${status}`] = {
 			description: ANTHROPIC_DESCRIPTIONS[status],
 			headers,
@@ -149,6 +150,11 @@ function anthropicErrorResponses(): Record<string, Json> {
 		};
 	}
 	return out;
+}
+
+/** A 4xx no retry can fix carries `x-should-retry: false` (src/errors.ts). */
+function isFinal(status: number | "4XX"): boolean {
+	return status === "4XX" || (status >= 400 && status < 500 && status !== 408 && status !== 429 && status !== 499);
 }
 
 /** The component name of the reusable response for a status (`Error429`). */
@@ -167,6 +173,7 @@ export function errorResponseComponents(): Record<string, Json> {
 		const s = (status === "4XX" ? status : Number(status)) as ErrorStatus;
 		const headers: Json = { "x-request-id": headerRef("RequestId") };
 		if (WITH_RETRY_AFTER.has(s)) headers["Retry-After"] = headerRef("RetryAfter");
+		if (isFinal(s)) headers["x-should-retry"] = headerRef("ShouldRetry");
 		out[errorResponseName(s)] = {
 			description: DESCRIPTIONS[s],
 			headers,
@@ -191,6 +198,11 @@ export function headerComponents() {
 	return {
 		RequestId: text("The request's id (`req_…`), on every response; also on its usage record."),
 		RetryAfter: { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 1 } },
+		ShouldRetry: {
+			description:
+				"`false` on a 4xx the same request can never get past: the official SDKs and the coding agents built on them stop at once.",
+			schema: { type: "string", enum: ["false"] },
+		},
 		CostUsd: text("Non-stream answers: this request's exact cost in USD."),
 		BalanceUsd: text(
 			"Non-stream answers: the balance this request started from, less its cost, in USD (concurrent requests of the same key are not reflected).",

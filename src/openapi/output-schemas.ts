@@ -65,6 +65,11 @@ const model = obj(
 		max_output_tokens: int,
 		context_length: nullable("integer"),
 		context_window: { type: ["integer", "null"], description: "The same as `context_length`, under the name Codex reads." },
+		max_input_tokens: {
+			type: ["integer", "null"],
+			description: "The same as `context_length`, under the name of Anthropic's Models API (Claude Code).",
+		},
+		max_tokens: { type: "integer", description: "The same as `max_output_tokens`, under the name of Anthropic's Models API." },
 		pricing: obj(
 			{
 				input_usd_per_mtok: num,
@@ -253,7 +258,7 @@ export function outputSchemas(): Record<string, Json> {
 		ResponseDeleted: obj({ id: str, object: { const: "response" }, deleted: { const: true } }),
 		InputItemList: list(responseItem, { first_id: nullable("string"), last_id: nullable("string"), has_more: bool }),
 		Model: model,
-		ModelList: list(ref("Model")),
+		ModelList: list(ref("Model"), { has_more: bool }),
 		OwnKey: obj({ ...ownKeyFields, ...balanceFields, limits }),
 		Token: token,
 		AdminKey: obj({ ...adminKeyFields, ...balanceFields }),

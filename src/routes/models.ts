@@ -16,6 +16,9 @@ export function modelObject(m: ModelConfig) {
 		context_length: m.context_length ?? null,
 		// The same window under the name Codex's model catalog uses (`context_window`).
 		context_window: m.context_length ?? null,
+		// Anthropic's Models API names (what Claude Code caches from `models.list()`): the window and the output cap.
+		max_input_tokens: m.context_length ?? null,
+		max_tokens: m.max_output_tokens,
 		// The cached-input price is the input price unless the operator set a lower one.
 		pricing: { ...m.pricing, cached_input_usd_per_mtok: m.pricing.cached_input_usd_per_mtok ?? m.pricing.input_usd_per_mtok },
 		capabilities: m.capabilities,
@@ -28,7 +31,8 @@ export const modelsRoutes = new Hono<AppEnv>()
 		const config = loadConfig(c.env.GATEWAY_CONFIG);
 		const principal = c.get("principal");
 		const visible = config.models.filter((m) => modelAllowed(principal, m.id));
-		return c.json({ object: "list", data: visible.map(modelObject) });
+		// One page, as both SDKs page it: OpenAI's `object: "list"`, Anthropic's `has_more`.
+		return c.json({ object: "list", data: visible.map(modelObject), has_more: false });
 	})
 	.get("/:id{.+}", (c) => {
 		const config = loadConfig(c.env.GATEWAY_CONFIG);

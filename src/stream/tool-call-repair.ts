@@ -172,7 +172,8 @@ export class ToolCallRepairStream {
 	}
 }
 
-function isEmptyChoice(c: Json): boolean {
+/** A choice with nothing left to say (a delta that only carried held arguments). */
+export function isEmptyChoice(c: Json): boolean {
 	if (c.finish_reason !== undefined && c.finish_reason !== null) return false;
 	if (c.logprobs !== undefined && c.logprobs !== null) return false;
 	const delta = c.delta;

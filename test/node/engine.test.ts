@@ -112,6 +112,27 @@ describe("dev engine", () => {
 		expect(second?.message.content).toBe("Tool said: 42");
 	});
 
+	it("answers plainly as the local catalog's dev-echo unless the user or tool_choice asks for a tool", async () => {
+		const tools = [
+			{ type: "function", function: { name: "Bash", parameters: { type: "object" } } },
+			{ type: "function", function: { name: "lookup", parameters: { type: "object" } } },
+		];
+		const ask = (content: string, extra: object = {}) =>
+			chat({ model: "dev-echo", tools, messages: [{ role: "user", content }], ...extra });
+		const [plain] = (await completion(ask("What is 2+2?"))).choices;
+		expect(plain?.finish_reason).toBe("stop");
+		expect(plain?.message).toMatchObject({ content: "Echo: What is 2+2?" });
+		expect(plain?.message.tool_calls).toBeUndefined();
+		const named = async (content: string, extra: object = {}) =>
+			(await completion(ask(content, extra))).choices[0]?.message.tool_calls?.[0]?.function.name;
+		expect(await named("Please use the lookup tool for this")).toBe("lookup");
+		expect(await named("use a tool")).toBe("Bash");
+		expect(await named("use the missing tool")).toBe("Bash");
+		expect(await named("hi", { tool_choice: "required" })).toBe("Bash");
+		expect(await named("hi", { tool_choice: { type: "function", function: { name: "lookup" } } })).toBe("lookup");
+		expect(await named("use the lookup tool", { tool_choice: "none" })).toBeUndefined();
+	});
+
 	it("calls the gateway's web_search only when asked to search, then cites its result", async () => {
 		const search = { type: "function", function: { name: "web_search", parameters: { type: "object" } } };
 		const lookup = { type: "function", function: { name: "lookup", parameters: { type: "object" } } };
@@ -258,6 +279,7 @@ describe("dev engine", () => {
 			"tool-loop": true,
 			"websearch-loop": true,
 			"deferred-tool": true,
+			"qwen-loop": true,
 			codex: true,
 			gated: true,
 		};
@@ -410,5 +432,21 @@ describe("dev engine: the codex scenario", () => {
 		const without = history.map((m) => (m.role === "assistant" ? { ...m, reasoning_content: undefined } : m));
 		const [plain] = (await completion(chat({ tools, messages: without }, "/s/codex"))).choices;
 		expect(plain?.message.content).toBe("Tool said: hi.");
+	});
+});
+
+describe("dev engine: the qwen-loop scenario", () => {
+	const tools = [{ type: "function", function: { name: "run_shell_command", parameters: { type: "object" } } }];
+
+	it("calls Qwen Code's run_shell_command with echo hi once, then says what it printed", async () => {
+		const ask = [{ role: "user", content: "Run echo hi in the shell" }];
+		const [call] = (await completion(chat({ tools, messages: ask }, "/s/qwen-loop"))).choices;
+		expect(call?.finish_reason).toBe("tool_calls");
+		const fn = call?.message.tool_calls?.[0]?.function;
+		expect(fn?.name).toBe("run_shell_command");
+		expect(JSON.parse(fn?.arguments ?? "")).toMatchObject({ command: "echo hi" });
+		const history = [...ask, call?.message, { role: "tool", tool_call_id: call?.message.tool_calls?.[0]?.id, content: "hi\n" }];
+		const [answer] = (await completion(chat({ tools, messages: history }, "/s/qwen-loop"))).choices;
+		expect(answer?.message.content).toBe("Tool said: hi");
 	});
 });

@@ -89,4 +89,39 @@ describe("the local catalog (wrangler.toml, npm start)", () => {
 			expect(body.data).toHaveLength(2);
 		}
 	});
+
+	it("venym/dev-echo answers a coding agent's plain question with text, tools offered", async () => {
+		const echo = chatModels.find((m) => m.id === "venym/dev-echo");
+		expect(echo).toBeDefined();
+		if (!echo) return;
+		const tools = [{ type: "function", function: { name: "Bash", parameters: { type: "object" } } }];
+		const res = await post(echo, "/chat/completions", { messages: [{ role: "user", content: "What is 2+2?" }], tools });
+		const body = (await res.json()) as { choices: Array<{ finish_reason: string; message: { content: string } }> };
+		expect(body.choices[0]).toMatchObject({ finish_reason: "stop", message: { content: "Echo: What is 2+2?" } });
+	});
+
+	it("each agent model calls its agent's tool once, then answers with its output", async () => {
+		const agents: Record<string, string> = {
+			"venym/dev-tools": "Bash",
+			"venym/dev-qwen": "run_shell_command",
+			"venym/dev-codex": "exec_command",
+		};
+		for (const [id, tool] of Object.entries(agents)) {
+			const model = chatModels.find((m) => m.id === id);
+			expect(model, id).toBeDefined();
+			if (!model) continue;
+			const tools = [{ type: "function", function: { name: tool, parameters: { type: "object" } } }];
+			const ask = [{ role: "user", content: "Run echo hi in the shell" }];
+			const first = (await (await post(model, "/chat/completions", { messages: ask, tools })).json()) as {
+				choices: Array<{ message: { tool_calls?: Array<{ id: string; function: { name: string } }> } }>;
+			};
+			const call = first.choices[0]?.message.tool_calls?.[0];
+			expect(call?.function.name, id).toBe(tool);
+			const history = [...ask, first.choices[0]?.message, { role: "tool", tool_call_id: call?.id, content: "hi" }];
+			const second = (await (await post(model, "/chat/completions", { messages: history, tools })).json()) as {
+				choices: Array<{ message: { content: string } }>;
+			};
+			expect(second.choices[0]?.message.content, id).toMatch(/^Tool said: hi/);
+		}
+	});
 });

@@ -60,6 +60,11 @@ export function testGatewayConfig(engineUrl: string) {
 			// A prefix-cache hit on half of every prompt, reported as vLLM does (the console's cache columns).
 			model("test/cached", [node("cached")]),
 			model("test/codex", [node("codex")], { context_length: 200_000 }),
+			// The coding agents' e2e tests (test/e2e/*-cli.test.ts): the local catalog's plainly answering
+			// dev-echo (a tool only when asked for one), and Qwen Code's shell tool loop.
+			model("test/dev-echo", [node()], { engine_model: "dev-echo", context_length: 200_000 }),
+			model("test/qwen-loop", [node("qwen-loop")], { context_length: 200_000 }),
+			model("test/agent-tools", [node("tool-loop")], { context_length: 200_000 }),
 			// The same engine, for a model the catalog does not say reasons: no reasoning goes back to it.
 			model("test/codex-plain", [node("codex")], { context_length: 200_000, capabilities: ["tools"] }),
 			// An embeddings model: served on /v1/embeddings only, priced on input alone, no output cap.

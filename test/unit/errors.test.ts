@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { type ErrorKind, GatewayError, MAX_ERROR_MESSAGE_CHARS, toErrorFrame, toErrorResponse } from "../../src/errors";
+import {
+	type ErrorKind,
+	GatewayError,
+	MAX_ERROR_MESSAGE_CHARS,
+	toAnthropicErrorResponse,
+	toErrorFrame,
+	toErrorResponse,
+} from "../../src/errors";
 
 describe("toErrorResponse", () => {
 	it.each<[ErrorKind, number, string]>([
@@ -98,6 +105,34 @@ describe("toErrorResponse", () => {
 			expect(body.error.code).toBe("internal_error");
 			expect(JSON.stringify(body)).not.toContain("secret db password");
 		}
+	});
+});
+
+describe("x-should-retry", () => {
+	const final: ErrorKind[] = ["invalid_request", "invalid_api_key", "insufficient_balance", "forbidden", "model_not_found"];
+	it.each(final)("tells the client not to retry %s, in both shapes", (kind) => {
+		expect(toErrorResponse(new GatewayError(kind, "x")).headers["x-should-retry"]).toBe("false");
+		expect(toAnthropicErrorResponse(new GatewayError(kind, "x"), "req_1").headers["x-should-retry"]).toBe("false");
+	});
+
+	it("does the same for an engine's refusal that no retry fixes, not for its 408 or 429", () => {
+		const refused = (status: number) => toErrorResponse(new GatewayError("engine_refused", "no", { status })).headers;
+		expect(refused(422)["x-should-retry"]).toBe("false");
+		expect(refused(408)["x-should-retry"]).toBeUndefined();
+		expect(refused(429)["x-should-retry"]).toBeUndefined();
+	});
+
+	it.each<ErrorKind>(["rate_limited", "upstream_unavailable", "upstream_timeout", "internal"])(
+		"leaves %s to the client's own retry rules",
+		(kind) => {
+			expect(toErrorResponse(new GatewayError(kind, "x")).headers["x-should-retry"]).toBeUndefined();
+			expect(toAnthropicErrorResponse(new GatewayError(kind, "x"), null).headers["x-should-retry"]).toBeUndefined();
+		},
+	);
+
+	it("lets a kind's own headers win", () => {
+		const own = toErrorResponse(new GatewayError("rate_limited", "never fits", { headers: { "x-should-retry": "false" } }));
+		expect(own.headers["x-should-retry"]).toBe("false");
 	});
 });
 

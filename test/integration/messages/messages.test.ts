@@ -265,6 +265,9 @@ describe("POST /v1/messages", () => {
 			.filter((e) => e.event === "content_block_delta")
 			.map((e) => e.data.delta as { type: string; partial_json: string });
 		expect(json.every((d) => d.type === "input_json_delta")).toBe(true);
+		// As the engine streams the arguments (eight characters a piece), not whole at the end.
+		expect(json.length).toBeGreaterThanOrEqual(5);
+		expect(json[0]?.partial_json).toBe('{"comman');
 		expect(JSON.parse(json.map((d) => d.partial_json).join(""))).toEqual({ command: "echo hi", description: "Print hi" });
 		expect(events.find((e) => e.event === "message_delta")?.data.delta).toMatchObject({ stop_reason: "tool_use" });
 	});

@@ -403,6 +403,14 @@ describe("GET /v1/models", () => {
 		const res = await gw("/v1/models/test/codex", { headers: { authorization: `Bearer ${key}` } });
 		expect(await res.json()).toMatchObject({ context_length: 200_000, context_window: 200_000, max_output_tokens: 1000 });
 	});
+
+	it("gives them under Anthropic's Models API names too, on a list the Anthropic SDK pages", async () => {
+		const { key } = await createKey();
+		const res = await gw("/v1/models", { headers: { "x-api-key": key } });
+		const list = (await res.json()) as { has_more: boolean; data: Array<Record<string, unknown>> };
+		expect(list.has_more).toBe(false);
+		expect(list.data.find((m) => m.id === "test/codex")).toMatchObject({ max_input_tokens: 200_000, max_tokens: 1000 });
+	});
 });
 
 describe("money", () => {

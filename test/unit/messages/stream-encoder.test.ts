@@ -10,6 +10,7 @@ import { MessagesStreamEncoder } from "../../../src/messages/stream-encoder";
 import { ChatStreamReducer } from "../../../src/stream/chat-reducer";
 import { rewriteChatStream } from "../../../src/stream/chat-stream";
 import type { EngineEvent } from "../../../src/stream/engine-events";
+import { LiveToolCallRepair } from "../../../src/stream/tool-call-live-repair";
 
 type Json = Record<string, unknown>;
 
@@ -35,12 +36,14 @@ const DONE: EngineEvent = { type: "done" };
 function encode(events: EngineEvent[], stopSequences: string[] = []): string {
 	const reducer = new ChatStreamReducer({ promptTokensEstimate: 42 });
 	const encoder = new MessagesStreamEncoder({ model: "venym/qwen", inputTokens: 42, requestId: "req_1", stopSequences });
+	// As the lane runs it: the live tool-call repair in front (src/chat/run-chat.ts).
+	const live = new LiveToolCallRepair();
 	let out = encoder.start();
 	for (const e of events) {
 		const f = reducer.push(e);
-		if (f) out += encoder.chunks([f]);
+		if (f) out += encoder.chunks(live.push([f]));
 		const outcome = reducer.outcome;
-		if (outcome) return out + encoder.finish(outcome, reducer);
+		if (outcome) return out + encoder.chunks(live.flush()) + encoder.finish(outcome, reducer);
 	}
 	throw new Error("the events never ended the stream");
 }
@@ -104,8 +107,9 @@ describe("MessagesStreamEncoder", () => {
 			["content_block_delta", "text_delta"],
 			["content_block_delta", "text_delta"],
 			["content_block_stop", 1],
-			// A tool call goes out whole, one block with its arguments in one delta, when the choice ends.
+			// A tool call's input goes out as the engine streams it, one input_json_delta per piece.
 			["content_block_start", "tool_use"],
+			["content_block_delta", "input_json_delta"],
 			["content_block_delta", "input_json_delta"],
 			["content_block_stop", 2],
 			["content_block_start", "tool_use"],
@@ -268,5 +272,64 @@ describe("parallel tool calls whose fragments interleave", () => {
 			expect.objectContaining({ type: "tool_use", id: "call_a", name: "Read", input: { path: "a.txt" } }),
 			expect.objectContaining({ type: "tool_use", id: "call_b", name: "Grep", input: { q: "x" } }),
 		]);
+	});
+});
+
+describe("a tool call's input as it streams", () => {
+	/** The SDK's MessageStream events in order: each inputJson snapshot, and each block as it ends. */
+	async function sdkEvents(sse: string): Promise<string[]> {
+		const ndjson = eventsOf(sse)
+			.filter((e) => e.event !== "ping")
+			.map((e) => JSON.stringify(e.data))
+			.join("\n");
+		const stream = MessageStream.fromReadableStream(new Response(`${ndjson}\n`).body as ReadableStream<Uint8Array>);
+		const seen: string[] = [];
+		stream.on("inputJson", (_delta, snapshot) => seen.push(`input ${JSON.stringify(snapshot)}`));
+		stream.on("contentBlock", (block) => seen.push(`block ${block.type}`));
+		await stream.finalMessage();
+		return seen;
+	}
+
+	it("reaches the Anthropic SDK piece by piece, before its block ends", async () => {
+		const sse = encode([
+			chunk({ role: "assistant", tool_calls: [call(0, { name: "Bash", arguments: "" }, "call_1")] }),
+			chunk({ tool_calls: [call(0, { arguments: '{"command": "ec' })] }),
+			chunk({ tool_calls: [call(0, { arguments: 'ho hi", "desc' })] }),
+			chunk({ tool_calls: [call(0, { arguments: 'ription": "Print hi"}' })] }),
+			chunk({}, "tool_calls"),
+			{ type: "done" },
+		]);
+		// One inputJson event per engine piece (the SDK's partial parser leaves out an unfinished string).
+		expect(await sdkEvents(sse)).toEqual([
+			"input {}",
+			'input {"command":"echo hi"}',
+			'input {"command":"echo hi","description":"Print hi"}',
+			"block tool_use",
+		]);
+		const pieces = eventsOf(sse)
+			.map((e) => e.data.delta as Json | undefined)
+			.filter((d) => d?.type === "input_json_delta")
+			.map((d) => d?.partial_json);
+		expect(pieces).toEqual(['{"command": "ec', 'ho hi", "desc', 'ription": "Print hi"}']);
+	});
+
+	it("ends an engine's broken input as a valid object, what was streamed kept", async () => {
+		const sse = encode([
+			chunk({ role: "assistant", tool_calls: [call(0, { name: "Bash", arguments: '{"command": "ls' }, "call_1")] }),
+			chunk({ tool_calls: [call(0, { arguments: ' -la", ' })] }),
+			chunk({}, "tool_calls"),
+			{ type: "done" },
+		]);
+		const seen = await sdkEvents(sse);
+		// Each piece went out up to the trailing comma the engine broke it with; the closing came at the end.
+		expect(seen).toEqual(["input {}", 'input {"command":"ls -la"}', 'input {"command":"ls -la"}', "block tool_use"]);
+		const pieces = eventsOf(sse)
+			.map((e) => e.data.delta as Json | undefined)
+			.filter((d) => d?.type === "input_json_delta")
+			.map((d) => d?.partial_json);
+		expect(pieces.slice(0, 2)).toEqual(['{"command": "ls', ' -la"']);
+		expect(JSON.parse(pieces.join(""))).toEqual({ command: "ls -la" });
+		const message = await sdkMessage(sse);
+		expect(message.content).toEqual([{ type: "tool_use", id: "call_1", name: "Bash", input: { command: "ls -la" } }]);
 	});
 });
