@@ -92,7 +92,12 @@ export async function legacyCompletions(ctx) {
 			choices: [{ index: c.index, text: "", logprobs: null, finish_reason: c.finish }],
 		});
 	}
-	if (body.stream_options?.include_usage) frame({ id, object: "text_completion", created, model, choices: [], usage });
+	// llama.cpp (`oneChoiceUsage`) sends its speed figures beside the usage it reports.
+	const timings = behaviour.oneChoiceUsage
+		? { timings: { prompt_n: usage.prompt_tokens, predicted_n: usage.completion_tokens } }
+		: {};
+	if (body.stream_options?.include_usage)
+		frame({ id, object: "text_completion", created, model, choices: [], usage, ...timings });
 	frames.push("data: [DONE]\n\n");
 	// `gate`: after the first frame, empty chunks (as in chat) until the test releases the request.
 	const empty = `data: ${JSON.stringify({ id, object: "text_completion", created, model, choices: [{ index: 0, text: "", logprobs: null, finish_reason: null }] })}\n\n`;

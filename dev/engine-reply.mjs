@@ -287,7 +287,9 @@ export function streamPayloads(plan, meta, behaviour, includeUsage) {
 		const last = index === (plan.choices ?? 1) - 1;
 		payloads.push(chunk([{ index, delta: {}, finish_reason: plan.finish }], last ? finishExtra[mode] : {}));
 	}
-	if (includeUsage && (mode === "final" || mode === "cumulative")) payloads.push(chunk([], { usage: plan.usage }));
+	// llama.cpp (`oneChoiceUsage`) sends its speed figures beside every usage it reports.
+	const llama = behaviour.oneChoiceUsage ? { timings: timingsOf(plan.usage, behaviour) } : {};
+	if (includeUsage && (mode === "final" || mode === "cumulative")) payloads.push(chunk([], { usage: plan.usage, ...llama }));
 	payloads.push("[DONE]");
 	return payloads;
 }

@@ -7,7 +7,7 @@
 import { estimateTokens } from "../estimate";
 import type { SettleStatus, Usage } from "../types";
 import type { EngineEvent, StreamError } from "./engine-events";
-import { boundedUsage, sumUsage, type UsageBounds } from "./usage-bounds";
+import { boundedUsage, sumUsage, tokenCount, type UsageBounds } from "./usage-bounds";
 
 type Json = Record<string, unknown>;
 
@@ -86,6 +86,9 @@ export class ChatStreamReducer {
 	#forwardedChars = 0;
 	/** Generated characters per choice index (bounded: see #countChoice), for the output's floor. */
 	readonly #choiceChars = new Map<number, number>();
+	/** The choice that finished last, and llama.cpp's usage reports per finished choice (see #reported). */
+	#lastFinished: number | undefined;
+	readonly #choiceUsage = new Map<number, Json>();
 	#contentForwarded = false;
 	/** The stream's id and created time as the engine last gave them, for the usage chunk. */
 	id: string | undefined;
@@ -129,16 +132,53 @@ export class ChatStreamReducer {
 	usage(): { usage: Usage; estimated: boolean; outOfBounds: boolean } {
 		const delivered = this.#contentForwarded ? 1 : 0;
 		return boundedUsage(
-			this.#lastUsage,
+			this.#reported(),
 			this.#opts.bounds ?? UNBOUNDED,
 			{
 				promptTokens: this.#opts.promptTokensEstimate,
 				completionTokens: estimateTokens(this.#forwardedChars),
 				minPromptTokens: delivered,
-				minCompletionTokens: Math.max(delivered, this.#choicesFloor()),
+				// Only llama.cpp's shape (usage with `timings`) is known to count one choice of several;
+				// other engines' counts stand (an honest count may be under chars/4).
+				minCompletionTokens: Math.max(delivered, this.#timings && this.#choiceUsage.size < 2 ? this.#choicesFloor() : 0),
 			},
 			this.#timings,
 		);
+	}
+
+	/**
+	 * The engine's usage. llama.cpp streams `n` choices (or a legacy prompt array) as separate tasks,
+	 * each ending with its own usage chunk (with `timings`) for that choice alone: those are added
+	 * up, completions always, prompts when they differ (a prompt array; one prompt counts once).
+	 */
+	#reported(): Json | undefined {
+		if (this.#choiceUsage.size < 2) return this.#lastUsage;
+		let prompt = 0;
+		let completion = 0;
+		let cached = 0;
+		const prompts = new Set<unknown>();
+		for (const u of this.#choiceUsage.values()) {
+			const p = tokenCount(u.prompt_tokens);
+			const c = tokenCount(u.completion_tokens);
+			if (p === undefined || c === undefined) return this.#lastUsage;
+			prompts.add(p);
+			prompt += p;
+			completion += c;
+			const details = u.prompt_tokens_details;
+			cached += isRecord(details) ? (tokenCount(details.cached_tokens) ?? 0) : 0;
+		}
+		if (prompts.size === 1) {
+			const first = this.#choiceUsage.values().next().value as Json;
+			prompt = first.prompt_tokens as number;
+			const details = first.prompt_tokens_details;
+			cached = isRecord(details) ? (tokenCount(details.cached_tokens) ?? 0) : 0;
+		}
+		return {
+			prompt_tokens: prompt,
+			completion_tokens: completion,
+			total_tokens: prompt + completion,
+			prompt_tokens_details: { cached_tokens: cached },
+		};
 	}
 
 	/**
@@ -196,7 +236,10 @@ export class ChatStreamReducer {
 		const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
 		for (const choice of choices) {
 			if (!isRecord(choice)) continue;
-			if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.#sawFinish = true;
+			if (choice.finish_reason !== undefined && choice.finish_reason !== null) {
+				this.#sawFinish = true;
+				if (typeof choice.index === "number") this.#lastFinished = choice.index;
+			}
 			// Legacy completions stream `text`, chat streams `delta`.
 			if (typeof choice.text === "string" && choice.text.length > 0) {
 				this.#forwardedChars += choice.text.length;
@@ -214,6 +257,11 @@ export class ChatStreamReducer {
 		if (!isRecord(chunk.usage)) return { chunk, data };
 		// Engines may repeat cumulative usage on every chunk: the last one wins, never a sum.
 		this.#lastUsage = chunk.usage;
+		const finished = this.#lastFinished;
+		if (choices.length === 0 && isRecord(chunk.timings) && finished !== undefined) {
+			if (this.#choiceUsage.has(finished) || this.#choiceUsage.size < MAX_TRACKED_CHOICES)
+				this.#choiceUsage.set(finished, chunk.usage);
+		}
 		// The usage-only chunk is held: exactly one goes out, just before [DONE].
 		if (choices.length === 0) return null;
 		delete chunk.usage;

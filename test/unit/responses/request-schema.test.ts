@@ -236,8 +236,8 @@ describe("validateResponsesRequest rejects", () => {
 		],
 		[
 			"a function tool with an unknown field",
-			{ ...base, tools: [{ type: "function", name: "f", defer_loading: true }] },
-			"tools[0].defer_loading",
+			{ ...base, tools: [{ type: "function", name: "f", bogus: true }] },
+			"tools[0].bogus",
 			/Unrecognized/,
 		],
 		["a function tool without a name", { ...base, tools: [{ type: "function" }] }, "tools[0].name", /Missing required parameter/],

@@ -26,9 +26,21 @@ describe("billed at least what was delivered", () => {
 		chunk: { ...head, choices: [{ index, delta: { content } }] },
 		data: "",
 	});
-	const usage = (prompt_tokens: number, completion_tokens: number) => ({
+	const usage = (prompt_tokens: number, completion_tokens: number, extra: Record<string, unknown> = {}) => ({
 		type: "chunk" as const,
-		chunk: { ...head, choices: [], usage: { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens } },
+		chunk: {
+			...head,
+			choices: [],
+			usage: { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens },
+			...extra,
+		},
+		data: "",
+	});
+	// llama.cpp's shape: speed figures beside every usage it reports.
+	const llama = (prompt_n: number, predicted_n: number) => ({ timings: { prompt_n, predicted_n, cache_n: 0 } });
+	const finish = (index: number) => ({
+		type: "chunk" as const,
+		chunk: { ...head, choices: [{ index, delta: {}, finish_reason: "length" }] },
 		data: "",
 	});
 
@@ -36,7 +48,7 @@ describe("billed at least what was delivered", () => {
 		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
 		r.push(chunk(0, "a".repeat(80)));
 		r.push(chunk(1, "b".repeat(120)));
-		r.push(usage(12, 20));
+		r.push(usage(12, 20, llama(12, 20)));
 		r.push({ type: "done" });
 		const end = r.end("completed");
 		// The gateway's own count, choice by choice: 80/4 + 120/4.
@@ -72,12 +84,48 @@ describe("billed at least what was delivered", () => {
 		});
 	});
 
+	it("adds up llama.cpp's usage chunk of each choice (as its server streams `n`): completions, one prompt", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		r.push(chunk(1, "b".repeat(24)));
+		r.push(chunk(0, "a".repeat(24)));
+		r.push(finish(1));
+		r.push(usage(30, 6, llama(30, 6)));
+		r.push(finish(0));
+		r.push(usage(30, 7, llama(30, 7)));
+		r.push({ type: "done" });
+		expect(r.end("completed")).toMatchObject({
+			usage: { prompt_tokens: 30, completion_tokens: 13, total_tokens: 43 },
+			estimated: false,
+		});
+	});
+
+	it("adds up llama.cpp's prompts too when they differ (a legacy prompt array)", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		r.push({ type: "chunk", chunk: { ...head, choices: [{ index: 0, text: "x" }] }, data: "" });
+		r.push(finish(0));
+		r.push(usage(30, 6, llama(30, 6)));
+		r.push({ type: "chunk", chunk: { ...head, choices: [{ index: 1, text: "y" }] }, data: "" });
+		r.push(finish(1));
+		r.push(usage(41, 5, llama(41, 5)));
+		r.push({ type: "done" });
+		expect(r.end("completed").usage).toMatchObject({ prompt_tokens: 71, completion_tokens: 11 });
+	});
+
+	it("keeps an engine's count of several choices below the gateway's estimate when it is not llama.cpp's shape (vLLM counts every choice)", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		r.push(chunk(0, "a".repeat(80)));
+		r.push(chunk(1, "b".repeat(120)));
+		r.push(usage(12, 40));
+		r.push({ type: "done" });
+		expect(r.end("completed")).toMatchObject({ usage: { completion_tokens: 40 }, estimated: false });
+	});
+
 	it("counts legacy completions' choices (`text`) apart too", () => {
 		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
 		for (const index of [0, 1, 2]) {
 			r.push({ type: "chunk", chunk: { ...head, choices: [{ index, text: "c".repeat(40) }] }, data: "" });
 		}
-		r.push(usage(12, 10));
+		r.push(usage(12, 10, llama(12, 10)));
 		r.push({ type: "done" });
 		expect(r.end("completed").usage.completion_tokens).toBe(30);
 	});
