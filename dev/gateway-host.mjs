@@ -1,6 +1,6 @@
-// `node dev/gateway-host.mjs` (options as JSON in $VENYM_GATEWAY_HOST): runs the gateway locally in workerd through the
-// Miniflare API, the way `wrangler dev` does but without its proxy. `wrangler dev` puts a second
-// workerd (its ProxyWorker) in front of the Worker, which reads every response as fast as the
+// `node dev/gateway-host.mjs` (its options as JSON in $VENYM_GATEWAY_HOST): runs the gateway
+// locally in workerd through the Miniflare API, as `wrangler dev` does but without its proxy:
+// `wrangler dev` puts a second workerd (its ProxyWorker) in front of the Worker, which reads every response as fast as the
 // Worker sends it, whether or not its client still reads, and keeps what a vanished client never
 // took: 360 streaming clients that go away grow it by half a gigabyte and leave it unable to answer
 // for minutes (issue 33). Here clients talk to the Worker's own workerd, as they do in production.

@@ -90,7 +90,11 @@ export async function startGateway({
 	const spec = JSON.stringify({ port, persistTo, vars, watch });
 	// Its own process group (detached): Ctrl-C in a terminal reaches only this process, which then
 	// stops the whole group, so the host's own signal handling never decides what is left running.
-	const child = spawn(process.execPath, [HOST], { env: { ...WRANGLER_ENV, VENYM_GATEWAY_HOST: spec }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+	const child = spawn(process.execPath, [HOST], {
+		env: { ...WRANGLER_ENV, VENYM_GATEWAY_HOST: spec },
+		stdio: ["ignore", "pipe", "pipe"],
+		detached: true,
+	});
 	const pgid = /** @type {number} */ (child.pid);
 	// Decoded as streams: a character split between two reads stays whole.
 	child.stdout.setEncoding("utf8");

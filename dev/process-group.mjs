@@ -110,9 +110,7 @@ export function watchAncestors(onGone, { intervalMs = 250 } = {}) {
 	}
 	const parent = process.ppid;
 	const timer = setInterval(() => {
-		const gone = existsSync("/proc")
-			? watched.some((w) => procInfo(w.pid)?.start !== w.start)
-			: process.ppid !== parent;
+		const gone = existsSync("/proc") ? watched.some((w) => procInfo(w.pid)?.start !== w.start) : process.ppid !== parent;
 		if (gone) {
 			clearInterval(timer);
 			onGone();
