@@ -89,10 +89,11 @@ function commandLine(pid) {
 }
 
 /**
- * Calls `onGone` once this process's parent is gone, and, when npm started it (`npm start` runs
- * it through `sh -c`), once any process between it and npm, or npm itself, is gone: npm forwards
- * SIGINT and SIGTERM to that shell only, which exits without passing them on, and a SIGKILL or
- * SIGHUP to npm passes nothing on at all. Polled every `intervalMs`; a pid reused by another
+ * Calls `onGone` once this process's parent is gone, and, when npm started it, once any process
+ * between it and npm, or npm itself, is gone. npm passes SIGINT and SIGTERM on to the shell it runs
+ * a script in (`npm start` is `exec node dev/start.mjs`, so that shell is this process), but not
+ * SIGHUP, and a SIGKILL to npm reaches nothing else: either leaves this process running without
+ * it. Polled every `intervalMs`; a pid reused by another
  * process counts as gone. Where there is no /proc, only the parent is watched (through `process.ppid`).
  * @param {() => void} onGone
  * @param {{ intervalMs?: number }} [options]

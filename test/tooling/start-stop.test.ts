@@ -1,8 +1,9 @@
 // `npm start` (dev/start.mjs) and dev/gateway-process.mjs leave nothing running once stopped:
 // not npm, its shell, the gateway's host (dev/gateway-host.mjs), workerd or the watchdog, and no
 // port bound, within 5 s, whatever stopped it: Ctrl-C (SIGINT), SIGTERM or SIGHUP to the start
-// script or to npm's pid alone (npm passes SIGINT and SIGTERM to its shell only, which exits
-// without passing them on), SIGKILL of npm (the start script notices its parents are gone) or of
+// script or to npm's pid alone (npm passes SIGINT and SIGTERM on to the shell it runs the script
+// in: `exec` makes that shell the start script), SIGKILL of npm (the start script notices its
+// parent is gone) or of
 // the start script (the watchdog), the gateway's workerd killed, or close(). And `npm start` shows
 // the worker's warnings and errors on stderr. Each case starts a real gateway (ports 8862-8868 and 8874-8889).
 import { type ChildProcess, spawn } from "node:child_process";
