@@ -111,8 +111,9 @@ let stopping = false;
 async function stop(code) {
 	if (stopping) return;
 	stopping = true;
-	await mf?.dispose().catch(() => {});
+	// The bundle first: the group's SIGKILL may come before dispose() is done.
 	rmSync(bundleDir, { recursive: true, force: true });
+	await mf?.dispose().catch(() => {});
 	process.exit(code);
 }
 for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(signal, () => stop(0));
