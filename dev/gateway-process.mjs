@@ -1,7 +1,9 @@
-// Runs the gateway under `wrangler dev` with local D1 and Durable Objects: used by `npm start`
-// and by the end-to-end tests. Migrations are applied to the same persistence folder first.
-// `wrangler dev` runs in a process group of its own: close() stops the whole group (npm, wrangler,
-// workerd, esbuild), and a watchdog (dev/group-watchdog.mjs) stops it if this process dies first.
+// Runs the gateway locally with local D1 and Durable Objects: used by `npm start` and by the
+// end-to-end tests. Migrations are applied to the persistence folder first (`wrangler d1
+// migrations apply --local`), then dev/gateway-host.mjs serves the Worker from workerd through the
+// Miniflare API: no `wrangler dev`, whose proxy in front of the Worker keeps what vanished clients
+// never read (issue 33). The host runs in a process group of its own: close() stops the whole group
+// (the host and its workerd), and a watchdog (dev/group-watchdog.mjs) stops it if this process dies first.
 import { spawn, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { stopGroup } from "./process-group.mjs";
@@ -23,7 +25,7 @@ async function waitUntilUp(url, child, timeoutMs, signal) {
 	const start = Date.now();
 	while (Date.now() - start < timeoutMs) {
 		if (signal?.aborted) throw new Error("stopped before the gateway was up");
-		if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}`);
+		if (child.exitCode !== null) throw new Error(`the gateway host exited with ${child.exitCode}`);
 		try {
 			const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) });
 			if (res.ok) return;
@@ -60,36 +62,39 @@ function lineSplitter(onLine) {
 	};
 }
 
+const HOST = fileURLToPath(new URL("./gateway-host.mjs", import.meta.url));
+
 /**
- * Starts `wrangler dev`. `vars` are passed with --var (they override wrangler.toml and .dev.vars).
+ * Starts the gateway (dev/gateway-host.mjs). `vars` override wrangler.toml's [vars] and .dev.vars.
  * Resolves once /healthz answers; `close()` stops it: every process of its group, SIGKILL for
- * what SIGTERM left after 5 s, resolved once none is left. `signal` aborts a start still waiting
- * for /healthz (the group is stopped and the promise rejects).
- * @param {{ port?: number, inspectorPort?: number, persistTo?: string, vars?: Record<string, string>, quiet?: boolean, echoLogs?: boolean, timeoutMs?: number, signal?: AbortSignal }} [options]
- * `inspectorPort`: workerd's inspector (wrangler's default, 9229, is taken when another `wrangler dev` runs).
- * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (docs/operations.md "Logs") as wrangler
- * relays them (stdout's to stdout, the warnings and errors on stderr to stderr), and wrangler's
- * own warnings and errors (its stderr), but not the rest of its output.
+ * what SIGTERM left after 2 s, resolved once none is left. `signal` aborts a start still waiting
+ * for /healthz (the group is stopped and the promise rejects). `watch`: reload on edits under src/.
+ * `onExit` is called if the gateway stops by itself (its workerd killed or crashed), not after close().
+ * @param {{ port?: number, persistTo?: string, vars?: Record<string, string>, quiet?: boolean, echoLogs?: boolean, timeoutMs?: number, signal?: AbortSignal, watch?: boolean, onExit?: (code: number | null) => void }} [options]
+ * `echoLogs`: with `quiet`, still print the worker's own JSON log lines (docs/operations.md "Logs")
+ * on stdout, and its warnings and errors (and the host's own) on stderr, but not the rest.
  * @returns {Promise<{ url: string, pgid: number, log: () => string, close: () => Promise<void> }>}
  */
 export async function startGateway({
 	port = 8787,
-	inspectorPort,
 	persistTo,
 	vars = {},
 	quiet = true,
 	echoLogs = false,
 	timeoutMs = 60_000,
 	signal,
+	watch = false,
+	onExit,
 } = {}) {
 	applyMigrations({ persistTo, quiet });
-	const args = ["dev", "--port", String(port), "--ip", "127.0.0.1", "--show-interactive-dev-session=false"];
-	if (persistTo) args.push("--persist-to", persistTo);
-	if (inspectorPort) args.push("--inspector-port", String(inspectorPort));
-	for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
+	const spec = JSON.stringify({ port, persistTo, vars, watch });
 	// Its own process group (detached): Ctrl-C in a terminal reaches only this process, which then
-	// stops the whole group, so wrangler's own signal handling never decides what is left running.
-	const child = spawn("npx", wranglerArgs(args), { env: WRANGLER_ENV, stdio: ["ignore", "pipe", "pipe"], detached: true });
+	// stops the whole group, so the host's own signal handling never decides what is left running.
+	const child = spawn(process.execPath, [HOST], {
+		env: { ...WRANGLER_ENV, VENYM_GATEWAY_HOST: spec },
+		stdio: ["ignore", "pipe", "pipe"],
+		detached: true,
+	});
 	const pgid = /** @type {number} */ (child.pid);
 	// Decoded as streams: a character split between two reads stays whole.
 	child.stdout.setEncoding("utf8");
@@ -104,19 +109,9 @@ export async function startGateway({
 	const echoJson = lineSplitter((line) => {
 		if (line.startsWith("{")) process.stdout.write(`${line}\n`);
 	});
-	// Everything on wrangler's stderr is a warning or an error (the worker's console.warn/error
-	// lines, wrangler's own ▲ [WARNING] and ✘ [ERROR] blocks): all of it is shown.
-	// Except wrangler's advice to curl /cdn-cgi/handler/scheduled, which answers 500 here (the
-	// console's assets run the worker first): `npm run maintenance` runs that job instead.
-	let skippingAdvice = false;
+	// Everything on the host's stderr is a warning or an error (the worker's console.warn/error
+	// lines, Miniflare's and the host's own): all of it is shown.
 	const echoErr = lineSplitter((line) => {
-		if (line.includes("Scheduled Workers are not automatically triggered")) {
-			skippingAdvice = true;
-			process.stderr.write("(the hourly usage retention does not run by itself locally: `npm run maintenance` runs it)\n");
-			return;
-		}
-		if (skippingAdvice && (!line.trim() || /^\s/.test(line))) return;
-		skippingAdvice = false;
 		if (line.trim()) process.stderr.write(`${line}\n`);
 	});
 	child.stdout.on("data", (d) => {
@@ -129,15 +124,18 @@ export async function startGateway({
 	});
 	let closing;
 	const close = () => {
-		closing ??= stopGroup(pgid).then(() => watchdog.release());
+		closing ??= stopGroup(pgid, { graceMs: 2000 }).then(() => watchdog.release());
 		return closing;
 	};
+	child.once("exit", (code) => {
+		if (!closing) onExit?.(code);
+	});
 	const url = `http://127.0.0.1:${port}`;
 	try {
 		await waitUntilUp(url, child, timeoutMs, signal);
 	} catch (err) {
 		await close();
-		throw new Error(`${err.message}\n--- wrangler output ---\n${log}`);
+		throw new Error(`${err.message}\n--- gateway output ---\n${log}`);
 	}
 	return { url, pgid, log: () => log, close };
 }

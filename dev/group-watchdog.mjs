@@ -19,7 +19,7 @@ let stopping = false;
 async function parentGone() {
 	if (stopping) return;
 	stopping = true;
-	await stopGroup(pgid);
+	await stopGroup(pgid, { graceMs: 2000 });
 	process.exit(0);
 }
 

@@ -1,7 +1,7 @@
 // Stopping a process group and everything in it: `wrangler dev` runs as npm → sh → node →
 // workerd (and esbuild), and a signal to the first of them alone leaves the rest running with the
 // port bound. Used by dev/gateway-process.mjs (close) and dev/group-watchdog.mjs (parent gone).
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 
 /**
  * Live (not zombie) members of process group `pgid`: read from /proc where there is one, else
@@ -65,4 +65,58 @@ export async function stopGroup(pgid, { graceMs = 5000, killWaitMs = 5000 } = {}
 		await pause(50);
 	}
 	return true;
+}
+
+/** `pid`'s parent and start time (clock ticks since boot) from /proc, or null when it is gone. */
+function procInfo(pid) {
+	try {
+		const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+		const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+		// fields[0] is field 3 (state); ppid is field 4, starttime field 22.
+		if (fields[0] === "Z" || fields[0] === "X") return null;
+		return { ppid: Number(fields[1]), start: fields[19] };
+	} catch {
+		return null;
+	}
+}
+
+function commandLine(pid) {
+	try {
+		return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+	} catch {
+		return "";
+	}
+}
+
+/**
+ * Calls `onGone` once this process's parent is gone, and, when npm started it, once any process
+ * between it and npm, or npm itself, is gone. npm passes SIGINT and SIGTERM on to the shell it runs
+ * a script in (`npm start` is `exec node dev/start.mjs`, so that shell is this process), but not
+ * SIGHUP, and a SIGKILL to npm reaches nothing else: either leaves this process running without
+ * it. Polled every `intervalMs`; a pid reused by another
+ * process counts as gone. Where there is no /proc, only the parent is watched (through `process.ppid`).
+ * @param {() => void} onGone
+ * @param {{ intervalMs?: number }} [options]
+ */
+export function watchAncestors(onGone, { intervalMs = 250 } = {}) {
+	const watched = [];
+	let pid = process.ppid;
+	for (let depth = 0; depth < 4 && pid > 1; depth++) {
+		const info = procInfo(pid);
+		if (!info) break;
+		watched.push({ pid, start: info.start });
+		// Only npm's own chain is walked: without npm, the parent is enough.
+		if (!process.env.npm_lifecycle_event || /\bnpm\b|npm-cli/.test(commandLine(pid))) break;
+		pid = info.ppid;
+	}
+	const parent = process.ppid;
+	const timer = setInterval(() => {
+		const gone = existsSync("/proc") ? watched.some((w) => procInfo(w.pid)?.start !== w.start) : process.ppid !== parent;
+		if (gone) {
+			clearInterval(timer);
+			onGone();
+		}
+	}, intervalMs);
+	timer.unref();
+	return () => clearInterval(timer);
 }

@@ -1,5 +1,5 @@
 // `npm start`: the development engine on :8788, the gateway on :8787 (local D1 and Durable
-// Objects under .wrangler/), and a ready-to-use key. Nothing outside this machine is needed.
+// Objects under .wrangler/state, served by dev/gateway-host.mjs), and a ready-to-use key. Nothing outside this machine is needed.
 // `npm start -- --nodes 3` (or `--nodes ok,slow,fail500`) serves the dev model from that many
 // engine nodes (named nodes of the one engine, dev/engine-nodes.mjs), to watch routing locally.
 // `--persist-to <dir>` keeps the local D1 and Durable Objects there instead of .wrangler/.
@@ -9,12 +9,15 @@ import { parseArgs } from "node:util";
 import { startEngine } from "./engine.mjs";
 import { startGateway } from "./gateway-process.mjs";
 import { readLocalCatalog } from "./local-catalog.mjs";
+import { watchAncestors } from "./process-group.mjs";
 
 const GATEWAY_PORT = Number(process.env.PORT ?? 8787);
 const ENGINE_PORT = Number(process.env.ENGINE_PORT ?? 8788);
 const { values: args } = parseArgs({ options: { nodes: { type: "string" }, "persist-to": { type: "string" } } });
 
-// Ctrl-C and SIGTERM stop everything this started, at any point: during the start too.
+// Ctrl-C, SIGTERM and SIGHUP stop everything this started, at any point: during the start too; so
+// does the end of npm (`npm start`) or of whatever started this, however it ended (npm passes
+// SIGTERM on to its shell only, and a SIGKILL nowhere), and so does the gateway stopping by itself.
 const stopping = new AbortController();
 /** @type {Awaited<ReturnType<typeof startEngine>> | undefined} */
 let engine;
@@ -29,8 +32,11 @@ async function stop(code = 0) {
 	await engine?.close();
 	process.exit(code);
 }
-process.on("SIGINT", () => stop());
-process.on("SIGTERM", () => stop());
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => stop());
+watchAncestors(() => {
+	console.error("npm start: its parent process is gone; stopping");
+	stop();
+});
 
 /** `--nodes 3` → three "ok" nodes; `--nodes ok,slow,fail500` → one node a scenario. */
 function nodeScenarios(spec) {
@@ -84,7 +90,7 @@ for (const [i, name] of names.entries()) {
 	await fetch(`${engine.url}/_engine/nodes/${name}`, { method: "POST", body: JSON.stringify({ scenario: scenarios[i] }) });
 }
 if (names.length || ENGINE_PORT !== 8788) vars.GATEWAY_CONFIG = JSON.stringify(localConfig(catalog, names));
-console.log("starting the gateway (wrangler dev)…");
+console.log("starting the gateway (workerd, local D1 and Durable Objects)…");
 gatewayStart = startGateway({
 	port: GATEWAY_PORT,
 	persistTo: args["persist-to"],
@@ -93,6 +99,11 @@ gatewayStart = startGateway({
 	timeoutMs: 120_000,
 	vars,
 	signal: stopping.signal,
+	watch: true,
+	onExit: (code) => {
+		console.error(`the gateway stopped (exit code ${code}); stopping the engine`);
+		stop(1);
+	},
 });
 const gateway = await gatewayStart.catch(async (err) => {
 	if (!stopping.signal.aborted) {
@@ -126,6 +137,8 @@ Venym gateway on http://localhost:${GATEWAY_PORT}  (admin token in .dev.vars)
   OpenAI SDK: new OpenAI({ baseURL: "http://localhost:${GATEWAY_PORT}/v1", apiKey: "${key.key}" })
 
   Models (wrangler.toml): ${catalog.models.map((m) => m.id).join(", ")}
+
+  The hourly Cron Trigger (usage retention) does not fire locally: \`npm run maintenance\` runs it.
 
 Ctrl-C stops both.`);
 

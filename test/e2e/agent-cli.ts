@@ -83,7 +83,8 @@ export async function recordingProxy(
 				seen.push({ at, method: req.method ?? "", path: req.url ?? "", status: answer.status });
 				const out = Object.fromEntries([...answer.headers].filter(([k]) => k !== "content-encoding" && k !== "content-length"));
 				res.writeHead(answer.status, out);
-				if (answer.body) for await (const piece of answer.body) res.write(piece);
+				const reader = answer.body?.getReader();
+				for (let r = await reader?.read(); r && !r.done; r = await reader?.read()) res.write(r.value);
 				res.end();
 			} catch {
 				res.destroy();

@@ -1,5 +1,6 @@
-// End-to-end setup: the development engine plus the real gateway under `wrangler dev`
-// (local D1 and Durable Objects in a fresh folder), shared by every e2e test file.
+// End-to-end setup: the development engine plus the real gateway (dev/gateway-process.mjs: workerd
+// through Miniflare, as `npm start` runs it; local D1 and Durable Objects in a fresh folder), shared
+// by every e2e test file.
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -13,13 +14,13 @@ declare module "vitest" {
 	export interface ProvidedContext {
 		engineUrl: string;
 		gatewayUrl: string;
-		/** The process group of `wrangler dev` and its workerd processes (test/e2e/client-wave.test.ts measures them). */
+		/** The process group of the gateway host and its workerd (test/e2e/client-wave.test.ts measures them). */
 		gatewayPgid: number;
 		adminToken: string;
 	}
 }
 
-/** A port nothing listens on right now (wrangler dev needs a fixed one). */
+/** A port nothing listens on right now (the gateway needs a fixed one). */
 function freePort(): Promise<number> {
 	return new Promise((resolve, reject) => {
 		const server = createServer();
@@ -34,7 +35,7 @@ function freePort(): Promise<number> {
 }
 
 /**
- * The development engine and a `wrangler dev` gateway in front of it, with the e2e config: a short
+ * The development engine and a gateway in front of it, with the e2e config: a short
  * stalled-client cut, so the client wave test sees every request settle within seconds; a patient
  * first byte, so 60 concurrent streams on a busy machine are answered, not failed over.
  */

@@ -104,7 +104,6 @@ export default async function setup(project: TestProject) {
 		const config = enginesConfig(main.url, embed.url, [a.url, b.url], search.url, await freePort());
 		const gateway = await startGateway({
 			port: await freePort(),
-			inspectorPort: await freePort(),
 			persistTo,
 			quiet: true,
 			timeoutMs: 90_000,

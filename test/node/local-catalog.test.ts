@@ -2,6 +2,8 @@
 // what a newcomer tries first works out of the box: two chat models with a fallback between them,
 // an embeddings model, reasoning on a reasoning model with no extra flag, structured output.
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Engine, startEngine } from "../../dev/engine.mjs";
@@ -123,5 +125,21 @@ describe("the local catalog (wrangler.toml, npm start)", () => {
 			};
 			expect(second.choices[0]?.message.content, id).toMatch(/^Tool said: hi/);
 		}
+	});
+});
+
+describe("the docs list what npm start serves", () => {
+	const read = (file: string) => readFileSync(join(ROOT, file), "utf8");
+
+	it("README.md and docs/development.md name every local model, and the table has a row for each", () => {
+		const readme = read("README.md");
+		const development = read("docs/development.md");
+		const rows = [...development.matchAll(/^\| `(venym\/[^`]+)` \|/gm)].map((m) => m[1]);
+		const ids = catalog.models.map((m) => m.id);
+		for (const id of ids) expect(readme, id).toContain(`\`${id}\``);
+		expect(rows.sort()).toEqual([...ids].sort());
+		const count = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine"][ids.length - 1];
+		expect(development).toContain(`has ${count} models`);
+		expect(readme).toContain(`has ${count} models`);
 	});
 });
