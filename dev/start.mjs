@@ -89,7 +89,15 @@ const vars = {};
 for (const [i, name] of names.entries()) {
 	await fetch(`${engine.url}/_engine/nodes/${name}`, { method: "POST", body: JSON.stringify({ scenario: scenarios[i] }) });
 }
-if (names.length || ENGINE_PORT !== 8788) vars.GATEWAY_CONFIG = JSON.stringify(localConfig(catalog, names));
+// VENYM_CLIENT_IDLE_TIMEOUT_MS: how long a stream whose client stopped reading keeps its hold (the
+// config's client_idle_timeout_ms, 300 s by default). Local workerd never reports some vanished
+// clients: their streams just stop being read, and end at this timeout (the tooling test's wave).
+const idle = Number(process.env.VENYM_CLIENT_IDLE_TIMEOUT_MS);
+if (names.length || ENGINE_PORT !== 8788 || idle > 0) {
+	const config = localConfig(catalog, names);
+	if (idle > 0) config.client_idle_timeout_ms = idle;
+	vars.GATEWAY_CONFIG = JSON.stringify(config);
+}
 console.log("starting the gateway (workerd, local D1 and Durable Objects)…");
 gatewayStart = startGateway({
 	port: GATEWAY_PORT,
