@@ -10,14 +10,16 @@ import { stopGroup } from "./process-group.mjs";
 
 const WRANGLER_ENV = { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1", FORCE_COLOR: "0" };
 
-function wranglerArgs(args) {
-	return ["wrangler", ...args];
-}
+// wrangler's own entry, run by this Node: `npx wrangler` costs seconds of npm's start on every call.
+const WRANGLER = fileURLToPath(new URL("../node_modules/wrangler/bin/wrangler.js", import.meta.url));
 
 export function applyMigrations({ persistTo, quiet = false } = {}) {
 	const args = ["d1", "migrations", "apply", "DB", "--local"];
 	if (persistTo) args.push("--persist-to", persistTo);
-	const r = spawnSync("npx", wranglerArgs(args), { env: { ...WRANGLER_ENV, CI: "true" }, stdio: quiet ? "pipe" : "inherit" });
+	const r = spawnSync(process.execPath, [WRANGLER, ...args], {
+		env: { ...WRANGLER_ENV, CI: "true" },
+		stdio: quiet ? "pipe" : "inherit",
+	});
 	if (r.status !== 0) throw new Error(`wrangler d1 migrations apply failed:\n${r.stdout ?? ""}${r.stderr ?? ""}`);
 }
 
