@@ -42,7 +42,7 @@ function nameOf(tool: Json): string | undefined {
  * The request's tools less the deferred ones no reference names; a `defer_loading` that is not a
  * boolean, or a reference to no tool of the request, is a 400.
  */
-export function offeredTools(req: Pick<MessagesRequest, "tools" | "messages">): Json[] {
+export function offeredTools(req: Pick<MessagesRequest, "tools" | "messages" | "tool_choice">): Json[] {
 	const tools = req.tools ?? [];
 	const refs = referencedTools(req.messages);
 	const names = new Set<string>();
@@ -63,7 +63,22 @@ export function offeredTools(req: Pick<MessagesRequest, "tools" | "messages">): 
 			{ param: at },
 		);
 	}
-	return tools.filter((t) => t.defer_loading !== true || refs.has(nameOf(t) ?? ""));
+	const loaded = calledTools(req.messages);
+	if (req.tool_choice?.type === "tool") loaded.add(req.tool_choice.name);
+	return tools.filter((t) => t.defer_loading !== true || refs.has(nameOf(t) ?? "") || loaded.has(nameOf(t) ?? ""));
+}
+
+/**
+ * Deferred tools offered without a reference, as on chat (src/chat/tool-search.ts): one the
+ * conversation already called (a `tool_use` block names it) and one `tool_choice` names.
+ */
+function calledTools(messages: readonly AnthropicMessage[]): Set<string> {
+	const called = new Set<string>();
+	for (const m of messages) {
+		if (typeof m.content === "string") continue;
+		for (const block of m.content) if (block.type === "tool_use") called.add(block.name);
+	}
+	return called;
 }
 
 /** Anthropic's server tool search: served by the gateway's tool search on the chat pipeline. */

@@ -80,6 +80,31 @@ describe("deferred tools and tool_reference on the Messages lane", () => {
 		expect(message.content).toMatchObject([{ type: "tool_use", name: "ToolSearch", input: { query: "cron list" } }]);
 	});
 
+	it("offers a deferred tool that tool_choice names, or that the conversation already called, without a reference", async () => {
+		const { key } = await createKey({ balance_usd: 5 });
+		let since = await lastEngineId();
+		await client(key).messages.create({
+			model: "test/deferred-tool",
+			max_tokens: 200,
+			tools: TOOLS,
+			tool_choice: { type: "tool", name: "CronCreate" },
+			messages: [ask()],
+		});
+		expect(toolNames((await engineCalls(since)).chats[0] as Json)).toEqual(["Read", "ToolSearch", "CronCreate"]);
+		since = await lastEngineId();
+		await client(key).messages.create({
+			model: "test/deferred-tool",
+			max_tokens: 200,
+			tools: TOOLS,
+			messages: [
+				ask(),
+				{ role: "assistant", content: [{ type: "tool_use", id: "toolu_9", name: "CronList", input: {} }] },
+				{ role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_9", content: "No scheduled jobs." }] },
+			],
+		});
+		expect(toolNames((await engineCalls(since)).chats[0] as Json)).toEqual(["Read", "ToolSearch", "CronList"]);
+	});
+
 	it("offers the referenced tools from that turn on, the reference read as text; the model calls one (SDK, stream)", async () => {
 		const { key } = await createKey({ balance_usd: 5 });
 		const since = await lastEngineId();
