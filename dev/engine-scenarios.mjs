@@ -8,7 +8,7 @@
 // faults), and each behaviour names the engine it imitates and where that is written down:
 // "vLLM:", "SGLang:", "llama.cpp:", "Ollama:", "OpenAI:", or "fault:" (any engine or the network
 // between; no engine documents its own breakage). Paths are files in the engine's repository.
-// A llama.cpp behaviour also shown by the real server says where ("real: test/engines/<file>");
+// A behaviour the real llama-server also shows says where ("real: test/engines/<file>");
 // it stays here because the workerd integration tests cannot start a real engine per test.
 //
 //   early(ctx)                 answers instead of the endpoint (every endpoint, so a broken
