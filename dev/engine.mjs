@@ -1,8 +1,10 @@
 // The Venym development engine: an OpenAI-compatible stand-in for vLLM, SGLang,
 // llama.cpp or Ollama. `npm start` runs it as the local engine and tests point the gateway
 // at it over real HTTP. A `/s/<scenario>` path prefix picks a wire quirk
-// (dev/engine-scenarios.mjs); what to answer is planned in dev/engine-reply.mjs; this file is
-// the HTTP server: routing, the request record, and writing the planned answer.
+// (dev/engine-scenarios.mjs: each names the engine and documentation it imitates, and the fake
+// keeps only what the real llama-server of test/engines/ cannot show; docs/engines.md); what to
+// answer is planned in dev/engine-reply.mjs; this file is the HTTP server: routing, the request
+// record, and writing the planned answer.
 // A `/t/<tenant>` prefix before everything else gives a caller an engine of its own (its own
 // request record) on the same port: test files running side by side each use one.
 // Dependency-free on purpose: it must start on a bare Node 20 with no build step.
