@@ -127,17 +127,20 @@ export function measureChatPrompt(body: unknown, sized = true): { estimate: numb
 		if (!isRecord(message)) continue;
 		chars += contentChars(message.content, sized ? texts : undefined);
 		size.images += imageCount(message.content);
-		// Earlier reasoning given back to the engine (the Responses lane's reasoning round trip).
-		for (const v of [message.name, message.reasoning_content]) {
+		// Earlier reasoning given back to the engine (the Responses lane's round trip; vLLM reads `reasoning` too).
+		for (const v of [message.name, message.reasoning_content, message.reasoning]) {
 			chars += stringLength(v);
 			if (sized) texts.push(v);
 		}
 		chars += toolCallChars(message.tool_calls, sized ? texts : undefined);
 	}
 	// Tool definitions are rendered into the prompt too; their JSON length is close enough.
-	// vLLM renders `documents` (RAG) into the chat template: prompt text like any other.
-	for (const v of [body.tools, body.documents]) {
-		if (!Array.isArray(v)) continue;
+	// vLLM renders `documents` (RAG) into the chat template: prompt text like any other. So are the
+	// `chat_template_kwargs` a template reads (vLLM and llama.cpp hand them all to it: gpt-oss's
+	// `model_identity`, SmolLM3's `custom_instructions` become system text); their JSON's bytes
+	// are at least their strings' bytes.
+	for (const v of [body.tools, body.documents, body.chat_template_kwargs]) {
+		if (!Array.isArray(v) && !isRecord(v)) continue;
 		const json = JSON.stringify(v);
 		chars += json.length;
 		if (sized) texts.push(json);

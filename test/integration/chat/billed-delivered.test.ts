@@ -155,6 +155,31 @@ describe("an honest engine's prompt count above the old chars/4 bound is billed 
 	}
 });
 
+describe("text the chat template renders from chat_template_kwargs is in the bound", () => {
+	for (const stream of [false, true]) {
+		it(`gpt-oss's model_identity of 20,000 CJK characters is billed in full (chat, ${stream ? "stream" : "non-stream"})`, async () => {
+			const k = await createKey({ balance_usd: CREDIT / 1e9 });
+			const user = ping();
+			const identity = "中文".repeat(10_000);
+			const res = await chat(k.key, {
+				model: "test/bytetok",
+				stream,
+				max_tokens: MAX_TOKENS,
+				chat_template_kwargs: { model_identity: identity },
+				messages: [{ role: "user", content: user }],
+			});
+			expect(res.status).toBe(200);
+			const body = stream ? (await readSse(res)).filter((f) => f !== "[DONE]").map((f) => JSON.parse(f)) : [await res.json()];
+			const usage = body.at(-1).usage;
+			const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+			// The engine renders the identity into the prompt: a token per byte of it, as of the message.
+			expect(row).toMatchObject({ prompt_tokens: utf8(identity) + utf8(user) + 3, estimated: false });
+			const heldPrompt = utf8(JSON.stringify({ model_identity: identity })) + utf8(user) + 4 + SLACK;
+			expect(row.cost_nanos).toBeLessThanOrEqual(heldPrompt * IN + MAX_TOKENS * OUT);
+		});
+	}
+});
+
 describe("an engine count above the bound is billed at the bound, not at the estimate", () => {
 	it("bills test/bigprompt's 1,040 prompt tokens at the 1,039-token bound of an 11-byte message", async () => {
 		const k = await createKey({ balance_usd: CREDIT / 1e9 });
