@@ -86,6 +86,8 @@ function contentChars(content: unknown, texts?: unknown[]): number {
 		if (!isRecord(part)) continue;
 		chars += stringLength(part.text) + stringLength(part.refusal);
 		texts?.push(part.text, part.refusal);
+		// Inline audio and files are bounded by their bytes (base64 spends far more than a token a byte).
+		if (part.type === "input_audio" || part.type === "file") texts?.push(JSON.stringify(part));
 	}
 	return chars;
 }

@@ -10,7 +10,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { IN, info as ledgerInfo, OUT, ping, settled, type UsageRow } from "../../support/billing";
-import { chat, createKey, gw, readSse } from "../../support/gateway";
+import { chat, createKey, engineRequests, gw, readSse } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
 
 const CREDIT = 1_000_000_000;
@@ -176,6 +176,33 @@ describe("text the chat template renders from chat_template_kwargs is in the bou
 			expect(row).toMatchObject({ prompt_tokens: utf8(identity) + utf8(user) + 3, estimated: false });
 			const heldPrompt = utf8(JSON.stringify({ model_identity: identity })) + utf8(user) + 4 + SLACK;
 			expect(row.cost_nanos).toBeLessThanOrEqual(heldPrompt * IN + MAX_TOKENS * OUT);
+		});
+	}
+});
+
+describe("a content part whose size no byte bound can see never reaches an engine", () => {
+	// vLLM fetches video and audio by URL (and takes embeddings): thousands of prompt tokens behind
+	// a few bytes, which no hold placed from the body could cover.
+	const parts = [
+		{ type: "video_url", video_url: { url: "https://example.org/hour.mp4" } },
+		{ type: "audio_url", audio_url: { url: "https://example.org/hour.wav" } },
+		{ type: "image_embeds", image_embeds: "AAAA" },
+		{ type: "Image_url", image_url: { url: "https://example.org/cat.png" } },
+	];
+	for (const part of parts) {
+		it(`${part.type} is refused before anything is held`, async () => {
+			const k = await createKey({ balance_usd: CREDIT / 1e9 });
+			const marker = ping();
+			const res = await chat(k.key, {
+				model: "test/bytetok",
+				max_tokens: MAX_TOKENS,
+				messages: [{ role: "user", content: [{ type: "text", text: marker }, part] }],
+			});
+			expect(res.status).toBe(400);
+			const { error } = (await res.json()) as { error: { param: string } };
+			expect(error.param).toBe("messages[0].content[1].type");
+			expect(await engineRequests({ contains: marker })).toEqual([]);
+			expect((await expectBooks(k.id, CREDIT)).charged).toBe(0);
 		});
 	}
 });
