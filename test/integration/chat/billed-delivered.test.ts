@@ -180,6 +180,22 @@ describe("text the chat template renders from chat_template_kwargs is in the bou
 	}
 });
 
+describe("a legacy completion's suffix is prompt text too (SGLang's fill-in-the-middle template)", () => {
+	it("bills each prompt with its suffix at a token a byte, within the hold", async () => {
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const suffix = "中文".repeat(5_000);
+		const prompts = [ping(), ping()];
+		const res = await post("/v1/completions", k.key, { model: "test/bytetok", max_tokens: MAX_TOKENS, prompt: prompts, suffix });
+		expect(res.status).toBe(200);
+		const { usage } = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+		const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+		const delivered = prompts.reduce((a, p) => a + utf8(p) + utf8(suffix), 0);
+		// The engine's prompt count is billed (its completion count of the two choices may be the gateway's own).
+		expect(row.prompt_tokens).toBe(delivered);
+		expect(row.cost_nanos).toBeLessThanOrEqual((delivered + 2 * SLACK) * IN + 2 * MAX_TOKENS * OUT);
+	});
+});
+
 describe("a content part whose size no byte bound can see never reaches an engine", () => {
 	// vLLM fetches video and audio by URL (and takes embeddings): thousands of prompt tokens behind
 	// a few bytes, which no hold placed from the body could cover.
