@@ -84,8 +84,8 @@ export class ChatStreamReducer {
 	#timings: Json | undefined;
 	#sawFinish = false;
 	#forwardedChars = 0;
-	/** Generated characters per choice index (bounded: see #countChoice), for the output's floor. */
-	readonly #choiceChars = new Map<number, number>();
+	/** Generated characters and the deltas that carried them, per choice index (bounded: see #countChoice). */
+	readonly #choiceChars = new Map<number, { chars: number; pieces: number }>();
 	#contentForwarded = false;
 	/** The stream's id and created time as the engine last gave them, for the usage chunk. */
 	id: string | undefined;
@@ -143,13 +143,15 @@ export class ChatStreamReducer {
 
 	/**
 	 * What the gateway itself counted across the choices it relayed, when there were several: each
-	 * choice's estimate, summed. An engine that counts one choice of several (llama.cpp with `n`, a
-	 * legacy prompt array) is short of it. One choice: 0, its engine count stands.
+	 * choice's estimate or, when more, the deltas that carried its text (engines stream at most a
+	 * token a delta: llama.cpp one each, so CJK text is counted a token a character), summed. An
+	 * engine that counts one choice of several (llama.cpp with `n`, a legacy prompt array) is short
+	 * of it. One choice: 0, its engine count stands.
 	 */
 	#choicesFloor(): number {
 		if (this.#choiceChars.size < 2) return 0;
 		let tokens = 0;
-		for (const chars of this.#choiceChars.values()) tokens += estimateTokens(chars);
+		for (const { chars, pieces } of this.#choiceChars.values()) tokens += Math.max(estimateTokens(chars), pieces);
 		return tokens;
 	}
 
@@ -158,7 +160,11 @@ export class ChatStreamReducer {
 		if (chars === 0) return;
 		let i = typeof index === "number" && Number.isSafeInteger(index) ? index : 0;
 		if (!this.#choiceChars.has(i) && this.#choiceChars.size >= MAX_TRACKED_CHOICES) i = -1;
-		this.#choiceChars.set(i, (this.#choiceChars.get(i) ?? 0) + chars);
+		const counted = this.#choiceChars.get(i);
+		if (counted) {
+			counted.chars += chars;
+			counted.pieces++;
+		} else this.#choiceChars.set(i, { chars, pieces: 1 });
 	}
 
 	/**

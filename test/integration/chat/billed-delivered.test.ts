@@ -260,6 +260,34 @@ describe("an engine that counts one choice of several is billed for every choice
 		});
 	}
 
+	// One CJK character a word: each delta is a token of the engine's (as llama.cpp streams a token
+	// a delta), 2 characters; chars/4 would say half of what each choice delivered.
+	for (const lane of ["chat", "chat-stream", "completions"] as const) {
+		it(`n: 4 of one-character words, a token a delta (${lane})`, async () => {
+			const k = await createKey({ balance_usd: CREDIT / 1e9 });
+			const user = `${"中 ".repeat(40)}${ping()}`;
+			const path = lane === "completions" ? "/v1/completions" : "/v1/chat/completions";
+			const common = { model: "test/onechoice", n: 4, max_tokens: MAX_TOKENS };
+			const body =
+				lane === "completions"
+					? { ...common, prompt: user }
+					: { ...common, stream: lane === "chat-stream", messages: [{ role: "user", content: user }] };
+			const res = await post(path, k.key, body);
+			expect(res.status).toBe(200);
+			const usage =
+				lane === "chat-stream"
+					? (await readSse(res))
+							.filter((f) => f !== "[DONE]")
+							.map((f) => JSON.parse(f))
+							.at(-1).usage
+					: ((await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+			const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+			// Delivered: 4 choices of MAX_TOKENS words each (the engine counted one choice's).
+			expect(row.completion_tokens).toBeGreaterThanOrEqual(4 * MAX_TOKENS);
+			expect(row.completion_tokens).toBeLessThanOrEqual(4 * MAX_TOKENS);
+		});
+	}
+
 	it("a legacy prompt array (completions)", async () => {
 		const k = await createKey({ balance_usd: CREDIT / 1e9 });
 		const res = await post("/v1/completions", k.key, { model: "test/onechoice", prompt: [ping(), ping()] });
