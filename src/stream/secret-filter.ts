@@ -290,10 +290,11 @@ export function withSecretsRedacted(encoder: StreamEncoder, secrets: readonly st
 		start: () => encoder.start(),
 		// The gateway's own frames (search results), not engine text.
 		...(encoder.ready ? { ready: encoder.ready.bind(encoder) } : {}),
-		chunks: (chunks) => encoder.chunks(chunks.map((c) => filter.chunk(c))),
+		// What goes out is scrubbed whole too: a field the filter does not read (relayed as written) cannot carry a key.
+		chunks: (chunks) => redactForms(encoder.chunks(chunks.map((c) => filter.chunk(c))), forms),
 		finish(outcome: EngineOutcome, reducer: ChatStreamReducer) {
 			const rest = filter.rest(reducer);
-			return (rest ? encoder.chunks([rest]) : "") + encoder.finish(outcome, reducer);
+			return redactForms((rest ? encoder.chunks([rest]) : "") + encoder.finish(outcome, reducer), forms);
 		},
 	};
 }

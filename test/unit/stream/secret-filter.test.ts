@@ -302,3 +302,29 @@ describe("a node key in logprobs beyond the chosen token's text", () => {
 		expect(spelled).not.toContain(KEY);
 	});
 });
+
+describe("a node key in a field the filter does not read", () => {
+	const escapedKey = Array.from(SECRET, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
+	const raw = (extra: string) =>
+		bytes.encode(
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"e",${extra}"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n`,
+		);
+
+	it("is redacted in the relayed stream, as written or \\u-escaped, in a chunk or beside the usage", async () => {
+		for (const value of [`Bearer ${SECRET}`, escapedKey]) {
+			const usage = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"e","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2,"debug":"${value}"}}\n\n`;
+			const { text } = await relay([
+				raw(`"debug":"${value}",`),
+				frame({}, "stop"),
+				bytes.encode(usage),
+				bytes.encode("data: [DONE]\n\n"),
+			]);
+			expect(text, value).not.toContain(SECRET);
+			expect(text, value).not.toContain(escapedKey);
+			for (const f of text.split("\n\n").filter((x) => x.startsWith("data: {"))) {
+				const decoded = JSON.stringify(JSON.parse(f.slice(6)));
+				expect(decoded).not.toContain(SECRET);
+			}
+		}
+	});
+});
