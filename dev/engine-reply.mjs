@@ -46,6 +46,9 @@ export function byteTokens(messages, imageTokens, kwargs) {
 	tokens += strings(kwargs);
 	for (const m of messages) {
 		tokens += Buffer.byteLength(textOf(m?.content)) + 3;
+		// Mistral's template renders a tool result's `tool_call_id` (and each call's `id`) as text.
+		tokens +=
+			strings(m?.tool_call_id) + (Array.isArray(m?.tool_calls) ? m.tool_calls.reduce((n, c) => n + strings(c?.id), 0) : 0);
 		if (Array.isArray(m?.content)) tokens += m.content.filter((p) => IMAGE_PARTS.has(p?.type)).length * imageTokens;
 	}
 	return tokens;

@@ -107,8 +107,8 @@ function toolCallChars(toolCalls: unknown, texts?: unknown[]): number {
 	let chars = 0;
 	for (const call of toolCalls) {
 		if (isRecord(call) && isRecord(call.function)) {
-			chars += stringLength(call.function.name) + stringLength(call.function.arguments);
-			texts?.push(call.function.name, call.function.arguments);
+			chars += stringLength(call.id) + stringLength(call.function.name) + stringLength(call.function.arguments);
+			texts?.push(call.id, call.function.name, call.function.arguments);
 		}
 	}
 	return chars;
@@ -130,7 +130,8 @@ export function measureChatPrompt(body: unknown, sized = true): { estimate: numb
 		chars += contentChars(message.content, sized ? texts : undefined);
 		size.images += imageCount(message.content);
 		// Earlier reasoning given back to the engine (the Responses lane's round trip; vLLM reads `reasoning` too).
-		for (const v of [message.name, message.reasoning_content, message.reasoning]) {
+		// A tool result's `tool_call_id` is text to templates that render it (Mistral's), as is `tool_name` (llama.cpp).
+		for (const v of [message.name, message.reasoning_content, message.reasoning, message.tool_call_id, message.tool_name]) {
 			chars += stringLength(v);
 			if (sized) texts.push(v);
 		}

@@ -180,6 +180,29 @@ describe("text the chat template renders from chat_template_kwargs is in the bou
 	}
 });
 
+describe("a tool call's id is prompt text too (Mistral's template renders it)", () => {
+	it("bills a 20,000-character id in the call and its result, within the hold", async () => {
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const user = ping();
+		const id = "中".repeat(20_000);
+		const call = { id, type: "function", function: { name: "f", arguments: "{}" } };
+		const res = await chat(k.key, {
+			model: "test/bytetok",
+			max_tokens: MAX_TOKENS,
+			messages: [
+				{ role: "user", content: user },
+				{ role: "assistant", content: null, tool_calls: [call] },
+				{ role: "tool", tool_call_id: id, content: "ok" },
+			],
+		});
+		expect(res.status).toBe(200);
+		const { usage } = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+		const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+		const delivered = utf8(user) + 3 + 3 + 2 * utf8(id) + utf8("ok") + 3;
+		expect(row.prompt_tokens).toBe(delivered);
+	});
+});
+
 describe("a legacy completion's suffix is prompt text too (SGLang's fill-in-the-middle template)", () => {
 	it("bills each prompt with its suffix at a token a byte, within the hold", async () => {
 		const k = await createKey({ balance_usd: CREDIT / 1e9 });
