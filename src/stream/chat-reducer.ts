@@ -84,8 +84,8 @@ export class ChatStreamReducer {
 	#timings: Json | undefined;
 	#sawFinish = false;
 	#forwardedChars = 0;
-	/** Generated characters and the deltas that carried them, per choice index (bounded: see #countChoice). */
-	readonly #choiceChars = new Map<number, { chars: number; pieces: number }>();
+	/** The deltas that carried each choice's text, per choice index (bounded: see #countChoice). */
+	readonly #choicePieces = new Map<number, number>();
 	#contentForwarded = false;
 	/** The stream's id and created time as the engine last gave them, for the usage chunk. */
 	id: string | undefined;
@@ -142,16 +142,16 @@ export class ChatStreamReducer {
 	}
 
 	/**
-	 * What the gateway itself counted across the choices it relayed, when there were several: each
-	 * choice's estimate or, when more, the deltas that carried its text (engines stream at most a
-	 * token a delta: llama.cpp one each, so CJK text is counted a token a character), summed. An
-	 * engine that counts one choice of several (llama.cpp with `n`, a legacy prompt array) is short
-	 * of it. One choice: 0, its engine count stands.
+	 * The least an honest engine can have generated across the choices it relayed, when there were
+	 * several: the deltas that carried each choice's text, summed (an engine streams at most a token
+	 * a delta; llama.cpp one each, so its CJK text counts a token a character). An engine that counts
+	 * one choice of several (llama.cpp with `n`, a legacy prompt array) is short of it; an honest one
+	 * never is (characters / 4 could be: one long word is one token). One choice: 0, its count stands.
 	 */
 	#choicesFloor(): number {
-		if (this.#choiceChars.size < 2) return 0;
+		if (this.#choicePieces.size < 2) return 0;
 		let tokens = 0;
-		for (const { chars, pieces } of this.#choiceChars.values()) tokens += Math.max(estimateTokens(chars), pieces);
+		for (const pieces of this.#choicePieces.values()) tokens += pieces;
 		return tokens;
 	}
 
@@ -159,12 +159,8 @@ export class ChatStreamReducer {
 	#countChoice(index: unknown, chars: number): void {
 		if (chars === 0) return;
 		let i = typeof index === "number" && Number.isSafeInteger(index) ? index : 0;
-		if (!this.#choiceChars.has(i) && this.#choiceChars.size >= MAX_TRACKED_CHOICES) i = -1;
-		const counted = this.#choiceChars.get(i);
-		if (counted) {
-			counted.chars += chars;
-			counted.pieces++;
-		} else this.#choiceChars.set(i, { chars, pieces: 1 });
+		if (!this.#choicePieces.has(i) && this.#choicePieces.size >= MAX_TRACKED_CHOICES) i = -1;
+		this.#choicePieces.set(i, (this.#choicePieces.get(i) ?? 0) + 1);
 	}
 
 	/**
