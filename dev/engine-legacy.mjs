@@ -49,7 +49,11 @@ export async function legacyCompletions(ctx) {
 		}
 	});
 	const counted = {
-		prompt_tokens: prompts.reduce((a, p) => a + tokensOf(p, behaviour), 0),
+		// SGLang renders `suffix` with each prompt into its fill-in-the-middle completion template.
+		prompt_tokens: prompts.reduce(
+			(a, p) => a + tokensOf(p, behaviour) + (typeof body.suffix === "string" ? tokensOf(body.suffix, behaviour) : 0),
+			0,
+		),
 		completion_tokens: completionTokens,
 		total_tokens: 0,
 	};

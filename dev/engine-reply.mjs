@@ -31,12 +31,24 @@ const IMAGE_PARTS = new Set(["image_url", "input_image", "image"]);
 /**
  * Prompt tokens as an honest byte-level tokenizer may count them at worst: one per UTF-8 byte of
  * the text, `imageTokens` per image part (Qwen2.5-VL's largest image is 16,384), and 3 for each
- * message's template markers.
+ * message's template markers; and every string of `chat_template_kwargs`, which the chat template
+ * renders when it reads them (vLLM and llama.cpp pass them to it: gpt-oss's `model_identity`,
+ * SmolLM3's `custom_instructions` become system text).
  */
-export function byteTokens(messages, imageTokens) {
+export function byteTokens(messages, imageTokens, kwargs) {
 	let tokens = 0;
+	const strings = (v) =>
+		typeof v === "string"
+			? Buffer.byteLength(v)
+			: v && typeof v === "object"
+				? Object.values(v).reduce((n, x) => n + strings(x), 0)
+				: 0;
+	tokens += strings(kwargs);
 	for (const m of messages) {
 		tokens += Buffer.byteLength(textOf(m?.content)) + 3;
+		// Mistral's template renders a tool result's `tool_call_id` (and each call's `id`) as text.
+		tokens +=
+			strings(m?.tool_call_id) + (Array.isArray(m?.tool_calls) ? m.tool_calls.reduce((n, c) => n + strings(c?.id), 0) : 0);
 		if (Array.isArray(m?.content)) tokens += m.content.filter((p) => IMAGE_PARTS.has(p?.type)).length * imageTokens;
 	}
 	return tokens;
@@ -178,7 +190,9 @@ export function planReply(body, behaviour, n) {
 	const capped = Number.isInteger(cap) && cap >= 0 && fullWords.length > cap;
 	const contentWords = capped ? fullWords.slice(0, cap) : fullWords;
 	const argFragments = toolCall ? fragments(toolCall.function.arguments) : [];
-	const prompt = behaviour.byteTokens ? byteTokens(messages, behaviour.byteTokens.imageTokens) : promptTokens(messages);
+	const prompt = behaviour.byteTokens
+		? byteTokens(messages, behaviour.byteTokens.imageTokens, body.chat_template_kwargs)
+		: promptTokens(messages);
 	// `oneChoiceUsage`: llama.cpp with `n` counts the completion tokens of one choice only.
 	const completion =
 		(reasoningWords.length + contentWords.length + argFragments.length) * (behaviour.oneChoiceUsage ? 1 : choices);

@@ -86,6 +86,8 @@ function contentChars(content: unknown, texts?: unknown[]): number {
 		if (!isRecord(part)) continue;
 		chars += stringLength(part.text) + stringLength(part.refusal);
 		texts?.push(part.text, part.refusal);
+		// Inline audio and files are bounded by their bytes (base64 spends far more than a token a byte).
+		if (part.type === "input_audio" || part.type === "file") texts?.push(JSON.stringify(part));
 	}
 	return chars;
 }
@@ -105,8 +107,8 @@ function toolCallChars(toolCalls: unknown, texts?: unknown[]): number {
 	let chars = 0;
 	for (const call of toolCalls) {
 		if (isRecord(call) && isRecord(call.function)) {
-			chars += stringLength(call.function.name) + stringLength(call.function.arguments);
-			texts?.push(call.function.name, call.function.arguments);
+			chars += stringLength(call.id) + stringLength(call.function.name) + stringLength(call.function.arguments);
+			texts?.push(call.id, call.function.name, call.function.arguments);
 		}
 	}
 	return chars;
@@ -127,17 +129,21 @@ export function measureChatPrompt(body: unknown, sized = true): { estimate: numb
 		if (!isRecord(message)) continue;
 		chars += contentChars(message.content, sized ? texts : undefined);
 		size.images += imageCount(message.content);
-		// Earlier reasoning given back to the engine (the Responses lane's reasoning round trip).
-		for (const v of [message.name, message.reasoning_content]) {
+		// Earlier reasoning given back to the engine (the Responses lane's round trip; vLLM reads `reasoning` too).
+		// A tool result's `tool_call_id` is text to templates that render it (Mistral's), as is `tool_name` (llama.cpp).
+		for (const v of [message.name, message.reasoning_content, message.reasoning, message.tool_call_id, message.tool_name]) {
 			chars += stringLength(v);
 			if (sized) texts.push(v);
 		}
 		chars += toolCallChars(message.tool_calls, sized ? texts : undefined);
 	}
 	// Tool definitions are rendered into the prompt too; their JSON length is close enough.
-	// vLLM renders `documents` (RAG) into the chat template: prompt text like any other.
-	for (const v of [body.tools, body.documents]) {
-		if (!Array.isArray(v)) continue;
+	// vLLM renders `documents` (RAG) into the chat template: prompt text like any other. So are the
+	// `chat_template_kwargs` a template reads (vLLM and llama.cpp hand them all to it: gpt-oss's
+	// `model_identity`, SmolLM3's `custom_instructions` become system text); their JSON's bytes
+	// are at least their strings' bytes.
+	for (const v of [body.tools, body.documents, body.chat_template_kwargs]) {
+		if (!Array.isArray(v) && !isRecord(v)) continue;
 		const json = JSON.stringify(v);
 		chars += json.length;
 		if (sized) texts.push(json);

@@ -198,6 +198,20 @@ function redactEscaped(raw: string, forms: readonly string[], ignoreCase: boolea
 	return out + raw.slice(done);
 }
 
+/**
+ * `value` (a JSON value) with every form replaced in its serialised text, as written or \u-escaped,
+ * wherever it sits (a field no filter reads: an engine's id, fingerprint, an extension field);
+ * `value` itself when nothing was. A node key is a token (no `"` nor `\`), so a replacement keeps
+ * the JSON whole; one that did not would make the parse throw: the answer fails rather than carry it.
+ */
+export function redactJson<T>(value: T, forms: readonly string[]): T {
+	if (forms.length === 0) return value;
+	const text = JSON.stringify(value);
+	if (text === undefined) return value;
+	const out = redactForms(text, forms);
+	return out === text ? value : (JSON.parse(out) as T);
+}
+
 const BEARER = /\b(Bearer\s+)[^\s"',;]+/gi;
 
 /**

@@ -4,6 +4,15 @@ import { SAMPLING_FIELDS, TOP_LOGPROBS } from "../http/sampling-params";
 
 const ROLES = ["system", "developer", "user", "assistant", "tool"] as const;
 
+/**
+ * The content parts the gateway can bound: text (a token per byte at most), images (the model's
+ * `image_tokens_max` each), inline audio and files (their bytes: estimate.ts). A part an engine
+ * fetches or decodes at a size no byte shows (vLLM's `video_url`, `audio_url`, `image_embeds`) is
+ * refused, so no prompt is prefilled beyond what was held.
+ */
+export const CONTENT_PART_TYPES = ["text", "refusal", "image_url", "input_image", "image", "input_audio", "file"] as const;
+const PART_TYPES: ReadonlySet<string> = new Set(CONTENT_PART_TYPES);
+const PART_TYPE_MESSAGE = `Invalid content part type: expected one of ${CONTENT_PART_TYPES.map((t) => `'${t}'`).join(", ")} (video and audio by URL cannot be held for)`;
 const ContentPart = z.looseObject({ type: z.string() });
 const Content = z.union([z.string(), z.array(ContentPart)]);
 
@@ -14,6 +23,10 @@ const Message = z
 		tool_calls: z.array(z.looseObject({})).optional(),
 	})
 	.superRefine((m, ctx) => {
+		if (Array.isArray(m.content)) {
+			const at = m.content.findIndex((part) => !PART_TYPES.has(part.type));
+			if (at >= 0) ctx.addIssue({ code: "custom", path: ["content", at, "type"], message: PART_TYPE_MESSAGE });
+		}
 		// Only an assistant turn (carrying tool calls) may omit content.
 		if (m.role !== "assistant" && (m.content === undefined || m.content === null)) {
 			ctx.addIssue({ code: "custom", path: ["content"], message: `Missing required parameter: content (role '${m.role}')` });

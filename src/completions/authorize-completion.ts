@@ -20,7 +20,7 @@ import { type CandidatePlan, planFallbacks } from "../chat/fallback-plans";
 import { outputCap } from "../chat/prepare";
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
-import { estimateTokens, inputSize, type PromptSize } from "../estimate";
+import { addSizes, estimateTokens, inputSize, type PromptSize } from "../estimate";
 import { COMPLETION_FIELDS, checkFields, engineFields } from "../http/engine-fields";
 import { parseBody } from "../http/parse-body";
 import { COMPLETION_LOGPROBS, SAMPLING_FIELDS } from "../http/sampling-params";
@@ -48,6 +48,8 @@ const MaxTokens = z.number().int().positive().nullable().optional();
 export const CompletionRequestSchema = z.looseObject({
 	model: z.string().min(1),
 	prompt: Prompt,
+	// Prompt text too: SGLang renders it with each prompt into a fill-in-the-middle template.
+	suffix: z.string().nullable().optional(),
 	stream: z.boolean().nullable().optional(),
 	stream_options: z.looseObject({}).nullable().optional(),
 	max_tokens: MaxTokens,
@@ -62,16 +64,18 @@ export const CompletionRequestSchema = z.looseObject({
 type CompletionRequest = z.infer<typeof CompletionRequestSchema>;
 
 /** Each prompt's token estimate: a token array is its length, text about four characters a token. */
-function promptEstimates(prompt: CompletionRequest["prompt"]): number[] {
-	if (typeof prompt === "string") return [estimateTokens(prompt.length)];
-	if (prompt.every((p) => typeof p === "number")) return [prompt.length];
-	return (prompt as Array<string | number[]>).map((p) => (typeof p === "string" ? estimateTokens(p.length) : p.length));
+function promptEstimates({ prompt, suffix }: CompletionRequest): number[] {
+	const extra = estimateTokens(suffix?.length ?? 0);
+	if (typeof prompt === "string") return [estimateTokens(prompt.length) + extra];
+	if (prompt.every((p) => typeof p === "number")) return [prompt.length + extra];
+	return (prompt as Array<string | number[]>).map((p) => (typeof p === "string" ? estimateTokens(p.length) : p.length) + extra);
 }
 
-/** Each prompt's size, which bounds what it can be billed (money/hold-bound.ts). */
-function promptSizes(prompt: CompletionRequest["prompt"]): PromptSize[] {
-	if (typeof prompt === "string" || prompt.every((p) => typeof p === "number")) return [inputSize(prompt as string | number[])];
-	return (prompt as Array<string | number[]>).map(inputSize);
+/** Each prompt's size with the suffix, which bounds what it can be billed (money/hold-bound.ts). */
+function promptSizes({ prompt, suffix }: CompletionRequest): PromptSize[] {
+	const one = typeof prompt === "string" || prompt.every((p) => typeof p === "number");
+	const sizes = one ? [inputSize(prompt as string | number[])] : (prompt as Array<string | number[]>).map(inputSize);
+	return suffix ? sizes.map((size) => addSizes(size, inputSize(suffix))) : sizes;
 }
 
 function validate(rawBody: unknown): CompletionRequest {
@@ -90,7 +94,7 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 	}
 	const resolved = resolveFor(run, body.model, "completions");
 	checkFields(body, COMPLETION_FIELDS, resolved.model.pass_through_fields);
-	const estimates = promptEstimates(body.prompt);
+	const estimates = promptEstimates(body);
 	if (estimates.length > MAX_PROMPTS) {
 		throw new GatewayError("invalid_request", `Invalid 'prompt': at most ${MAX_PROMPTS} prompts in one request.`, {
 			param: "prompt",
@@ -100,7 +104,7 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 	assertFitsContext(resolved.model, longest);
 	const shape: PromptShape = {
 		estimates,
-		sizes: promptSizes(body.prompt),
+		sizes: promptSizes(body),
 		longest,
 		bestOf,
 		ceiling: outputCeiling(principal),

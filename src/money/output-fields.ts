@@ -41,6 +41,16 @@ export const OUTPUT_FIELDS: ReadonlySet<string> = new Set([
 	"input_ids",
 	"chat_template",
 	"options",
+	// Image and video processing that sets how many tokens a part costs (vLLM's `max_pixels`,
+	// `num_frames`; SGLang's tiles), and a session's earlier context (SGLang): no byte shows them.
+	"mm_processor_kwargs",
+	"media_io_kwargs",
+	"images_config",
+	"max_dynamic_patch",
+	"min_dynamic_patch",
+	"use_audio_in_video",
+	"session_id",
+	"session_params",
 	// The gateway's own: the engine is always asked for a stream with usage.
 	"stream",
 	"stream_options",

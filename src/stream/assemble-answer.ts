@@ -5,6 +5,7 @@
  * and puts the answer together instead (completion-assembler.ts).
  */
 
+import { redactJson, secretForms } from "../redact";
 import type { Usage } from "../types";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk, StreamEnd } from "./chat-reducer";
 import { rewriteChatStream } from "./chat-stream";
@@ -102,5 +103,8 @@ export async function assembleAnswer(
 		abortEngine(err);
 	}
 	const end = await done;
-	return { end, overflowed, body: (model) => encoder.assembler.body(model, encoder.usage) };
+	// Scrubbed whole, as a stream's frames are: a field no filter reads (the engine's id, its
+	// fingerprint, a usage extension) cannot carry a node key either.
+	const forms = opts.secrets?.length ? secretForms(opts.secrets) : [];
+	return { end, overflowed, body: (model) => redactJson(encoder.assembler.body(model, encoder.usage), forms) };
 }

@@ -84,8 +84,8 @@ export class ChatStreamReducer {
 	#timings: Json | undefined;
 	#sawFinish = false;
 	#forwardedChars = 0;
-	/** Generated characters per choice index (bounded: see #countChoice), for the output's floor. */
-	readonly #choiceChars = new Map<number, number>();
+	/** The deltas that carried each choice's text, per choice index (bounded: see #countChoice). */
+	readonly #choicePieces = new Map<number, number>();
 	/** The choice that finished last, and llama.cpp's usage reports per finished choice (see #reported). */
 	#lastFinished: number | undefined;
 	readonly #choiceUsage = new Map<number, Json>();
@@ -138,9 +138,7 @@ export class ChatStreamReducer {
 				promptTokens: this.#opts.promptTokensEstimate,
 				completionTokens: estimateTokens(this.#forwardedChars),
 				minPromptTokens: delivered,
-				// Only llama.cpp's shape (usage with `timings`) is known to count one choice of several;
-				// other engines' counts stand (an honest count may be under chars/4).
-				minCompletionTokens: Math.max(delivered, this.#timings && this.#choiceUsage.size < 2 ? this.#choicesFloor() : 0),
+				minCompletionTokens: Math.max(delivered, this.#choicesFloor()),
 			},
 			this.#timings,
 		);
@@ -182,14 +180,16 @@ export class ChatStreamReducer {
 	}
 
 	/**
-	 * What the gateway itself counted across the choices it relayed, when there were several: each
-	 * choice's estimate, summed. An engine that counts one choice of several (llama.cpp with `n`, a
-	 * legacy prompt array) is short of it. One choice: 0, its engine count stands.
+	 * The least an honest engine can have generated across the choices it relayed, when there were
+	 * several: the deltas that carried each choice's text, summed (an engine streams at most a token
+	 * a delta; llama.cpp one each, so its CJK text counts a token a character). An engine that counts
+	 * one choice of several (llama.cpp with `n`, a legacy prompt array) is short of it; an honest one
+	 * never is (characters / 4 could be: one long word is one token). One choice: 0, its count stands.
 	 */
 	#choicesFloor(): number {
-		if (this.#choiceChars.size < 2) return 0;
+		if (this.#choicePieces.size < 2) return 0;
 		let tokens = 0;
-		for (const chars of this.#choiceChars.values()) tokens += estimateTokens(chars);
+		for (const pieces of this.#choicePieces.values()) tokens += pieces;
 		return tokens;
 	}
 
@@ -197,8 +197,8 @@ export class ChatStreamReducer {
 	#countChoice(index: unknown, chars: number): void {
 		if (chars === 0) return;
 		let i = typeof index === "number" && Number.isSafeInteger(index) ? index : 0;
-		if (!this.#choiceChars.has(i) && this.#choiceChars.size >= MAX_TRACKED_CHOICES) i = -1;
-		this.#choiceChars.set(i, (this.#choiceChars.get(i) ?? 0) + chars);
+		if (!this.#choicePieces.has(i) && this.#choicePieces.size >= MAX_TRACKED_CHOICES) i = -1;
+		this.#choicePieces.set(i, (this.#choicePieces.get(i) ?? 0) + 1);
 	}
 
 	/**

@@ -1,12 +1,11 @@
 /**
  * Node secrets out of a relayed engine stream. An engine that echoes its request can put the
- * `Authorization` the gateway sent into its completion text, and a stream may split it over two
- * chunks, so each text field of each choice (content, reasoning, a tool call's arguments, a
- * legacy completion's text; a call's id and name, which come whole, are scrubbed as they are) keeps back the tail that could be the start of a secret (at most a
- * secret's length − 1, and usually nothing: only a suffix that matches a secret's beginning),
- * prepends it to the field's next piece, and gives it up with the choice's finish chunk or the
- * stream's end. Plugged in as an encoder wrapper (`withSecretsRedacted`), so every encoder (chat
- * SSE, legacy completions, Responses events) gets it; with no node secret it is not there at all.
+ * `Authorization` the gateway sent into its text, split over chunks, so each text field of each
+ * choice (content, reasoning, refusal, a tool call's arguments, legacy text, logprobs' tokens; a
+ * call's id and name come whole and are scrubbed as they are) keeps back the tail that could
+ * start a secret (usually nothing: only a suffix matching a secret's beginning), prepends it to
+ * the field's next piece, and gives it up with the choice's finish chunk or the stream's end. An
+ * encoder wrapper (`withSecretsRedacted`): every encoder gets it; with no node secret it is absent.
  */
 import { decodeEscapes, escapesMatter, MAX_ESCAPE_CHARS, redactForms, secretForms } from "../redact";
 import type { ChatStreamReducer, EngineOutcome, ForwardedChunk } from "./chat-reducer";
@@ -14,8 +13,9 @@ import type { StreamEncoder } from "./pipe-engine-stream";
 
 type Json = Record<string, unknown>;
 
-/** Delta fields whose text is relayed (and so scrubbed). */
+/** Delta fields whose text is relayed (and so scrubbed), and chat logprobs' lists of chosen tokens. */
 const DELTA_FIELDS = ["content", "reasoning_content", "reasoning", "refusal"] as const;
+const CHAT_LOGPROBS = ["content", "refusal"] as const;
 
 /** One held-back tail: where it goes back (choice, field or tool call) and the text. */
 interface Held {
@@ -94,20 +94,7 @@ export class StreamSecretFilter {
 					});
 				}
 			}
-			// Logprobs spell the same text token by token: scrubbed as one more text field (a token
-			// may come out shortened while the tail of a possible key is held, and loses its bytes).
-			const lp = isRecord(choice.logprobs) ? choice.logprobs.content : undefined;
-			if (Array.isArray(lp)) {
-				for (const entry of lp) {
-					if (!isRecord(entry) || typeof entry.token !== "string") continue;
-					const text = this.#pass(index, "logprob", 0, entry.token);
-					if (text !== entry.token) {
-						entry.token = text;
-						entry.bytes = null;
-						changed = true;
-					}
-				}
-			}
+			if (isRecord(choice.logprobs)) changed = this.#logprobs(index, choice.logprobs) || changed;
 			// The choice is finished: what it held goes out with its last chunk.
 			if (choice.finish_reason !== undefined && choice.finish_reason !== null && this.#held.size) {
 				changed = this.#giveBack(choice, (h) => h.choice === index) || changed;
@@ -123,7 +110,7 @@ export class StreamSecretFilter {
 		let legacy = false;
 		for (const h of this.#held.values()) {
 			if (!byChoice.has(h.choice)) byChoice.set(h.choice, { index: h.choice, finish_reason: null });
-			legacy ||= h.field === "text";
+			legacy ||= h.field === "text" || h.field === "logprob.tokens";
 		}
 		for (const choice of byChoice.values()) this.#giveBack(choice, (h) => h.choice === choice.index);
 		const chunk: Json = {
@@ -134,6 +121,56 @@ export class StreamSecretFilter {
 			choices: [...byChoice.values()],
 		};
 		return { chunk, data: null };
+	}
+
+	/**
+	 * Logprobs spell the same text token by token: the chosen tokens (chat's `content` and
+	 * `refusal` entries, legacy `tokens`) are scrubbed as one more text field each (a token may
+	 * come out shortened while the tail of a possible key is held, and then loses its `bytes`);
+	 * each alternative (`top_logprobs`: chat's entries, legacy's keys) is scrubbed whole. A `bytes`
+	 * array is dropped (null) whenever its token changed or its own bytes decode to a key.
+	 */
+	#logprobs(index: number, logprobs: Json): boolean {
+		let changed = false;
+		const entry = (e: Json, field: string | null): void => {
+			if (typeof e.token !== "string") return;
+			const text = field ? this.#pass(index, field, 0, e.token) : redactForms(e.token, this.#forms);
+			if (text !== e.token || (Array.isArray(e.bytes) && this.#spells(e.bytes))) {
+				e.token = text;
+				e.bytes = null;
+				changed = true;
+			}
+		};
+		for (const field of CHAT_LOGPROBS) {
+			const list = logprobs[field];
+			if (!Array.isArray(list)) continue;
+			for (const e of list) {
+				if (!isRecord(e)) continue;
+				entry(e, `logprob.${field}`);
+				if (Array.isArray(e.top_logprobs)) for (const alt of e.top_logprobs) if (isRecord(alt)) entry(alt, null);
+			}
+		}
+		const { tokens, top_logprobs: tops } = logprobs;
+		if (Array.isArray(tokens)) {
+			tokens.forEach((token, i) => {
+				if (typeof token !== "string") return;
+				const text = this.#pass(index, "logprob.tokens", 0, token);
+				if (text !== token) [tokens[i], changed] = [text, true];
+			});
+		}
+		(Array.isArray(tops) ? tops : []).forEach((top: unknown, i: number, list: unknown[]) => {
+			if (!isRecord(top) || Object.keys(top).every((k) => redactForms(k, this.#forms) === k)) return;
+			list[i] = Object.fromEntries(Object.entries(top).map(([k, v]) => [redactForms(k, this.#forms), v]));
+			changed = true;
+		});
+		return changed;
+	}
+
+	/** Whether a token's `bytes` decode to text holding a key (an engine's bytes need not match its token). */
+	#spells(bytes: unknown[]): boolean {
+		if (!bytes.every((b) => typeof b === "number")) return true;
+		const text = new TextDecoder().decode(new Uint8Array(bytes as number[]));
+		return redactForms(text, this.#forms) !== text;
 	}
 
 	/** `obj[field]` with every secret form replaced, when it is a string; true when it changed. */
@@ -205,13 +242,24 @@ export class StreamSecretFilter {
 				choice.text = (typeof choice.text === "string" ? choice.text : "") + h.text;
 				continue;
 			}
-			if (h.field === "logprob") {
+			if (h.field.startsWith("logprob.")) {
 				// The held end of the last token goes out as a token of its own.
 				const logprobs: Json = isRecord(choice.logprobs) ? choice.logprobs : {};
 				choice.logprobs = logprobs;
-				const content: unknown[] = Array.isArray(logprobs.content) ? logprobs.content : [];
-				logprobs.content = content;
-				content.push({ token: h.text, logprob: 0, bytes: null, top_logprobs: [] });
+				const list = h.field.slice("logprob.".length);
+				const push = (name: string, v: unknown) => {
+					if (!Array.isArray(logprobs[name])) logprobs[name] = [];
+					(logprobs[name] as unknown[]).push(v);
+				};
+				if (list !== "tokens") push(list, { token: h.text, logprob: 0, bytes: null, top_logprobs: [] });
+				else
+					for (const [name, v] of [
+						["tokens", h.text],
+						["token_logprobs", 0],
+						["top_logprobs", null],
+						["text_offset", null],
+					] as const)
+						push(name, v);
 				continue;
 			}
 			const delta: Json = isRecord(choice.delta) ? choice.delta : {};
@@ -242,10 +290,11 @@ export function withSecretsRedacted(encoder: StreamEncoder, secrets: readonly st
 		start: () => encoder.start(),
 		// The gateway's own frames (search results), not engine text.
 		...(encoder.ready ? { ready: encoder.ready.bind(encoder) } : {}),
-		chunks: (chunks) => encoder.chunks(chunks.map((c) => filter.chunk(c))),
+		// What goes out is scrubbed whole too: a field the filter does not read (relayed as written) cannot carry a key.
+		chunks: (chunks) => redactForms(encoder.chunks(chunks.map((c) => filter.chunk(c))), forms),
 		finish(outcome: EngineOutcome, reducer: ChatStreamReducer) {
 			const rest = filter.rest(reducer);
-			return (rest ? encoder.chunks([rest]) : "") + encoder.finish(outcome, reducer);
+			return redactForms((rest ? encoder.chunks([rest]) : "") + encoder.finish(outcome, reducer), forms);
 		},
 	};
 }

@@ -168,7 +168,11 @@ describe("chat request validation", () => {
 
 	it("accepts a body just under the limit", async () => {
 		const m = marker();
-		const res = await chat(key, { model: "test/ok", messages: [{ role: "user", content: m }], user: "x".repeat(1024 * 1024) });
+		const res = await chat(key, {
+			model: "test/ok",
+			messages: [{ role: "user", content: m }],
+			metadata: { padding: "x".repeat(1024 * 1024) },
+		});
 		expect(res.status).toBe(200);
 	});
 });

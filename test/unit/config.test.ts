@@ -405,6 +405,16 @@ describe("pass_through_fields", () => {
 		"prompt_logprobs",
 		"max_tokens",
 		"options",
+		// Prompt tokens the body does not show: image and video processing (vLLM's max_pixels,
+		// num_frames; SGLang's image tiles), and a session's earlier context (SGLang).
+		"mm_processor_kwargs",
+		"media_io_kwargs",
+		"images_config",
+		"max_dynamic_patch",
+		"min_dynamic_patch",
+		"use_audio_in_video",
+		"session_id",
+		"session_params",
 	])("refuses %s, which can change how many choices or tokens the engine produces", (field) => {
 		const message = configError(config({ models: [model({ pass_through_fields: ["top_a", field] })] })).message;
 		expect(message).toContain("models.0.pass_through_fields.1");

@@ -10,7 +10,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { IN, info as ledgerInfo, OUT, ping, settled, type UsageRow } from "../../support/billing";
-import { chat, createKey, gw, readSse } from "../../support/gateway";
+import { chat, createKey, engineRequests, gw, readSse } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
 
 const CREDIT = 1_000_000_000;
@@ -155,6 +155,97 @@ describe("an honest engine's prompt count above the old chars/4 bound is billed 
 	}
 });
 
+describe("text the chat template renders from chat_template_kwargs is in the bound", () => {
+	for (const stream of [false, true]) {
+		it(`gpt-oss's model_identity of 20,000 CJK characters is billed in full (chat, ${stream ? "stream" : "non-stream"})`, async () => {
+			const k = await createKey({ balance_usd: CREDIT / 1e9 });
+			const user = ping();
+			const identity = "中文".repeat(10_000);
+			const res = await chat(k.key, {
+				model: "test/bytetok",
+				stream,
+				max_tokens: MAX_TOKENS,
+				chat_template_kwargs: { model_identity: identity },
+				messages: [{ role: "user", content: user }],
+			});
+			expect(res.status).toBe(200);
+			const body = stream ? (await readSse(res)).filter((f) => f !== "[DONE]").map((f) => JSON.parse(f)) : [await res.json()];
+			const usage = body.at(-1).usage;
+			const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+			// The engine renders the identity into the prompt: a token per byte of it, as of the message.
+			expect(row).toMatchObject({ prompt_tokens: utf8(identity) + utf8(user) + 3, estimated: false });
+			const heldPrompt = utf8(JSON.stringify({ model_identity: identity })) + utf8(user) + 4 + SLACK;
+			expect(row.cost_nanos).toBeLessThanOrEqual(heldPrompt * IN + MAX_TOKENS * OUT);
+		});
+	}
+});
+
+describe("a tool call's id is prompt text too (Mistral's template renders it)", () => {
+	it("bills a 20,000-character id in the call and its result, within the hold", async () => {
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const user = ping();
+		const id = "中".repeat(20_000);
+		const call = { id, type: "function", function: { name: "f", arguments: "{}" } };
+		const res = await chat(k.key, {
+			model: "test/bytetok",
+			max_tokens: MAX_TOKENS,
+			messages: [
+				{ role: "user", content: user },
+				{ role: "assistant", content: null, tool_calls: [call] },
+				{ role: "tool", tool_call_id: id, content: "ok" },
+			],
+		});
+		expect(res.status).toBe(200);
+		const { usage } = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+		const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+		const delivered = utf8(user) + 3 + 3 + 2 * utf8(id) + utf8("ok") + 3;
+		expect(row.prompt_tokens).toBe(delivered);
+	});
+});
+
+describe("a legacy completion's suffix is prompt text too (SGLang's fill-in-the-middle template)", () => {
+	it("bills each prompt with its suffix at a token a byte, within the hold", async () => {
+		const k = await createKey({ balance_usd: CREDIT / 1e9 });
+		const suffix = "中文".repeat(5_000);
+		const prompts = [ping(), ping()];
+		const res = await post("/v1/completions", k.key, { model: "test/bytetok", max_tokens: MAX_TOKENS, prompt: prompts, suffix });
+		expect(res.status).toBe(200);
+		const { usage } = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+		const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+		const delivered = prompts.reduce((a, p) => a + utf8(p) + utf8(suffix), 0);
+		// The engine's prompt count is billed (its completion count of the two choices may be the gateway's own).
+		expect(row.prompt_tokens).toBe(delivered);
+		expect(row.cost_nanos).toBeLessThanOrEqual((delivered + 2 * SLACK) * IN + 2 * MAX_TOKENS * OUT);
+	});
+});
+
+describe("a content part whose size no byte bound can see never reaches an engine", () => {
+	// vLLM fetches video and audio by URL (and takes embeddings): thousands of prompt tokens behind
+	// a few bytes, which no hold placed from the body could cover.
+	const parts = [
+		{ type: "video_url", video_url: { url: "https://example.org/hour.mp4" } },
+		{ type: "audio_url", audio_url: { url: "https://example.org/hour.wav" } },
+		{ type: "image_embeds", image_embeds: "AAAA" },
+		{ type: "Image_url", image_url: { url: "https://example.org/cat.png" } },
+	];
+	for (const part of parts) {
+		it(`${part.type} is refused before anything is held`, async () => {
+			const k = await createKey({ balance_usd: CREDIT / 1e9 });
+			const marker = ping();
+			const res = await chat(k.key, {
+				model: "test/bytetok",
+				max_tokens: MAX_TOKENS,
+				messages: [{ role: "user", content: [{ type: "text", text: marker }, part] }],
+			});
+			expect(res.status).toBe(400);
+			const { error } = (await res.json()) as { error: { param: string } };
+			expect(error.param).toBe("messages[0].content[1].type");
+			expect(await engineRequests({ contains: marker })).toEqual([]);
+			expect((await expectBooks(k.id, CREDIT)).charged).toBe(0);
+		});
+	}
+});
+
 describe("an engine count above the bound is billed at the bound, not at the estimate", () => {
 	it("bills test/bigprompt's 1,040 prompt tokens at the 1,039-token bound of an 11-byte message", async () => {
 		const k = await createKey({ balance_usd: CREDIT / 1e9 });
@@ -165,8 +256,9 @@ describe("an engine count above the bound is billed at the bound, not at the est
 });
 
 describe("an engine that counts one choice of several is billed for every choice delivered", () => {
-	// Each choice says "Echo: ping XXXXXX" (3 words, 17 characters): the engine counts 3 tokens for all
-	// of them; the gateway counts ceil(17 / 4) = 5 per choice it relayed.
+	// Each choice says "Echo: ping XXXXXX" (3 words, 17 characters, a delta a word): the engine counts
+	// 3 tokens for all of them, short of the 2 × 3 deltas relayed; the gateway bills the larger of
+	// those and its estimate of the whole output, ceil(34 / 4) = 9.
 	for (const lane of ["chat", "chat-stream", "completions"] as const) {
 		it(`n: 2 (${lane})`, async () => {
 			const k = await createKey({ balance_usd: CREDIT / 1e9 });
@@ -186,9 +278,37 @@ describe("an engine that counts one choice of several is billed for every choice
 							.at(-1).usage
 					: ((await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
 			const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
-			// Delivered: 2 × 3 words; billed: the gateway's 2 × 5, flagged as its own count.
-			expect(row).toMatchObject({ completion_tokens: 10, estimated: true });
+			// Delivered: 2 × 3 words; billed: the gateway's estimate, flagged as its own count.
+			expect(row).toMatchObject({ completion_tokens: 9, estimated: true });
 			expect(row.completion_tokens).toBeGreaterThanOrEqual(2 * 3);
+		});
+	}
+
+	// One CJK character a word: each delta is a token of the engine's (as llama.cpp streams a token
+	// a delta), 2 characters; chars/4 would say half of what each choice delivered.
+	for (const lane of ["chat", "chat-stream", "completions"] as const) {
+		it(`n: 4 of one-character words, a token a delta (${lane})`, async () => {
+			const k = await createKey({ balance_usd: CREDIT / 1e9 });
+			const user = `${"中 ".repeat(40)}${ping()}`;
+			const path = lane === "completions" ? "/v1/completions" : "/v1/chat/completions";
+			const common = { model: "test/onechoice", n: 4, max_tokens: MAX_TOKENS };
+			const body =
+				lane === "completions"
+					? { ...common, prompt: user }
+					: { ...common, stream: lane === "chat-stream", messages: [{ role: "user", content: user }] };
+			const res = await post(path, k.key, body);
+			expect(res.status).toBe(200);
+			const usage =
+				lane === "chat-stream"
+					? (await readSse(res))
+							.filter((f) => f !== "[DONE]")
+							.map((f) => JSON.parse(f))
+							.at(-1).usage
+					: ((await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage;
+			const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
+			// Delivered: 4 choices of MAX_TOKENS words each (the engine counted one choice's).
+			expect(row.completion_tokens).toBeGreaterThanOrEqual(4 * MAX_TOKENS);
+			expect(row.completion_tokens).toBeLessThanOrEqual(4 * MAX_TOKENS);
 		});
 	}
 
@@ -202,7 +322,7 @@ describe("an engine that counts one choice of several is billed for every choice
 		};
 		expect(choices).toHaveLength(2);
 		const row = await billed(k.id, { prompt: usage.prompt_tokens, completion: usage.completion_tokens });
-		expect(row).toMatchObject({ completion_tokens: 10, estimated: true });
+		expect(row).toMatchObject({ completion_tokens: 9, estimated: true });
 	});
 });
 

@@ -69,3 +69,30 @@ describe("assembleAnswer", () => {
 		expect(upstream.state.reads).toBeLessThan(frames.length + 1);
 	});
 });
+
+describe("assembleAnswer with a node key", () => {
+	const KEY = "node-key-0123456789abcdef";
+	const escaped = Array.from(KEY, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
+
+	it("lets no field carry it: the engine's id, fingerprint, usage extras, as written or \\u-escaped", async () => {
+		for (const value of [`Bearer ${KEY}`, escaped]) {
+			const raw = (s: string) => s.replace("@", value);
+			const upstream = upstreamOf(
+				bytes([
+					raw(
+						`data: {"id":"chatcmpl-@","object":"chat.completion.chunk","created":1,"model":"e","system_fingerprint":"@","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\n`,
+					),
+					raw(
+						`data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"e","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8,"debug":"@"}}\n\n`,
+					),
+					"data: [DONE]\n\n",
+				]),
+			);
+			const answer = await assembleAnswer(new EngineEventReader(upstream.stream), { ...options(), secrets: [KEY] }, () => {});
+			expect(answer.end.status).toBe("completed");
+			const text = JSON.stringify(answer.body("venym/m"));
+			expect(text, value).not.toContain(KEY);
+			expect(text).toContain("hi");
+		}
+	});
+});

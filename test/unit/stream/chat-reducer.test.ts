@@ -46,14 +46,25 @@ describe("billed at least what was delivered", () => {
 
 	it("bills every choice relayed when the engine counted one of them (llama.cpp with n: 2)", () => {
 		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
-		r.push(chunk(0, "a".repeat(80)));
-		r.push(chunk(1, "b".repeat(120)));
-		r.push(usage(12, 20, llama(12, 20)));
+		// llama.cpp streams a token a delta: 20 of choice 0, 30 of choice 1; it counts choice 0's.
+		for (let i = 0; i < 30; i++) {
+			if (i < 20) r.push(chunk(0, "a"));
+			r.push(chunk(1, "中"));
+		}
+		r.push(usage(12, 20));
 		r.push({ type: "done" });
 		const end = r.end("completed");
-		// The gateway's own count, choice by choice: 80/4 + 120/4.
+		// The gateway's own count, choice by choice: a token a delta, 20 + 30 (characters / 4 would say 13).
 		expect(end.usage).toEqual({ prompt_tokens: 12, completion_tokens: 50, total_tokens: 62 });
 		expect(end.estimated).toBe(true);
+	});
+
+	it("keeps an honest engine's count of several choices above characters / 4 (a long word is one token)", () => {
+		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
+		for (const index of [0, 1]) for (const word of ["Echo:", " internationalization"]) r.push(chunk(index, word));
+		r.push(usage(12, 4));
+		r.push({ type: "done" });
+		expect(r.end("completed")).toMatchObject({ usage: { completion_tokens: 4 }, estimated: false });
 	});
 
 	it("keeps the engine's count of one choice, even below the gateway's estimate", () => {
@@ -123,7 +134,7 @@ describe("billed at least what was delivered", () => {
 	it("counts legacy completions' choices (`text`) apart too", () => {
 		const r = new ChatStreamReducer({ promptTokensEstimate: 10, bounds });
 		for (const index of [0, 1, 2]) {
-			r.push({ type: "chunk", chunk: { ...head, choices: [{ index, text: "c".repeat(40) }] }, data: "" });
+			for (let i = 0; i < 10; i++) r.push({ type: "chunk", chunk: { ...head, choices: [{ index, text: "c" }] }, data: "" });
 		}
 		r.push(usage(12, 10, llama(12, 10)));
 		r.push({ type: "done" });

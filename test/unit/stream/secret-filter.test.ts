@@ -204,3 +204,127 @@ describe("a node key written with JSON escapes, as the client reads it after dec
 		expect(sent).toBe(given.slice(0, sent.length));
 	});
 });
+
+describe("a node key in logprobs beyond the chosen token's text", () => {
+	const KEY = "node-key-0123456789abcdef";
+	const forms = secretForms([KEY]);
+	const utf8 = (s: string) => [...new TextEncoder().encode(s)];
+	const relayedAll = (chunks: Record<string, unknown>[]) => {
+		const filter = new StreamSecretFilter(forms);
+		let out = "";
+		for (const chunk of chunks) out += JSON.stringify(filter.chunk({ chunk, data: JSON.stringify(chunk) }).chunk);
+		return out;
+	};
+	/** Every byte array of `text` decoded, so a key spelled in `bytes` is seen as the client decodes it. */
+	const bytesSpelled = (text: string) => {
+		let all = "";
+		for (const m of text.matchAll(/"bytes":\[([0-9,]*)\]/g)) {
+			all += new TextDecoder().decode(new Uint8Array((m[1] ?? "").split(",").filter(Boolean).map(Number)));
+		}
+		return all;
+	};
+
+	it("scrubs the alternatives of top_logprobs (tokens and bytes, plain and \\u-escaped)", () => {
+		const escaped = Array.from(KEY, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
+		for (const alt of [KEY, `Bearer ${KEY}`, escaped]) {
+			const chunk = {
+				...chunkHead,
+				choices: [
+					{
+						index: 0,
+						delta: { content: "ok" },
+						logprobs: {
+							content: [
+								{
+									token: "ok",
+									logprob: -0.1,
+									bytes: utf8("ok"),
+									top_logprobs: [{ token: alt, logprob: -2, bytes: utf8(alt) }],
+								},
+							],
+						},
+						finish_reason: "stop",
+					},
+				],
+			};
+			const text = relayedAll([chunk]);
+			expect(text, alt).not.toContain(KEY);
+			expect(text, alt).not.toContain(escaped);
+			expect(bytesSpelled(text), alt).not.toContain(KEY);
+		}
+	});
+
+	it("scrubs refusal logprobs and bytes that spell the key over several tokens", () => {
+		const tokens = ["Bearer", " node", "-key", "-0123", "456789", "abcdef"];
+		const entries = tokens.map((token) => ({ token, logprob: -0.1, bytes: utf8(token), top_logprobs: [] }));
+		const text = relayedAll([
+			{ ...chunkHead, choices: [{ index: 0, delta: { refusal: "x" }, logprobs: { refusal: entries }, finish_reason: null }] },
+			{ ...chunkHead, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] },
+		]);
+		const spelled = [...text.matchAll(/"token":"([^"]*)"/g)].map((m) => m[1]).join("");
+		expect(spelled).not.toContain(KEY);
+		expect(bytesSpelled(text)).not.toContain(KEY);
+	});
+
+	it("scrubs a legacy completion's logprobs: its tokens and its top_logprobs' keys", () => {
+		const tokens = ["Bearer", " node", "-key", "-0123", "456789", "abcdef"];
+		const legacy = (i: number, finish: string | null) => ({
+			id: "cmpl-1",
+			object: "text_completion",
+			created: 1,
+			model: "e",
+			choices: [
+				{
+					index: 0,
+					text: tokens[i] ?? "",
+					logprobs:
+						i < tokens.length
+							? {
+									tokens: [tokens[i]],
+									token_logprobs: [-0.1],
+									top_logprobs: [{ [KEY]: -1, [tokens[i] as string]: -0.1 }],
+									text_offset: [0],
+								}
+							: null,
+					finish_reason: finish,
+				},
+			],
+		});
+		const text = relayedAll([...tokens.map((_, i) => legacy(i, null)), legacy(tokens.length, "stop")]);
+		expect(text).not.toContain(KEY);
+		const spelled = (
+			JSON.parse(`[${text.replaceAll('}{"id"', '},{"id"')}]`) as Array<{
+				choices: Array<{ logprobs?: { tokens?: string[] } | null }>;
+			}>
+		)
+			.flatMap((c) => c.choices.flatMap((ch) => ch.logprobs?.tokens ?? []))
+			.join("");
+		expect(spelled).not.toContain(KEY);
+	});
+});
+
+describe("a node key in a field the filter does not read", () => {
+	const escapedKey = Array.from(SECRET, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
+	const raw = (extra: string) =>
+		bytes.encode(
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"e",${extra}"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n`,
+		);
+
+	it("is redacted in the relayed stream, as written or \\u-escaped, in a chunk or beside the usage", async () => {
+		for (const value of [`Bearer ${SECRET}`, escapedKey]) {
+			const usage = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"e","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2,"debug":"${value}"}}\n\n`;
+			const { text } = await relay([
+				raw(`"debug":"${value}",`),
+				frame({}, "stop"),
+				bytes.encode(usage),
+				bytes.encode("data: [DONE]\n\n"),
+			]);
+			expect(text, value).not.toContain(SECRET);
+			expect(text, value).not.toContain(escapedKey);
+			for (const f of text.split("\n\n").filter((x) => x.startsWith("data: {"))) {
+				const decoded = JSON.stringify(JSON.parse(f.slice(6)));
+				expect(decoded).not.toContain(SECRET);
+			}
+		}
+	});
+});
