@@ -1,7 +1,7 @@
 import { GatewayError } from "../errors";
 import { depthParam, MAX_JSON_DEPTH, tooDeep } from "./json-depth";
 import { loneSurrogatePath } from "./lone-surrogate";
-import { readCappedText } from "./read-capped";
+import { discardRest, readCappedText } from "./read-capped";
 import { formatParam } from "./zod-error";
 
 /**
@@ -10,7 +10,10 @@ import { formatParam } from "./zod-error";
  */
 export async function readJsonBody(req: Request, maxBytes: number): Promise<unknown> {
 	const declared = Number(req.headers.get("content-length") ?? "NaN");
-	if (declared > maxBytes) throw tooLarge(maxBytes);
+	if (declared > maxBytes) {
+		if (req.body) await discardRest(req.body.getReader());
+		throw tooLarge(maxBytes);
+	}
 	// With a declared length the body cannot run past it: one native read. A chunked body is
 	// counted as it arrives.
 	const text = declared >= 0 ? await req.text() : await readText(req, maxBytes);
