@@ -23,7 +23,7 @@ const LAYERS = [
 	["settlement/"],
 	// Lanes: chat is the shared lane the others compose; no lane imports another but chat.
 	["chat/"],
-	["completions/", "embeddings/", "responses/", "messages/"],
+	["completions/", "embeddings/", "responses/", "messages/", "gemini/"],
 	// The public API's shapes shared by the routes, the OpenAPI document and the jobs: input schemas, views.
 	["api/"],
 	// The OpenAPI document and the maintenance jobs, then the routes that serve them.
@@ -43,7 +43,7 @@ const upward = LAYERS.slice(0, -1).map((layer, i) => ({
 	to: { path: anyOf(LAYERS.slice(i + 1).flat()), pathNot: anyOf(LAYERS.slice(0, i + 1).flat()) },
 }));
 
-const LANES = ["completions", "embeddings", "responses", "messages"];
+const LANES = ["completions", "embeddings", "responses", "messages", "gemini"];
 const crossLane = LANES.map((lane) => ({
 	name: `lane-${lane}-imports-lane`,
 	comment: `the ${lane} lane composes chat and the shared steps; it may not import another lane`,

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "./app-env";
 import { requireKey } from "./auth/authenticate";
 import { applyCors, cors } from "./auth/cors";
-import { GatewayError, toAnthropicErrorResponse, toErrorResponse } from "./errors";
+import { GatewayError, toAnthropicErrorResponse, toErrorResponse, toGoogleErrorResponse } from "./errors";
 import { fromHonoException } from "./http/hono-errors";
 import { randomId } from "./ids";
 import { errorText, logEvent } from "./observability/log-event";
@@ -10,6 +10,7 @@ import { requestLog } from "./observability/middleware";
 import { adminRoutes } from "./routes/admin";
 import { chatCompletions, completions, embeddings } from "./routes/chat";
 import { consoleRoutes } from "./routes/console";
+import { geminiRoutes, isGeminiPath } from "./routes/gemini";
 import { ownKey } from "./routes/key";
 import { isMessagesPath, messagesRoutes } from "./routes/messages";
 import { modelsRoutes } from "./routes/models";
@@ -28,9 +29,11 @@ app.use("*", async (c, next) => {
 
 // One JSON line per inference request (src/observability), around CORS and authentication so their refusals count.
 app.use("/v1/*", requestLog);
+app.use("/v1beta/*", requestLog);
 
 // Preflights carry no Authorization, so CORS is answered before authentication. /admin gets none.
 app.use("/v1/*", cors);
+app.use("/v1beta/*", cors);
 
 app.get("/", (c) => c.json({ name: "venym-gateway", docs: "https://platform.openai.com/docs/api-reference" }));
 app.get("/healthz", (c) => c.json({ ok: true }));
@@ -41,6 +44,7 @@ app.route("/", consoleRoutes);
 app.route("/admin", adminRoutes);
 
 app.use("/v1/*", requireKey);
+app.use("/v1beta/*", requireKey);
 app.route("/v1/models", modelsRoutes);
 app.route("/v1/tokens", tokensRoutes);
 app.get("/v1/key", ownKey);
@@ -49,6 +53,8 @@ app.post("/v1/completions", completions);
 app.post("/v1/embeddings", embeddings);
 app.route("/v1/responses", responsesRoutes);
 app.route("/v1/messages", messagesRoutes);
+// The Gemini API: Gemini CLI and Google's SDKs (model ids keep their `/`: routes/gemini.ts).
+app.route("/v1beta/models", geminiRoutes);
 
 app.notFound(() => {
 	throw new GatewayError("not_found", "Unknown route.");
@@ -57,8 +63,12 @@ app.notFound(() => {
 // The one place a thrown error becomes an HTTP response.
 app.onError((thrown, c) => {
 	const err = fromHonoException(thrown);
-	// The Anthropic Messages lane answers in Anthropic's shape, from the same kinds.
-	const { status, body, headers, code } = isMessagesPath(c.req.path) ? anthropicError(err, c.get("requestId")) : openAiError(err);
+	// The Anthropic Messages lane answers in Anthropic's shape, the Gemini lane in Google's, from the same kinds.
+	const { status, body, headers, code } = isMessagesPath(c.req.path)
+		? anthropicError(err, c.get("requestId"))
+		: isGeminiPath(c.req.path)
+			? toGoogleErrorResponse(err)
+			: openAiError(err);
 	if (status >= 500 && !(err instanceof GatewayError && err.kind === "config_invalid")) {
 		logEvent("error", "request failed", { request_id: c.get("requestId"), status, error: errorText(err) });
 	}
@@ -66,7 +76,7 @@ app.onError((thrown, c) => {
 	const res = c.json(body, status as 500, headers);
 	// Browsers hide an error body without CORS headers: the cors middleware put them on this
 	// response already, unless it let the request pass (an OPTIONS that is no preflight).
-	if (c.req.path.startsWith("/v1/")) applyCors(c.req.header("origin"), res.headers);
+	if (c.req.path.startsWith("/v1/") || isGeminiPath(c.req.path)) applyCors(c.req.header("origin"), res.headers);
 	return res;
 });
 

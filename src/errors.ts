@@ -220,3 +220,44 @@ export function toAnthropicErrorResponse(
 		code: describe(ge).code,
 	};
 }
+
+/** Google's error body (the Gemini lane speaks it; the kinds are the same). */
+export interface GoogleErrorBody {
+	error: { code: number; message: string; status: string; details?: Record<string, unknown>[] };
+}
+
+/** Google's canonical status for an HTTP status (an engine refusal relayed, or a kind's own). */
+function googleStatus(status: number): string {
+	if (status === 400 || status === 413) return "INVALID_ARGUMENT";
+	if (status === 401) return "UNAUTHENTICATED";
+	if (status === 402 || status === 429) return "RESOURCE_EXHAUSTED";
+	if (status === 403) return "PERMISSION_DENIED";
+	if (status === 404) return "NOT_FOUND";
+	if (status === 409) return "ABORTED";
+	if (status === 499) return "CANCELLED";
+	if (status === 502 || status === 503) return "UNAVAILABLE";
+	if (status === 504) return "DEADLINE_EXCEEDED";
+	return status >= 500 ? "INTERNAL" : "FAILED_PRECONDITION";
+}
+
+/**
+ * The Google-shaped body and status for any thrown value (the Gemini lane's HTTP errors and its
+ * in-band stream error), from the same kinds and statuses as the OpenAI mapping: an empty balance
+ * is 402 `RESOURCE_EXHAUSTED` with the gateway's message, a rate limit 429 with Google's
+ * `RetryInfo` from the kind's Retry-After. `code` is the OpenAI mapping's, for the request log.
+ */
+export function toGoogleErrorResponse(err: unknown): {
+	status: number;
+	body: GoogleErrorBody;
+	headers: Record<string, string>;
+	code: string | null;
+} {
+	const ge = err instanceof GatewayError ? err : new GatewayError("internal", "Internal error", { cause: err });
+	const d = describe(ge);
+	const body: GoogleErrorBody = { error: { code: d.status, message: bounded(ge.message), status: googleStatus(d.status) } };
+	const retryAfter = Number(ge.options.headers?.["retry-after"]);
+	if (d.status === 429 && Number.isFinite(retryAfter) && retryAfter > 0) {
+		body.error.details = [{ "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: `${retryAfter}s` }];
+	}
+	return { status: d.status, headers: errorHeaders(d.status, ge.options.headers), body, code: d.code };
+}

@@ -70,14 +70,29 @@ export async function authenticate(env: Env, secret: string | null, now: number,
 	return principal;
 }
 
-/** The key a request carries: `Authorization: Bearer`, else Anthropic's `x-api-key` (its SDKs and Claude Code send that). */
-export function requestKey(authorization: string | undefined, xApiKey: string | undefined): string | null {
-	return bearerToken(authorization) ?? (xApiKey?.trim() || null);
+/**
+ * The key a request carries: `Authorization: Bearer`, else Anthropic's `x-api-key` (its SDKs and
+ * Claude Code send that), else Google's `x-goog-api-key` or, on the Gemini API's paths only, its
+ * `?key=` query (Google's SDKs and Gemini CLI). The query is never logged: the request log keeps
+ * no URL (observability/request-log.ts).
+ */
+export function requestKey(
+	authorization: string | undefined,
+	xApiKey: string | undefined,
+	googKey?: string | undefined,
+	queryKey?: string | undefined,
+): string | null {
+	return bearerToken(authorization) ?? (xApiKey?.trim() || googKey?.trim() || queryKey?.trim() || null);
 }
 
 /** Authenticates the bearer (or x-api-key) key and, for a browser key, its Origin. */
 export const requireKey: MiddlewareHandler<AppEnv> = async (c, next) => {
-	const secret = requestKey(c.req.header("authorization"), c.req.header("x-api-key"));
+	const secret = requestKey(
+		c.req.header("authorization"),
+		c.req.header("x-api-key"),
+		c.req.header("x-goog-api-key"),
+		c.req.path.startsWith("/v1beta/") ? c.req.query("key") : undefined,
+	);
 	const principal = await authenticate(c.env, secret, Date.now(), {
 		ip: c.req.header("cf-connecting-ip") ?? null,
 		waitUntil: (p) => c.executionCtx.waitUntil(p.catch((err) => console.error("key cache write failed", err))),

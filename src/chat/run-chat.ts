@@ -65,7 +65,9 @@ async function serve(run: ChatRun, authorized: AuthorizedChat): Promise<ChatResu
 	// input_json_delta pieces must join to valid JSON (chat passes the engine's bytes unless asked).
 	// It repairs live, so Claude Code sees a tool's input as the engine writes it, and takes calls one
 	// after another whether it repairs or not (Anthropic has no interleaved blocks); the other lanes hold.
-	const repairs = (req.model.tool_call_repair === true || req.lane === "messages") && prepared.toolCallRepair !== false;
+	// The Gemini lane's `args` is an object too: it repairs, held (its calls go out whole).
+	const objectArgs = req.lane === "messages" || req.lane === "gemini";
+	const repairs = (req.model.tool_call_repair === true || objectArgs) && prepared.toolCallRepair !== false;
 	const live = req.lane === "messages" ? new LiveToolCallRepair(repairs) : undefined;
 	const repair = repairs ? (live ?? new ToolCallRepairStream()) : undefined;
 	settlement.progressed();

@@ -4,9 +4,12 @@
  * reason, and usage as Anthropic counts it (input without the cached prefix, which is
  * `cache_read_input_tokens`). The stream encoder uses the same pieces.
  */
+import { reasoningOf, toolInput } from "../chat/chat-shapes";
 import type { SearchRound } from "../chat/search-tool";
 import { randomId } from "../ids";
 import { type SearchBlockOut, searchBlocks, serverToolUsage } from "./web-search";
+
+export { reasoningOf, toolInput };
 
 type Json = Record<string, unknown>;
 
@@ -51,23 +54,6 @@ function isRecord(v: unknown): v is Json {
 
 export function messageId(): string {
 	return randomId("msg_", 12);
-}
-
-/** A tool call's JSON arguments as the object Anthropic's `input` is; anything else is an empty input. */
-export function toolInput(args: unknown): Json {
-	if (typeof args !== "string" || args.trim() === "") return {};
-	try {
-		const v = JSON.parse(args);
-		return isRecord(v) ? v : {};
-	} catch {
-		return {};
-	}
-}
-
-/** The engine's reasoning text under either field engines use. */
-export function reasoningOf(m: Json): string {
-	const r = typeof m.reasoning_content === "string" ? m.reasoning_content : m.reasoning;
-	return typeof r === "string" ? r : "";
 }
 
 /**

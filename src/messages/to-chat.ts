@@ -4,7 +4,11 @@
  * internal can reach the engine this way) and keeps the client's model id: the chat pipeline
  * resolves the catalog, caps `max_tokens` and reads `models`/`venym` as it does for chat.
  */
+import type { ChatMessage } from "../chat/chat-shapes";
 import { GatewayError } from "../errors";
+
+export type { ChatMessage };
+
 import { isServerToolSearch, offeredTools, referenceText } from "./deferred-tools";
 import type { AnthropicMessage, ContentBlock, CustomToolInput, MessagesRequest } from "./request-schema";
 import { isServerSearch, searchName, searchResultReplay } from "./web-search";
@@ -16,12 +20,6 @@ interface ChatToolCall {
 	type: "function";
 	function: { name: string; arguments: string };
 }
-
-export type ChatMessage =
-	| { role: "system"; content: string }
-	| { role: "user"; content: string | ChatPart[] }
-	| { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[] }
-	| { role: "tool"; tool_call_id: string; content: string };
 
 export interface TranslateOptions {
 	/** The model has the `reasoning` capability: `thinking` turns the engine's reasoning on or off. */

@@ -11,7 +11,7 @@ import type { Route } from "../routing/picker";
 import type { Outcome, SettleStatus } from "../types";
 import { hostOf } from "./log-event";
 
-export type Lane = "chat" | "responses" | "embeddings" | "completions" | "messages";
+export type Lane = "chat" | "responses" | "embeddings" | "completions" | "messages" | "gemini";
 
 /**
  * How the request ended: settlement's status when money was held; `refused` when a check (or
@@ -82,7 +82,10 @@ const LANES: Record<string, Lane> = {
 
 /** The inference lane of a request, or undefined for every other route (those get no line). */
 export function laneOf(method: string, path: string): Lane | undefined {
-	return method === "POST" ? LANES[path] : undefined;
+	if (method !== "POST") return undefined;
+	// The Gemini API's generation methods: `/v1beta/models/{model}:generateContent` and its stream.
+	if (path.startsWith("/v1beta/models/") && /:(stream)?generateContent$/i.test(path)) return "gemini";
+	return LANES[path];
 }
 
 export class RequestLog {

@@ -1,0 +1,70 @@
+/**
+ * The Gemini lane: a Gemini `GenerateContentRequest` translated to a chat body, run through the
+ * chat pipeline (authorizeChat → runAuthorized: the same keys, scopes, hold, fleet routing,
+ * fallbacks, settlement and usage record), answered as a `GenerateContentResponse` or its frames.
+ */
+import { assertModelAllowed, ledgerScopes, payerKeyId } from "../auth/scopes";
+import { assertServes } from "../chat/authorize-chat";
+import { countTokens } from "../chat/count-tokens";
+import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
+import { resolveModel } from "../config";
+import { countRequest } from "../ledger/ledger-client";
+import type { Source } from "../types";
+import { type GenerateContentResponse, responseFromCompletion } from "./from-chat";
+import { validateCountTokens, validateGenerateContent } from "./request-schema";
+import { GeminiStreamEncoder } from "./stream-encoder";
+import { geminiToChat } from "./to-chat";
+
+const REASONING = "reasoning";
+
+export type GeminiResult =
+	| { kind: "json"; body: GenerateContentResponse; headers: Record<string, string> }
+	| { kind: "stream"; stream: ReadableStream<Uint8Array>; headers: Record<string, string> };
+
+function laneHeaders(ignored: string[]): Record<string, string> {
+	return ignored.length ? { "x-venym-ignored-fields": ignored.join(", ") } : {};
+}
+
+/** `:generateContent` (stream false) and `:streamGenerateContent` (stream true). */
+export async function generateContent(run: ChatRun, model: string, body: unknown, stream: boolean): Promise<GeminiResult> {
+	const { req, ignored } = validateGenerateContent(body);
+	const resolved = resolveModel(run.config, model);
+	const reasoning = resolved.model.capabilities.includes(REASONING);
+	const authorized = await authorizeChat(run, geminiToChat(model, req, stream, { reasoning }));
+	const thoughts = req.generationConfig?.thinkingConfig?.includeThoughts === true;
+	const chatRun: ChatRun = {
+		...run,
+		streamEncoder: (sources: Source[]) => new GeminiStreamEncoder({ model: authorized.req.requestedModel, thoughts, sources }),
+	};
+	const result = await runAuthorized(chatRun, authorized);
+	const headers = { ...result.headers, ...laneHeaders(ignored) };
+	if (result.kind === "stream") return { kind: "stream", stream: result.stream, headers };
+	return { kind: "json", body: responseFromCompletion(result.body, thoughts), headers };
+}
+
+/** `:countTokens`: free, unrecorded; the key must be allowed the model. */
+export async function countGeminiTokens(
+	run: ChatRun,
+	model: string,
+	body: unknown,
+	fetcher: typeof fetch = fetch,
+): Promise<{ body: { totalTokens: number }; headers: Record<string, string> }> {
+	const { req, ignored } = validateCountTokens(body);
+	const resolved = resolveModel(run.config, model).model;
+	assertServes(resolved, "chat");
+	assertModelAllowed(run.principal, resolved.id);
+	// The engine tokenizes for free: the call still counts against the key's requests per minute.
+	const rateHeaders = await countRequest(run.env, {
+		payerKeyId: payerKeyId(run.principal),
+		requestId: run.requestId,
+		scopes: ledgerScopes(run.principal),
+	});
+	const count = await countTokens(resolved, geminiToChat(model, req, false, { reasoning: false }), {
+		fetch: fetcher,
+		secrets: run.env,
+	});
+	return {
+		body: { totalTokens: count.input_tokens },
+		headers: { ...rateHeaders, ...laneHeaders(ignored), "x-venym-token-count": count.source },
+	};
+}

@@ -1,0 +1,265 @@
+/**
+ * The Gemini API (`/v1beta/models/{model}:generateContent`, `:streamGenerateContent`,
+ * `:countTokens`, the models list) through the gateway against the development engine: the chat
+ * body the engine receives, Gemini's answer and frames, the money (the same hold, settlement and
+ * usage record as chat, with `lane: "gemini"`), and errors in Google's shape. Plain fetch: the
+ * `@google/genai` SDK is not among the project's packages.
+ */
+import { describe, expect, it } from "vitest";
+import { admin, type CreatedKey, chat, createKey, type EngineRequest, engineRequests, gw, waitFor } from "../../support/gateway";
+import { flushUsage, ledger } from "../../support/ledger";
+
+type Json = Record<string, unknown>;
+
+function marker(): string {
+	return `g${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+}
+
+function gemini(key: string | null, model: string, method: string, body: Json, query = ""): Promise<Response> {
+	return gw(`/v1beta/models/${model}:${method}${query}`, {
+		method: "POST",
+		headers: { ...(key ? { "x-goog-api-key": key } : {}), "content-type": "application/json" },
+		body: JSON.stringify(body),
+	});
+}
+
+function ask(text: string): Json {
+	return { contents: [{ role: "user", parts: [{ text }] }] };
+}
+
+async function engineCall(m: string): Promise<EngineRequest> {
+	const calls = await waitFor(async () => {
+		const c = (await engineRequests({ contains: m })).filter((r) => r.path.endsWith("/chat/completions"));
+		return c.length > 0 && c;
+	});
+	return calls.at(-1) as EngineRequest;
+}
+
+interface UsageRow {
+	request_id: string;
+	model: string;
+	prompt_tokens: number;
+	completion_tokens: number;
+	cost_nanos: number;
+	status: string;
+	lane: string | null;
+}
+
+async function usageOf(key: CreatedKey, requestId: string): Promise<UsageRow> {
+	return waitFor(async () => {
+		await flushUsage(ledger(key.id));
+		const page = (await (await admin(`/usage?key_id=${key.id}`)).json()) as { data: UsageRow[] };
+		return page.data.find((r) => r.request_id === requestId);
+	}, 10_000);
+}
+
+async function expectError(res: Response, code: number, status: string): Promise<string> {
+	const body = (await res.json()) as { error: { code: number; message: string; status: string } };
+	expect(res.status, JSON.stringify(body)).toBe(code);
+	expect(body.error).toMatchObject({ code, status });
+	expect(typeof body.error.message).toBe("string");
+	return body.error.message;
+}
+
+/** The `data:` frames of a Gemini SSE body; there is no `[DONE]`. */
+async function framesOf(res: Response): Promise<Json[]> {
+	const text = await res.text();
+	expect(text).not.toContain("[DONE]");
+	return text
+		.split("\n\n")
+		.filter((f) => f.trim())
+		.map((f) => {
+			expect(f.startsWith("data: ")).toBe(true);
+			return JSON.parse(f.slice(6)) as Json;
+		});
+}
+
+const TOOLS = [
+	{
+		functionDeclarations: [
+			{
+				name: "Bash",
+				description: "Runs a command",
+				parameters: { type: "OBJECT", properties: { command: { type: "STRING" } } },
+			},
+		],
+	},
+];
+
+describe("POST /v1beta/models/{model}:generateContent", () => {
+	it("translates the request and answers a GenerateContentResponse, billed as chat is", async () => {
+		const key = await createKey({ name: "gemini-basic", balance_usd: 10 });
+		const m = marker();
+		const res = await gemini(key.key, "test/ok", "generateContent", {
+			...ask(`hello ${m}`),
+			systemInstruction: { parts: [{ text: "Be brief." }] },
+			generationConfig: { maxOutputTokens: 32_000, temperature: 0.5, topP: 0.9, stopSequences: ["STOP"] },
+			safetySettings: [{ category: "HARM_CATEGORY_HARASSMENT", threshold: "BLOCK_NONE" }],
+			someFutureField: true,
+		});
+		const body = (await res.json()) as Json;
+		expect(res.status, JSON.stringify(body)).toBe(200);
+		expect(body).toMatchObject({
+			candidates: [{ content: { role: "model", parts: [{ text: `Echo: hello ${m}` }] }, finishReason: "STOP", index: 0 }],
+			modelVersion: "test/ok",
+		});
+		expect(typeof body.responseId).toBe("string");
+		expect(res.headers.get("x-venym-ignored-fields")).toBe("someFutureField");
+
+		const call = await engineCall(m);
+		expect(call.body).toMatchObject({
+			model: "engine-ok",
+			max_tokens: 1000,
+			messages: [
+				{ role: "system", content: "Be brief." },
+				{ role: "user", content: `hello ${m}` },
+			],
+			stop: ["STOP"],
+			temperature: 0.5,
+			top_p: 0.9,
+		});
+		for (const dropped of ["someFutureField", "safetySettings", "contents", "generationConfig", "systemInstruction"]) {
+			expect(call.body).not.toHaveProperty(dropped);
+		}
+
+		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		expect(row).toMatchObject({ lane: "gemini", status: "completed", model: "test/ok" });
+		expect(body.usageMetadata).toEqual({
+			promptTokenCount: row.prompt_tokens,
+			candidatesTokenCount: row.completion_tokens,
+			cachedContentTokenCount: 0,
+			thoughtsTokenCount: 0,
+			totalTokenCount: row.prompt_tokens + row.completion_tokens,
+		});
+		// The record is the debit: the balance fell by exactly the recorded cost.
+		const keyInfo = (await (await gw("/v1/key", { headers: { authorization: `Bearer ${key.key}` } })).json()) as Json;
+		expect(Math.round((keyInfo.spent_usd as number) * 1e9)).toBe(row.cost_nanos);
+		expect(keyInfo.held_usd).toBe(0);
+		expect(row.cost_nanos).toBeGreaterThan(0);
+	});
+
+	it("bills exactly what chat bills for the same tokens", async () => {
+		const key = await createKey({ name: "gemini-billing", balance_usd: 10 });
+		const text = `same words ${marker()}`;
+		const viaGemini = await gemini(key.key, "test/ok", "generateContent", {
+			...ask(text),
+			generationConfig: { maxOutputTokens: 50 },
+		});
+		expect(viaGemini.status).toBe(200);
+		const viaChat = await chat(key.key, { model: "test/ok", max_tokens: 50, messages: [{ role: "user", content: text }] });
+		const a = await usageOf(key, viaGemini.headers.get("x-request-id") as string);
+		const b = await usageOf(key, viaChat.headers.get("x-request-id") as string);
+		expect([a.lane, b.lane]).toEqual(["gemini", "chat"]);
+		expect(a.cost_nanos).toBe(b.cost_nanos);
+		expect(a.prompt_tokens).toBe(b.prompt_tokens);
+	});
+
+	it("takes the key as ?key= and keeps the model's / unencoded", async () => {
+		const key = await createKey({ name: "gemini-query-key", balance_usd: 10 });
+		const res = await gemini(null, "test/ok", "generateContent", ask(`q ${marker()}`), `?key=${key.key}`);
+		expect(res.status).toBe(200);
+		const bearer = await gw("/v1beta/models/test%2Fok:generateContent", {
+			method: "POST",
+			headers: { authorization: `Bearer ${key.key}`, "content-type": "application/json" },
+			body: JSON.stringify(ask("encoded")),
+		});
+		expect(bearer.status).toBe(200);
+	});
+
+	it("runs a function call round trip: one whole functionCall part, then the functionResponse answered", async () => {
+		const key = await createKey({ name: "gemini-tools", balance_usd: 10 });
+		const m = marker();
+		const first = await gemini(key.key, "test/tool-loop", "generateContent", { ...ask(`list files ${m}`), tools: TOOLS });
+		const turn = (await first.json()) as { candidates: { content: { parts: Json[] }; finishReason: string }[] };
+		expect(first.status, JSON.stringify(turn)).toBe(200);
+		const part = turn.candidates[0]?.content.parts.find((p) => p.functionCall) as {
+			functionCall: { id: string; name: string; args: Json };
+		};
+		expect(part.functionCall).toMatchObject({ name: "Bash", args: { command: "echo hi" } });
+		expect(turn.candidates[0]?.finishReason).toBe("STOP");
+		const call = await engineCall(m);
+		expect(call.body?.tools).toEqual([
+			{
+				type: "function",
+				function: {
+					name: "Bash",
+					description: "Runs a command",
+					parameters: { type: "object", properties: { command: { type: "string" } } },
+				},
+			},
+		]);
+
+		const second = await gemini(key.key, "test/tool-loop", "generateContent", {
+			contents: [
+				{ role: "user", parts: [{ text: `list files ${m}` }] },
+				{ role: "model", parts: [{ ...part, thoughtSignature: "sig" }] },
+				{ role: "user", parts: [{ functionResponse: { id: part.functionCall.id, name: "Bash", response: { output: "hi" } } }] },
+			],
+			tools: TOOLS,
+		});
+		const answer = (await second.json()) as { candidates: { content: { parts: { text: string }[] } }[] };
+		expect(answer.candidates[0]?.content.parts[0]?.text).toBe("Tool said: hi");
+		const replayed = (await engineCall(m)).body?.messages as Json[];
+		expect(replayed.slice(1)).toEqual([
+			{
+				role: "assistant",
+				content: null,
+				tool_calls: [
+					{
+						id: part.functionCall.id,
+						type: "function",
+						function: { name: "Bash", arguments: JSON.stringify(part.functionCall.args) },
+					},
+				],
+			},
+			{ role: "tool", tool_call_id: part.functionCall.id, content: "hi" },
+		]);
+	});
+});
+
+describe("Gemini errors in Google's shape", () => {
+	it("401 UNAUTHENTICATED, 402 RESOURCE_EXHAUSTED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 400 INVALID_ARGUMENT", async () => {
+		await expectError(await gemini("vk-nope", "test/ok", "generateContent", ask("hi")), 401, "UNAUTHENTICATED");
+		const empty = await createKey({ name: "gemini-402", balance_usd: 0 });
+		const broke = await expectError(await gemini(empty.key, "test/ok", "generateContent", ask("hi")), 402, "RESOURCE_EXHAUSTED");
+		expect(broke.toLowerCase()).toContain("balance");
+		const scoped = await createKey({ name: "gemini-403", balance_usd: 10, allowed_models: ["test/slow"] });
+		await expectError(await gemini(scoped.key, "test/ok", "generateContent", ask("hi")), 403, "PERMISSION_DENIED");
+		const key = await createKey({ name: "gemini-404", balance_usd: 10 });
+		const missing = await expectError(await gemini(key.key, "gemini-9-ultra", "generateContent", ask("hi")), 404, "NOT_FOUND");
+		expect(missing).toContain("gemini-9-ultra");
+		await expectError(await gemini(key.key, "test/ok", "embedContent", ask("hi")), 404, "NOT_FOUND");
+		await expectError(await gemini(key.key, "test/ok", "generateContent", { contents: "nope" }), 400, "INVALID_ARGUMENT");
+		const engineName = await expectError(
+			await gemini(key.key, "test/ok", "generateContent", { ...ask("hi"), n_predict: 9 }),
+			400,
+			"INVALID_ARGUMENT",
+		);
+		expect(engineName).toContain("n_predict");
+	});
+
+	it("429 RESOURCE_EXHAUSTED with Google's RetryInfo", async () => {
+		const key = await createKey({ name: "gemini-429", balance_usd: 10, rpm: 1 });
+		expect((await gemini(key.key, "test/ok", "generateContent", ask("one"))).status).toBe(200);
+		const limited = await gemini(key.key, "test/ok", "generateContent", ask("two"));
+		const body = (await limited.clone().json()) as { error: { details?: Json[] } };
+		await expectError(limited, 429, "RESOURCE_EXHAUSTED");
+		expect(body.error.details?.[0]).toMatchObject({ "@type": "type.googleapis.com/google.rpc.RetryInfo" });
+		expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
+	});
+});
+
+describe("GET /v1beta/models", () => {
+	it("lists the key's models as Gemini's Model, and one by its id with its /", async () => {
+		const key = await createKey({ name: "gemini-models", balance_usd: 10, allowed_models: ["test/ok"] });
+		const list = (await (await gw("/v1beta/models", { headers: { "x-goog-api-key": key.key } })).json()) as { models: Json[] };
+		expect(list.models.map((m) => m.name)).toEqual(["models/test/ok"]);
+		expect(list.models[0]).toMatchObject({
+			outputTokenLimit: 1000,
+			supportedGenerationMethods: expect.arrayContaining(["generateContent"]),
+		});
+		const one = await gw(`/v1beta/models/test/ok?key=${key.key}`);
+		expect(((await one.json()) as Json).name).toBe("models/test/ok");
+		await expectError(await gw(`/v1beta/models/test/reasoning?key=${key.key}`), 404, "NOT_FOUND");
+	});
+});
