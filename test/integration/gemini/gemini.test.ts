@@ -217,6 +217,61 @@ describe("POST /v1beta/models/{model}:generateContent", () => {
 	});
 });
 
+describe("POST /v1beta/models/{model}:streamGenerateContent?alt=sse", () => {
+	it("streams text frames, finishReason and usageMetadata on the last, no [DONE], billed", async () => {
+		const key = await createKey({ name: "gemini-stream", balance_usd: 10 });
+		const m = marker();
+		const res = await gemini(key.key, "test/ok", "streamGenerateContent", ask(`stream ${m}`), "?alt=sse");
+		expect(res.status).toBe(200);
+		expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+		const frames = await framesOf(res);
+		expect(frames.length).toBeGreaterThan(1);
+		const parts = frames.flatMap((f) =>
+			(f.candidates as { content: { parts: { text?: string }[] } }[]).flatMap((c) => c.content.parts),
+		);
+		expect(parts.map((p) => p.text ?? "").join("")).toBe(`Echo: stream ${m}`);
+		for (const f of frames.slice(0, -1)) {
+			expect(f.usageMetadata).toBeUndefined();
+			expect((f.candidates as Json[])[0]?.finishReason).toBeUndefined();
+		}
+		const last = frames.at(-1) as { candidates: Json[]; usageMetadata: Json; modelVersion: string };
+		expect(last.candidates[0]?.finishReason).toBe("STOP");
+		expect(last.modelVersion).toBe("test/ok");
+		expect(new Set(frames.map((f) => f.responseId)).size).toBe(1);
+		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		expect(row).toMatchObject({ lane: "gemini", status: "completed" });
+		expect(last.usageMetadata).toMatchObject({
+			promptTokenCount: row.prompt_tokens,
+			candidatesTokenCount: row.completion_tokens,
+		});
+	});
+
+	it("streams a function call as one whole functionCall part", async () => {
+		const key = await createKey({ name: "gemini-stream-tools", balance_usd: 10 });
+		const res = await gemini(
+			key.key,
+			"test/tool-loop",
+			"streamGenerateContent",
+			{ ...ask(`go ${marker()}`), tools: TOOLS },
+			"?alt=sse",
+		);
+		const frames = await framesOf(res);
+		const parts = frames.flatMap((f) => (f.candidates as { content: { parts: Json[] } }[]).flatMap((c) => c.content.parts));
+		const calls = parts.filter((p) => p.functionCall);
+		expect(calls).toHaveLength(1);
+		expect(calls[0]?.functionCall).toMatchObject({ name: "Bash", args: { command: "echo hi", description: "Print hi" } });
+		expect((frames.at(-1)?.candidates as Json[])[0]?.finishReason).toBe("STOP");
+		expect(frames.at(-1)?.usageMetadata).toBeDefined();
+	});
+
+	it("ends a failed stream with a Google-shaped error frame", async () => {
+		const key = await createKey({ name: "gemini-stream-fail", balance_usd: 10 });
+		const res = await gemini(key.key, "test/midstream", "streamGenerateContent", ask(`x ${marker()}`), "?alt=sse");
+		const frames = await framesOf(res);
+		expect(frames.at(-1)).toMatchObject({ error: { code: 502, status: "UNAVAILABLE" } });
+	});
+});
+
 describe("Gemini errors in Google's shape", () => {
 	it("401 UNAUTHENTICATED, 402 RESOURCE_EXHAUSTED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 400 INVALID_ARGUMENT", async () => {
 		await expectError(await gemini("vk-nope", "test/ok", "generateContent", ask("hi")), 401, "UNAUTHENTICATED");
