@@ -227,6 +227,8 @@ export const GatewayConfigSchema = z
 			.positive()
 			.max(MAX_BODY_BYTES)
 			.default(4 * 1024 * 1024),
+		/** Other names for served models, on every lane (Gemini CLI's helper models): `{"gemini-3-flash-preview": "venym/dev-echo"}`. */
+		aliases: z.record(z.string().min(1).max(256), z.string().min(1)).default({}),
 		routing: RoutingSchema.prefault({}),
 		usage: UsageSchema.prefault({}),
 		ledger: LedgerSchema.prefault({}),

@@ -68,6 +68,11 @@ export function parseConfig(raw: unknown): GatewayConfig {
 	if (!result.success) {
 		throw new GatewayError("config_invalid", `GATEWAY_CONFIG is invalid: ${result.error.issues.map(describeIssue).join("; ")}`);
 	}
+	// An alias names a served model (config-schema.ts `aliases`).
+	const ids = new Set(result.data.models.map((m) => m.id));
+	const stray = Object.entries(result.data.aliases).find(([, id]) => !ids.has(id));
+	if (stray)
+		throw new GatewayError("config_invalid", `GATEWAY_CONFIG is invalid: aliases.${stray[0]}: unknown model id "${stray[1]}"`);
 	return result.data;
 }
 
@@ -99,7 +104,10 @@ export interface ResolvedModel {
 export function resolveModel(config: GatewayConfig, requested: string): ResolvedModel {
 	const online = requested.endsWith(":online");
 	const baseId = online ? requested.slice(0, -":online".length) : requested;
-	const model = config.models.find((m) => m.id === baseId);
+	// A served id first; else the config's alias for one (Gemini CLI's helper models, on every lane).
+	const aliased = Object.hasOwn(config.aliases, baseId) ? config.aliases[baseId] : undefined;
+	const id = aliased !== undefined && !config.models.some((m) => m.id === baseId) ? aliased : baseId;
+	const model = config.models.find((m) => m.id === id);
 	if (!model) {
 		throw new GatewayError("model_not_found", `The model '${requested}' does not exist or you do not have access to it.`, {
 			param: "model",

@@ -430,3 +430,27 @@ describe("pass_through_fields", () => {
 		}
 	});
 });
+
+describe("aliases", () => {
+	it("resolves an alias to the model it names; a served id wins over an alias of the same name", () => {
+		const cfg = parseConfig(
+			config({
+				models: [model(), model({ id: "venym/b" })],
+				aliases: { "gemini-3-flash-preview": "venym/b", "venym/b": "venym/qwen-27b" },
+			}),
+		);
+		expect(resolveModel(cfg, "gemini-3-flash-preview")).toMatchObject({
+			model: { id: "venym/b" },
+			requestedId: "gemini-3-flash-preview",
+		});
+		expect(resolveModel(cfg, "venym/b").model.id).toBe("venym/b");
+		expect(() => resolveModel(cfg, "toString")).toThrow("'toString' does not exist");
+		expect(parseConfig(config()).aliases).toEqual({});
+	});
+
+	it("refuses an alias naming no served model", () => {
+		expect(configError(config({ aliases: { "gemini-3-pro-preview": "venym/nope" } })).message).toContain(
+			'aliases.gemini-3-pro-preview: unknown model id "venym/nope"',
+		);
+	});
+});

@@ -304,6 +304,44 @@ describe("Gemini errors in Google's shape", () => {
 	});
 });
 
+describe(":countTokens and aliases", () => {
+	it("counts a request's tokens (the SDK's wrapped form too), free and unrecorded", async () => {
+		const key = await createKey({ name: "gemini-count", balance_usd: 10 });
+		const plain = await gemini(key.key, "test/ok", "countTokens", ask("count these words"));
+		const counted = (await plain.json()) as { totalTokens: number };
+		expect(plain.status, JSON.stringify(counted)).toBe(200);
+		expect(counted.totalTokens).toBeGreaterThan(0);
+		const wrapped = await gemini(key.key, "test/ok", "countTokens", {
+			generateContentRequest: { model: "models/test/ok", ...ask("count these words") },
+		});
+		expect(((await wrapped.json()) as { totalTokens: number }).totalTokens).toBe(counted.totalTokens);
+		const longer = await gemini(key.key, "test/ok", "countTokens", ask("count these words ".repeat(20)));
+		expect(((await longer.json()) as { totalTokens: number }).totalTokens).toBeGreaterThan(counted.totalTokens);
+		const info = (await (await gw("/v1/key", { headers: { authorization: `Bearer ${key.key}` } })).json()) as Json;
+		expect(info.spent_usd).toBe(0);
+	});
+
+	it("serves a configured alias on every lane, billed as the model it names; an unmapped one is a 404 naming it", async () => {
+		const key = await createKey({ name: "gemini-alias", balance_usd: 10 });
+		const m = marker();
+		const res = await gemini(key.key, "gemini-3-flash-preview", "generateContent", ask(`alias ${m}`));
+		const body = (await res.json()) as { candidates: { content: { parts: { text: string }[] } }[] };
+		expect(res.status, JSON.stringify(body)).toBe(200);
+		expect(body.candidates[0]?.content.parts[0]?.text).toBe(`Echo: alias ${m}`);
+		expect((await engineCall(m)).body?.model).toBe("engine-ok");
+		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		expect(row.model).toBe("test/ok");
+		const viaChat = await chat(key.key, { model: "gemini-2.5-flash-lite", messages: [{ role: "user", content: "hi" }] });
+		expect(viaChat.status).toBe(200);
+		const missing = await expectError(
+			await gemini(key.key, "gemini-3-pro-preview", "generateContent", ask("hi")),
+			404,
+			"NOT_FOUND",
+		);
+		expect(missing).toContain("gemini-3-pro-preview");
+	});
+});
+
 describe("GET /v1beta/models", () => {
 	it("lists the key's models as Gemini's Model, and one by its id with its /", async () => {
 		const key = await createKey({ name: "gemini-models", balance_usd: 10, allowed_models: ["test/ok"] });
