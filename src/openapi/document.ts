@@ -3,6 +3,7 @@
  * and kept for the isolate's life: it depends on code only, never on config or request.
  */
 import { ANTHROPIC_ERROR_SCHEMA, ERROR_SCHEMA, errorResponseComponents, headerComponents } from "./error-responses";
+import { geminiSchemas, googleErrorResponses } from "./gemini-schemas";
 import { messagesSchemas } from "./messages-schemas";
 import { outputSchemas } from "./output-schemas";
 import { paths } from "./paths";
@@ -27,6 +28,7 @@ export function buildDocument(): Record<string, unknown> {
 			{ name: "Embeddings" },
 			{ name: "Responses", description: "The Responses API, stored per key for 30 days." },
 			{ name: "Messages", description: "Anthropic Messages (Claude Code, the Anthropic SDKs) over the same engines and keys." },
+			{ name: "Gemini", description: "Google's Gemini API (Gemini CLI, Google's SDKs) over the same engines and keys." },
 			{ name: "Models" },
 			{ name: "Keys", description: "The calling key and its browser tokens." },
 			{ name: "Admin", description: "Keys, credits, usage and nodes: `Authorization: Bearer $ADMIN_TOKEN`." },
@@ -43,6 +45,12 @@ export function buildDocument(): Record<string, unknown> {
 					description: "An API key (`vk-…`) or a browser token (`vk-tmp-…`).",
 				},
 				adminToken: { type: "http", scheme: "bearer", description: "The ADMIN_TOKEN secret." },
+				googApiKey: {
+					type: "apiKey",
+					in: "header",
+					name: "x-goog-api-key",
+					description: "The Gemini lane: an API key as Google's clients send it (or `?key=`).",
+				},
 			},
 			schemas: {
 				Error: ERROR_SCHEMA,
@@ -50,8 +58,9 @@ export function buildDocument(): Record<string, unknown> {
 				...requestSchemas(),
 				...outputSchemas(),
 				...messagesSchemas(),
+				...geminiSchemas(),
 			},
-			responses: errorResponseComponents(),
+			responses: { ...errorResponseComponents(), ...googleErrorResponses() },
 			headers: headerComponents(),
 		},
 	};

@@ -6,6 +6,7 @@
  */
 import { adminPaths } from "./admin-paths";
 import { headerRef, INFERENCE, meteredHeaders } from "./error-responses";
+import { geminiPaths } from "./gemini-schemas";
 import { type Operation, operation, pathParam, query } from "./operation";
 
 type Json = Record<string, unknown>;
@@ -228,5 +229,5 @@ export function paths(): Record<string, Record<string, Json>> {
 		out[path] = {};
 		for (const [method, op] of Object.entries(ops)) (out[path] as Record<string, Json>)[method] = operation(op);
 	}
-	return out;
+	return { ...out, ...geminiPaths() };
 }
