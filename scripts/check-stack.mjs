@@ -49,7 +49,7 @@ export async function checkGateway({ url, key, catalog, enginePort, gatewayPort,
 		await close();
 		throw new Error(`creating a key failed: ${res.status} ${text}`);
 	}
-	return { url: gw.url, key: (await res.json()).key, close };
+	return { url: gw.url, key: (await res.json()).key, close, adminToken };
 }
 
 /**
