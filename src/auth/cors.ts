@@ -19,6 +19,9 @@ const ALLOWED_HEADERS = new Set([
 	"anthropic-version",
 	"anthropic-beta",
 	"anthropic-dangerous-direct-browser-access",
+	// Google's SDKs (the Gemini lane).
+	"x-goog-api-key",
+	"x-goog-api-client",
 ]);
 const MAX_AGE_S = 7200;
 

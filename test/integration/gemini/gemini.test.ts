@@ -342,6 +342,22 @@ describe(":countTokens and aliases", () => {
 	});
 });
 
+describe("Gemini from a browser", () => {
+	it("answers a preflight allowing Google's key header", async () => {
+		const res = await gw("/v1beta/models/test/ok:generateContent", {
+			method: "OPTIONS",
+			headers: {
+				origin: "https://app.example",
+				"access-control-request-method": "POST",
+				"access-control-request-headers": "x-goog-api-key, x-goog-api-client, content-type",
+			},
+		});
+		expect(res.status).toBeLessThan(300);
+		const allowed = (res.headers.get("access-control-allow-headers") ?? "").split(/,\s*/);
+		expect(allowed).toEqual(expect.arrayContaining(["x-goog-api-key", "x-goog-api-client"]));
+	});
+});
+
 describe("GET /v1beta/models", () => {
 	it("lists the key's models as Gemini's Model, and one by its id with its /", async () => {
 		const key = await createKey({ name: "gemini-models", balance_usd: 10, allowed_models: ["test/ok"] });
