@@ -1,8 +1,14 @@
 /**
  * A body read whole as text, but never past `maxBytes`: the rest is cancelled unread and the
  * answer is null. For bodies whose size no header vouches for (chunked requests, probe answers).
+ * `drain`: a client's request body over the limit is read and dropped first (discardRest), so
+ * the client hears the refusal; an answer the gateway fetched is cancelled at once.
  */
-export async function readCappedText(body: ReadableStream<Uint8Array> | null, maxBytes: number): Promise<string | null> {
+export async function readCappedText(
+	body: ReadableStream<Uint8Array> | null,
+	maxBytes: number,
+	drain = false,
+): Promise<string | null> {
 	if (!body) return "";
 	const reader = body.getReader();
 	const chunks: Uint8Array[] = [];
@@ -12,7 +18,8 @@ export async function readCappedText(body: ReadableStream<Uint8Array> | null, ma
 		if (done) break;
 		size += value.byteLength;
 		if (size > maxBytes) {
-			await discardRest(reader, size);
+			if (drain) await discardRest(reader, size);
+			else await reader.cancel().catch(() => {});
 			return null;
 		}
 		chunks.push(value);

@@ -66,7 +66,7 @@ export function tooLarge(maxBytes: number): GatewayError {
 }
 
 async function readText(req: Request, maxBytes: number): Promise<string> {
-	const text = await readCappedText(req.body, maxBytes);
+	const text = await readCappedText(req.body, maxBytes, true);
 	if (text === null) throw tooLarge(maxBytes);
 	return text;
 }
