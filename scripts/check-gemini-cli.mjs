@@ -1,7 +1,7 @@
 // Gemini CLI against the gateway, as a new user would run it: `gemini -p … -m <id>` with
 // GOOGLE_GEMINI_BASE_URL and a vk-… key in GEMINI_API_KEY (GEMINI_CLI_TRUST_WORKSPACE=true: its
 // folder-trust prompt would otherwise stop a headless run). Checks that it answers
-// (venym/dev-echo), that a shell tool loop completes (venym/dev-shell: the development engine calls
+// (venym/dev-echo), that a shell tool loop completes (venym/dev-qwen: the development engine calls
 // run_shell_command with `echo hi`, Gemini CLI runs it and sends the result back, the engine
 // answers "Tool said: …" with it), that a wrong key ends within 10 s with the gateway's message, and that
 // an empty balance ends with the gateway's balance message. Its helper calls name Gemini models:
@@ -11,8 +11,9 @@
 //                                                            (ENGINE_PORT, default 8881; PORT, default 8880)
 //   node scripts/check-gemini-cli.mjs --url http://localhost:8787 --key vk-…   uses a running `npm start`
 //
-// With GENAI_SDK=<path of an @google/genai install's package directory>, the SDK is checked too:
-// generateContent, generateContentStream with a function call, countTokens.
+// It also checks Gemini CLI's own default model (no -m: a Gemini name, served through the catalog's
+// "gemini-*" alias) and the @google/genai SDK (a devDependency; GENAI_SDK=<an install's package
+// directory> for another): generateContent, generateContentStream with a function call, countTokens.
 //
 // Gemini CLI is not a dependency of this repository: `npm i --prefix ~/tools/gemini @google/gemini-cli`,
 // then GEMINI_BIN=~/tools/gemini/node_modules/.bin/gemini (default: `gemini` on PATH). It runs with a
@@ -20,6 +21,7 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { checkGateway, runCli } from "./check-stack.mjs";
 
@@ -36,17 +38,12 @@ function catalog(engineUrl) {
 		pricing: { input_usd_per_mtok: 0.3, output_usd_per_mtok: 1.2 },
 		capabilities: ["tools", "reasoning"],
 	});
-	const helpers = [
-		"gemini-3-flash-preview",
-		"gemini-3-pro-preview",
-		"gemini-2.5-flash",
-		"gemini-2.5-pro",
-		"gemini-2.5-flash-lite",
-	];
 	return {
 		// The shell tool's scenario is Qwen Code's: Gemini CLI's shell tool has the same name.
-		models: [model("venym/dev-echo", null), model("venym/dev-shell", "qwen-loop")],
-		aliases: Object.fromEntries(helpers.map((h) => [h, "venym/dev-echo"])),
+		models: [model("venym/dev-echo", null), model("venym/dev-qwen", "qwen-loop")],
+		// Gemini CLI names a new Gemini model every few releases (0.61: gemini-3.1-pro-preview,
+		// gemini-3.5-flash-lite): one prefix alias covers them all.
+		aliases: { "gemini-*": "venym/dev-echo" },
 	};
 }
 
@@ -74,14 +71,16 @@ async function failing(gw, home, key, cliArgs) {
 
 /** The @google/genai SDK against the gateway (GENAI_SDK), as its README uses it. */
 async function sdkChecks(gw) {
-	const { GoogleGenAI } = await import(join(process.env.GENAI_SDK, "dist/node/index.mjs"));
+	const { GoogleGenAI } = await import(
+		process.env.GENAI_SDK ? pathToFileURL(join(process.env.GENAI_SDK, "dist/node/index.mjs")).href : "@google/genai"
+	);
 	const ai = new GoogleGenAI({ apiKey: gw.key, httpOptions: { baseUrl: gw.url } });
 	const one = await ai.models.generateContent({ model: "venym/dev-echo", contents: "Hello from the SDK" });
 	const tools = [{ functionDeclarations: [{ name: "run_shell_command", parametersJsonSchema: { type: "object" } }] }];
 	const calls = [];
 	let finish;
 	for await (const chunk of await ai.models.generateContentStream({
-		model: "venym/dev-shell",
+		model: "venym/dev-qwen",
 		contents: "Run echo hi",
 		config: { tools },
 	})) {
@@ -135,11 +134,13 @@ try {
 		"-p",
 		"Run echo hi in the shell and tell me what it printed",
 		"-m",
-		"venym/dev-shell",
+		"venym/dev-qwen",
 		"--yolo",
 	]);
+	const own = await gemini(gw, home, gw.key, ["-p", "Hello on your own model"]);
 	const wrong = await failing(gw, home, "vk-wrong-key", ["-p", "hi", "-m", "venym/dev-echo"]);
 	const answered = check("answers a prompt", answer, "Hello from the check");
+	const aliased = check("answers on its own default model (a Gemini name, aliased)", own, "Hello on your own model");
 	// Gemini CLI hands the command's output back wrapped (`<untrusted_context> Output: hi …`).
 	const looped = check("completes a run_shell_command tool loop", loop, "Tool said: ", /Output: hi\b/.test(loop));
 	const refused = check(`a wrong key ends within 10 s (${wrong.ms} ms)`, wrong.output, "Incorrect API key", wrong.ms < 10_000);
@@ -149,10 +150,8 @@ try {
 		const poor = await failing(gw, home, empty, ["-p", "hi", "-m", "venym/dev-echo"]);
 		broke = check(`an empty balance ends with the gateway's message (${poor.ms} ms)`, poor.output, "balance", poor.ms < 10_000);
 	} else console.log("skip an empty balance: set ADMIN_TOKEN with --url");
-	let sdk = true;
-	if (process.env.GENAI_SDK) sdk = await sdkChecks(gw);
-	else console.log("skip the @google/genai SDK: set GENAI_SDK");
-	passed = answered && looped && refused && broke && sdk;
+	const sdk = await sdkChecks(gw);
+	passed = answered && aliased && looped && refused && broke && sdk;
 } finally {
 	await gw.close();
 	await rm(home, { recursive: true, force: true });

@@ -70,6 +70,14 @@ export function parseConfig(raw: unknown): GatewayConfig {
 	}
 	// An alias names a served model (config-schema.ts `aliases`).
 	const ids = new Set(result.data.models.map((m) => m.id));
+	const pattern = Object.keys(result.data.aliases).find(
+		(name) => name.indexOf("*") >= 0 && (name === "*" || name.indexOf("*") < name.length - 1),
+	);
+	if (pattern)
+		throw new GatewayError(
+			"config_invalid",
+			`GATEWAY_CONFIG is invalid: aliases.${pattern}: an alias may end in one '*' (a prefix, like 'gemini-*'), and is more than '*'`,
+		);
 	const stray = Object.entries(result.data.aliases).find(([, id]) => !ids.has(id));
 	if (stray)
 		throw new GatewayError("config_invalid", `GATEWAY_CONFIG is invalid: aliases.${stray[0]}: unknown model id "${stray[1]}"`);
@@ -93,6 +101,25 @@ export function loadConfig(raw: unknown): GatewayConfig {
 	return cached.config as GatewayConfig;
 }
 
+/**
+ * The served id an alias gives `name`: its own entry, else the longest prefix pattern (`"gemini-*"`)
+ * it starts with. Gemini CLI names a new Gemini model every few releases: one pattern covers them.
+ */
+export function aliasOf(aliases: Readonly<Record<string, string>>, name: string): string | undefined {
+	if (Object.hasOwn(aliases, name)) return aliases[name];
+	let best: string | undefined;
+	let bestLength = -1;
+	for (const [pattern, id] of Object.entries(aliases)) {
+		if (!pattern.endsWith("*")) continue;
+		const prefix = pattern.slice(0, -1);
+		if (prefix.length > bestLength && name.startsWith(prefix)) {
+			best = id;
+			bestLength = prefix.length;
+		}
+	}
+	return best;
+}
+
 export interface ResolvedModel {
 	model: ModelConfig;
 	/** The id exactly as the client sent it (with any `:online` suffix); echoed in responses. */
@@ -105,9 +132,9 @@ export function resolveModel(config: GatewayConfig, requested: string): Resolved
 	const online = requested.endsWith(":online");
 	const baseId = online ? requested.slice(0, -":online".length) : requested;
 	// A served id first; else the config's alias for one (Gemini CLI's helper models, on every lane).
-	const aliased = Object.hasOwn(config.aliases, baseId) ? config.aliases[baseId] : undefined;
-	const id = aliased !== undefined && !config.models.some((m) => m.id === baseId) ? aliased : baseId;
-	const model = config.models.find((m) => m.id === id);
+	const served = config.models.find((m) => m.id === baseId);
+	const aliased = served ? undefined : aliasOf(config.aliases, baseId);
+	const model = served ?? (aliased === undefined ? undefined : config.models.find((m) => m.id === aliased));
 	if (!model) {
 		throw new GatewayError("model_not_found", `The model '${requested}' does not exist or you do not have access to it.`, {
 			param: "model",

@@ -1,16 +1,17 @@
 /**
  * The Gemini API's `GenerateContentRequest` (`POST /v1beta/models/{model}:generateContent` and
  * `:streamGenerateContent`): every field the gateway translates is checked here (a wrong type is a
- * 400 naming it); fields the engine cannot act on (`safetySettings`, `cachedContent`, `labels`)
- * are accepted and dropped; any other top-level field is ignored and reported back by name in
- * `x-venym-ignored-fields`, the Messages lane's rule, except an engine's own field clients send by
- * habit (http/engine-fields.ts FIELD_HINTS), refused as on every lane. None reaches the engine:
- * to-chat.ts builds the chat body field by field. Parts are loose: `thoughtSignature`,
- * `videoMetadata` and the like ride on them and are dropped by the translation.
+ * 400 naming it). The top level follows the allowlist rule of every lane (http/engine-fields.ts):
+ * Google's own fields the engines cannot act on (`safetySettings`, `cachedContent`, `labels`) are
+ * accepted and dropped, and any other field is refused with 400 naming it (Google's API refuses
+ * unknown fields too, so its clients send none), unless the model's `pass_through_fields` lists
+ * it: then it goes to the engine as sent, as on chat. to-chat.ts builds the chat body field by
+ * field. Parts and configs are loose: `thoughtSignature`, `videoMetadata` and the like ride on them
+ * and are dropped by the translation.
  */
 import { z } from "zod";
 import { VenymOptions } from "../chat/validate";
-import { refuseEngineNames } from "../http/engine-fields";
+import { checkFields, type FieldUse, type LaneFields, readFields } from "../http/engine-fields";
 import { assertObject, parseBody } from "../http/parse-body";
 
 const Args = z.record(z.string(), z.unknown());
@@ -85,44 +86,52 @@ export const GenerateContentSchema = z.object({
 });
 export type GenerateContentRequest = z.infer<typeof GenerateContentSchema>;
 
-/** Google's own fields the engines cannot act on: accepted, dropped. */
-export const DROPPED_FIELDS = ["safetySettings", "cachedContent", "labels", "model", "session_id"] as const;
+/**
+ * Google's own fields the engines cannot act on: accepted, dropped. `model` is the SDK's copy of
+ * the path's; `session_id` a client's own tag.
+ */
+const DROPPED_FIELDS = ["safetySettings", "cachedContent", "labels", "model", "session_id"] as const;
 
-const KNOWN = new Set<string>([...Object.keys(GenerateContentSchema.shape), ...DROPPED_FIELDS]);
+/** The lane's allowlist: every field the translation reads, and those it drops. */
+export const GEMINI_FIELDS: LaneFields = {
+	...readFields(Object.keys(GenerateContentSchema.shape)),
+	...Object.fromEntries(DROPPED_FIELDS.map((f): [string, FieldUse] => [f, "dropped"])),
+};
 
-const MAX_IGNORED = 20;
-const MAX_IGNORED_NAME = 64;
+/** `:countTokens` also takes the SDK's wrapper. */
+const COUNT_FIELDS: LaneFields = { ...GEMINI_FIELDS, generateContentRequest: "read" };
 
 export interface ValidatedGemini {
 	req: GenerateContentRequest;
-	ignored: string[];
+	/** The fields the model's `pass_through_fields` let through, as sent: the engine gets them. */
+	passed: Record<string, unknown>;
 }
 
-export function validateGenerateContent(body: unknown): ValidatedGemini {
+function passedFields(body: Record<string, unknown>, lane: LaneFields, passThrough: ReadonlyArray<string>) {
+	const passed: Record<string, unknown> = {};
+	for (const field of passThrough) if (Object.hasOwn(body, field) && !Object.hasOwn(lane, field)) passed[field] = body[field];
+	return passed;
+}
+
+/** A request to `:generateContent` or `:streamGenerateContent` for a model letting `passThrough` through. */
+export function validateGenerateContent(body: unknown, passThrough: ReadonlyArray<string> = []): ValidatedGemini {
 	assertObject(body);
-	refuseEngineNames(body, KNOWN);
-	return { req: parseBody(GenerateContentSchema, body), ignored: ignoredFields(body) };
+	checkFields(body, GEMINI_FIELDS, passThrough);
+	return { req: parseBody(GenerateContentSchema, body), passed: passedFields(body, GEMINI_FIELDS, passThrough) };
 }
 
 /**
  * `:countTokens` takes `{contents}` or `{generateContentRequest: {...}}` (what the SDK sends);
- * the contents may be empty there.
+ * the contents may be empty there. The model's pass-through fields are accepted and not counted.
  */
-export function validateCountTokens(body: unknown): ValidatedGemini {
+export function validateCountTokens(body: unknown, passThrough: ReadonlyArray<string> = []): ValidatedGemini {
 	assertObject(body);
 	const inner = body.generateContentRequest;
-	if (inner !== undefined) return validateCountTokens(inner);
-	refuseEngineNames(body, KNOWN);
-	const schema = GenerateContentSchema.extend({ contents: z.array(Content).default([]) });
-	return { req: parseBody(schema, body), ignored: ignoredFields(body) };
-}
-
-function ignoredFields(body: Record<string, unknown>): string[] {
-	const ignored: string[] = [];
-	for (const field in body) {
-		if (KNOWN.has(field)) continue;
-		if (ignored.length === MAX_IGNORED) break;
-		ignored.push(field.replace(/[^\x21-\x7e]/g, "_").slice(0, MAX_IGNORED_NAME));
+	if (inner !== undefined) {
+		checkFields(body, COUNT_FIELDS, passThrough);
+		return validateCountTokens(inner, passThrough);
 	}
-	return ignored;
+	checkFields(body, GEMINI_FIELDS, passThrough);
+	const schema = GenerateContentSchema.extend({ contents: z.array(Content).default([]) });
+	return { req: parseBody(schema, body), passed: {} };
 }

@@ -21,25 +21,20 @@ export type GeminiResult =
 	| { kind: "json"; body: GenerateContentResponse; headers: Record<string, string> }
 	| { kind: "stream"; stream: ReadableStream<Uint8Array>; headers: Record<string, string> };
 
-function laneHeaders(ignored: string[]): Record<string, string> {
-	return ignored.length ? { "x-venym-ignored-fields": ignored.join(", ") } : {};
-}
-
 /** `:generateContent` (stream false) and `:streamGenerateContent` (stream true). */
 export async function generateContent(run: ChatRun, model: string, body: unknown, stream: boolean): Promise<GeminiResult> {
-	const { req, ignored } = validateGenerateContent(body);
-	const resolved = resolveModel(run.config, model);
-	const reasoning = resolved.model.capabilities.includes(REASONING);
-	const authorized = await authorizeChat(run, geminiToChat(model, req, stream, { reasoning }));
+	const resolved = resolveModel(run.config, model).model;
+	const { req, passed } = validateGenerateContent(body, resolved.pass_through_fields);
+	const reasoning = resolved.capabilities.includes(REASONING);
+	const authorized = await authorizeChat(run, geminiToChat(model, req, stream, { reasoning, passed }));
 	const thoughts = req.generationConfig?.thinkingConfig?.includeThoughts === true;
 	const chatRun: ChatRun = {
 		...run,
 		streamEncoder: (sources: Source[]) => new GeminiStreamEncoder({ model: authorized.req.requestedModel, thoughts, sources }),
 	};
 	const result = await runAuthorized(chatRun, authorized);
-	const headers = { ...result.headers, ...laneHeaders(ignored) };
-	if (result.kind === "stream") return { kind: "stream", stream: result.stream, headers };
-	return { kind: "json", body: responseFromCompletion(result.body, thoughts), headers };
+	if (result.kind === "stream") return { kind: "stream", stream: result.stream, headers: result.headers };
+	return { kind: "json", body: responseFromCompletion(result.body, thoughts), headers: result.headers };
 }
 
 /** `:countTokens`: free, unrecorded; the key must be allowed the model. */
@@ -49,8 +44,8 @@ export async function countGeminiTokens(
 	body: unknown,
 	fetcher: typeof fetch = fetch,
 ): Promise<{ body: { totalTokens: number }; headers: Record<string, string> }> {
-	const { req, ignored } = validateCountTokens(body);
 	const resolved = resolveModel(run.config, model).model;
+	const { req } = validateCountTokens(body, resolved.pass_through_fields);
 	assertServes(resolved, "chat");
 	assertModelAllowed(run.principal, resolved.id);
 	// The engine tokenizes for free: the call still counts against the key's requests per minute.
@@ -59,12 +54,12 @@ export async function countGeminiTokens(
 		requestId: run.requestId,
 		scopes: ledgerScopes(run.principal),
 	});
-	const count = await countTokens(resolved, geminiToChat(model, req, false, { reasoning: false }), {
+	const count = await countTokens(resolved, geminiToChat(model, req, false, { reasoning: false, passed: {} }), {
 		fetch: fetcher,
 		secrets: run.env,
 	});
 	return {
 		body: { totalTokens: count.input_tokens },
-		headers: { ...rateHeaders, ...laneHeaders(ignored), "x-venym-token-count": count.source },
+		headers: { ...rateHeaders, "x-venym-token-count": count.source },
 	};
 }

@@ -15,6 +15,8 @@ type Json = Record<string, unknown>;
 export interface TranslateOptions {
 	/** The model has the `reasoning` capability: `thinkingConfig` turns the engine's reasoning on or off. */
 	reasoning: boolean;
+	/** Fields the model's `pass_through_fields` let through (request-schema.ts): sent as the client sent them. */
+	passed: Record<string, unknown>;
 }
 
 function invalid(message: string, param: string): GatewayError {
@@ -126,7 +128,7 @@ function chatTools(req: GenerateContentRequest): Json[] {
 			seen.add(d.name);
 			const fn: Json = {
 				name: d.name,
-				parameters: d.parametersJsonSchema ?? openApiSchema(d.parameters) ?? { type: "object", properties: {} },
+				parameters: openApiSchema(d.parametersJsonSchema ?? d.parameters) ?? { type: "object", properties: {} },
 			};
 			if (d.description !== undefined) fn.description = d.description;
 			tools.push({ type: "function", function: fn });
@@ -173,7 +175,8 @@ export function geminiToChat(model: string, req: GenerateContentRequest, stream:
 	if (g.seed !== undefined) body.seed = g.seed;
 	if (g.stopSequences?.length) body.stop = g.stopSequences;
 	if (g.candidateCount !== undefined) body.n = g.candidateCount;
-	const schema = g.responseJsonSchema ?? openApiSchema(g.responseSchema);
+	// Gemini CLI writes Google's upper-case types in its JSON Schema too (`"type": "OBJECT"`).
+	const schema = openApiSchema(g.responseJsonSchema ?? g.responseSchema);
 	if (schema) body.response_format = { type: "json_schema", json_schema: { name: "response", schema } };
 	else if (g.responseMimeType === "application/json") body.response_format = { type: "json_object" };
 	const tools = chatTools(req);
@@ -194,5 +197,6 @@ export function geminiToChat(model: string, req: GenerateContentRequest, stream:
 	if (req.models !== undefined) body.models = req.models;
 	if (req.fallbacks !== undefined) body.fallbacks = req.fallbacks;
 	if (req.venym !== undefined) body.venym = req.venym;
+	for (const [field, value] of Object.entries(opts.passed)) if (!Object.hasOwn(body, field)) body[field] = value;
 	return body;
 }

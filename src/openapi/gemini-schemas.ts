@@ -3,7 +3,7 @@
  * follows the last `:`), its request (from zod), its answers and Google's error shape, hand-described
  * (src/gemini/from-chat.ts, stream-encoder.ts; src/errors.ts toGoogleErrorResponse).
  */
-import { GenerateContentSchema } from "../gemini/request-schema";
+import { GEMINI_FIELDS, GenerateContentSchema } from "../gemini/request-schema";
 import { headerRef } from "./error-responses";
 import { int, type Json, obj, str } from "./json-schema";
 import { fromZod } from "./request-schemas";
@@ -90,9 +90,28 @@ const GOOGLE_ERROR = obj({
 	),
 });
 
+/**
+ * The request from the lane's allowlist: the translated fields, Google's dropped ones, and no other
+ * (a model's `pass_through_fields` adds its own).
+ */
+function request(): Json {
+	const schema = fromZod(GenerateContentSchema);
+	const props = { ...(schema.properties as Record<string, Json>) };
+	for (const [name, use] of Object.entries(GEMINI_FIELDS)) {
+		if (use === "dropped") props[name] = { description: "Google's; accepted and dropped: the engines cannot act on it." };
+	}
+	return {
+		...schema,
+		properties: props,
+		additionalProperties: false,
+		description:
+			"Any other top-level field is refused with 400 `INVALID_ARGUMENT` naming it, unless the model's config lets that engine field through (`pass_through_fields`): then it is sent to the engine as sent.",
+	};
+}
+
 export function geminiSchemas(): Record<string, Json> {
 	return {
-		GenerateContentRequest: fromZod(GenerateContentSchema),
+		GenerateContentRequest: request(),
 		GenerateContentResponse: response,
 		GeminiModel: model,
 		GeminiModelList: obj({ models: { type: "array", items: ref("GeminiModel") } }),
@@ -183,7 +202,7 @@ export function geminiPaths(): Record<string, Record<string, Json>> {
 		"/v1beta/models/{model}:generateContent": {
 			post: post(
 				"Generate content (Gemini API)",
-				"Google's Gemini API over the chat engines, for Gemini CLI and Google's SDKs: the same keys, holds, settlement and usage records (`lane: gemini`). Unknown top-level fields are ignored and named in `x-venym-ignored-fields`; an engine's own field is refused. Errors are Google-shaped.",
+				"Google's Gemini API over the chat engines, for Gemini CLI and Google's SDKs: the same keys, holds, settlement and usage records (`lane: gemini`). Any other top-level field than the request's is refused with 400 naming it, unless the model's `pass_through_fields` lists it. Errors are Google-shaped.",
 				json("GenerateContentResponse", "The answer."),
 			),
 		},

@@ -93,8 +93,9 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/fb-down", [node("fail500")], { fallbacks: ["test/fb-dear"] }),
 			model("test/fb-dear", [node()], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
 		],
-		// Gemini CLI's helper models, on a served one (every lane resolves them).
-		aliases: { "gemini-3-flash-preview": "test/ok", "gemini-2.5-flash-lite": "test/ok" },
+		// Gemini CLI's helper models, on a served one (every lane resolves them); a prefix for Gemini
+		// CLI 0.61's own (gemini-3.1-pro-preview, gemini-3.5-flash-lite), whose prompts need a long context.
+		aliases: { "gemini-3-flash-preview": "test/ok", "gemini-2.5-flash-lite": "test/ok", "gemini-3.*": "test/dev-echo" },
 		web_search: { provider: "searxng", url: `${engineUrl}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
 		// Time to the first token (the engine is always asked for a stream): room for a busy 2-core box.
 		first_byte_timeout_ms: 2000,

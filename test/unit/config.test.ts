@@ -448,6 +448,29 @@ describe("aliases", () => {
 		expect(parseConfig(config()).aliases).toEqual({});
 	});
 
+	it("resolves a prefix pattern ('gemini-*'): an exact alias first, then the longest prefix", () => {
+		const cfg = parseConfig(
+			config({
+				models: [model(), model({ id: "venym/b" })],
+				aliases: { "gemini-*": "venym/qwen-27b", "gemini-3.5-flash*": "venym/b", "gemini-3.5-flash-lite": "venym/qwen-27b" },
+			}),
+		);
+		expect(resolveModel(cfg, "gemini-3.1-pro-preview")).toMatchObject({
+			model: { id: "venym/qwen-27b" },
+			requestedId: "gemini-3.1-pro-preview",
+		});
+		expect(resolveModel(cfg, "gemini-3.5-flash").model.id).toBe("venym/b");
+		expect(resolveModel(cfg, "gemini-3.5-flash-lite").model.id).toBe("venym/qwen-27b");
+		expect(resolveModel(cfg, "gemini-3.8-flash:online")).toMatchObject({ model: { id: "venym/qwen-27b" }, online: true });
+		expect(() => resolveModel(cfg, "gemma-3")).toThrow("'gemma-3' does not exist");
+	});
+
+	it("refuses '*' alone and a '*' anywhere but at the end", () => {
+		for (const name of ["*", "gem*ini", "gemini-**"]) {
+			expect(configError(config({ aliases: { [name]: "venym/qwen-27b" } })).message).toContain("an alias may end in one '*'");
+		}
+	});
+
 	it("refuses an alias naming no served model", () => {
 		expect(configError(config({ aliases: { "gemini-3-pro-preview": "venym/nope" } })).message).toContain(
 			'aliases.gemini-3-pro-preview: unknown model id "venym/nope"',

@@ -246,6 +246,28 @@ describe("a node key written with JSON escapes where the client decodes them", (
 		}
 	});
 
+	it("is redacted on Gemini, in text and functionCall args (decoded by the gateway into an object), streamed and not", async () => {
+		const geminiTools = [{ functionDeclarations: [{ name: "run", parametersJsonSchema: { type: "object" } }] }];
+		type Part = { text?: string; functionCall?: { args: Json } };
+		const partsOf = (answers: Json[]) =>
+			answers.flatMap((a) =>
+				((a.candidates as Array<{ content: { parts: Part[] } }> | undefined) ?? []).flatMap((c) => c.content.parts),
+			);
+		for (const tools of [undefined, geminiTools]) {
+			const body = { contents: [{ role: "user", parts: [{ text: "hi" }] }], tools };
+			const streamed = await gw.post(key, "/v1beta/models/escaped:streamGenerateContent?alt=sse", body);
+			expectOk(streamed);
+			const frames = partsOf(await events(streamed));
+			const whole = await gw.post(key, "/v1beta/models/escaped:generateContent", body);
+			expectOk(whole);
+			for (const parts of [frames, partsOf([whole.json ?? {}])]) {
+				const call = parts.find((p) => p.functionCall)?.functionCall;
+				if (tools) clientParses(JSON.stringify(call?.args ?? {}));
+				else clientParses(parts.map((p) => p.text ?? "").join(""));
+			}
+		}
+	});
+
 	it("is redacted in legacy completions' text, streamed and not, read with its escapes decoded", async () => {
 		const decoded = (text: string) => JSON.parse(`"${text}"`) as string;
 		const streamed = await gw.post(key, "/v1/completions", { model: "escaped", prompt: "hi", max_tokens: 50, stream: true });
