@@ -19,6 +19,7 @@
 // then GEMINI_BIN=~/tools/gemini/node_modules/.bin/gemini (default: `gemini` on PATH). It runs with a
 // throwaway HOME, so your own Gemini CLI settings are untouched.
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -59,14 +60,45 @@ function gemini(gw, home, key, cliArgs, timeoutMs) {
 	return runCli({ bin: GEMINI, binEnv: "GEMINI_BIN", args: cliArgs, env, cwd: home, timeoutMs });
 }
 
-/** A run that must fail: its output (and how long it took), never a rejection. */
+/**
+ * A pass-through proxy that notes when the first request arrived: a run is timed from its request,
+ * not from the start of a CLI that can take many seconds to start on a busy machine.
+ */
+async function timingProxy(target) {
+	const times = [];
+	const server = createServer((req, res) => {
+		times.push(Date.now());
+		const chunks = [];
+		req.on("data", (c) => chunks.push(c));
+		req.on("end", async () => {
+			const headers = Object.fromEntries(Object.entries(req.headers).filter(([k, v]) => k !== "host" && typeof v === "string"));
+			try {
+				const body = chunks.length ? Buffer.concat(chunks) : undefined;
+				const answer = await fetch(`${target}${req.url}`, { method: req.method, headers, body });
+				const out = [...answer.headers].filter(([k]) => k !== "content-encoding" && k !== "content-length");
+				res.writeHead(answer.status, Object.fromEntries(out));
+				res.end(Buffer.from(await answer.arrayBuffer()));
+			} catch {
+				res.destroy();
+			}
+		});
+	});
+	await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+	return { url: `http://127.0.0.1:${server.address().port}`, times, close: () => server.close() };
+}
+
+/** A run that must fail: its output, and how long it took from its first request; never a rejection. */
 async function failing(gw, home, key, cliArgs) {
-	const started = Date.now();
-	const output = await gemini(gw, home, key, cliArgs, 30_000).then(
-		(out) => `(exited 0) ${out}`,
-		(err) => err.message,
-	);
-	return { output, ms: Date.now() - started };
+	const proxy = await timingProxy(gw.url);
+	try {
+		const output = await gemini({ url: proxy.url }, home, key, cliArgs, 60_000).then(
+			(out) => `(exited 0) ${out}`,
+			(err) => err.message,
+		);
+		return { output, ms: Date.now() - (proxy.times[0] ?? Number.NaN) };
+	} finally {
+		proxy.close();
+	}
 }
 
 /** The @google/genai SDK against the gateway (GENAI_SDK), as its README uses it. */
@@ -143,12 +175,22 @@ try {
 	const aliased = check("answers on its own default model (a Gemini name, aliased)", own, "Hello on your own model");
 	// Gemini CLI hands the command's output back wrapped (`<untrusted_context> Output: hi …`).
 	const looped = check("completes a run_shell_command tool loop", loop, "Tool said: ", /Output: hi\b/.test(loop));
-	const refused = check(`a wrong key ends within 10 s (${wrong.ms} ms)`, wrong.output, "Incorrect API key", wrong.ms < 10_000);
+	const refused = check(
+		`a wrong key ends within 10 s of its request (${wrong.ms} ms)`,
+		wrong.output,
+		"Incorrect API key",
+		wrong.ms < 10_000,
+	);
 	let broke = true;
 	const empty = await emptyKey(gw);
 	if (empty) {
 		const poor = await failing(gw, home, empty, ["-p", "hi", "-m", "venym/dev-echo"]);
-		broke = check(`an empty balance ends with the gateway's message (${poor.ms} ms)`, poor.output, "balance", poor.ms < 10_000);
+		broke = check(
+			`an empty balance ends with the gateway's message within 10 s of its request (${poor.ms} ms)`,
+			poor.output,
+			"Insufficient balance",
+			poor.ms < 10_000 && poor.output.includes("RESOURCE_EXHAUSTED"),
+		);
 	} else console.log("skip an empty balance: set ADMIN_TOKEN with --url");
 	const sdk = await sdkChecks(gw);
 	passed = answered && aliased && looped && refused && broke && sdk;
