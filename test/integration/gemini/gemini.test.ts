@@ -433,6 +433,50 @@ describe(":countTokens and aliases", () => {
 	});
 });
 
+describe("scopes, browser keys and candidates, as on chat", () => {
+	it("serves a browser key from its origin only, caps maxOutputTokens at the key's max_tokens", async () => {
+		const key = await createKey({
+			name: "gemini-browser",
+			balance_usd: 10,
+			allowed_origins: ["https://app.example"],
+			max_tokens: 7,
+		});
+		const from = (origin: string | null, body: Json) =>
+			gw("/v1beta/models/test/ok:generateContent", {
+				method: "POST",
+				headers: { "x-goog-api-key": key.key, "content-type": "application/json", ...(origin ? { origin } : {}) },
+				body: JSON.stringify(body),
+			});
+		await expectError(await from(null, ask("hi")), 403, "PERMISSION_DENIED");
+		await expectError(await from("https://evil.example", ask("hi")), 403, "PERMISSION_DENIED");
+		const m = marker();
+		const ok = await from("https://app.example", { ...ask(`browser ${m}`), generationConfig: { maxOutputTokens: 500 } });
+		expect(ok.status, await ok.clone().text()).toBe(200);
+		expect(ok.headers.get("access-control-allow-origin")).toBe("https://app.example");
+		expect((await engineCall(m)).body?.max_tokens).toBe(7);
+	});
+
+	it("holds candidateCount like n: every candidate answered and billed, more than max_n refused", async () => {
+		const key = await createKey({ name: "gemini-candidates", balance_usd: 10 });
+		const m = marker();
+		const res = await gemini(key.key, "test/ok", "generateContent", {
+			...ask(`two ${m}`),
+			generationConfig: { candidateCount: 2, maxOutputTokens: 20 },
+		});
+		const body = (await res.json()) as { candidates: { index: number }[]; usageMetadata: { candidatesTokenCount: number } };
+		expect(res.status, JSON.stringify(body)).toBe(200);
+		expect((await engineCall(m)).body?.n).toBe(2);
+		expect(body.candidates.map((c) => c.index)).toEqual([0, 1]);
+		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		expect(row.completion_tokens).toBe(body.usageMetadata.candidatesTokenCount);
+		const many = await gemini(key.key, "test/ok", "generateContent", {
+			...ask("hi"),
+			generationConfig: { candidateCount: 1000 },
+		});
+		await expectError(many, 400, "INVALID_ARGUMENT");
+	});
+});
+
 describe("Gemini from a browser", () => {
 	it("answers a preflight allowing Google's key header", async () => {
 		const res = await gw("/v1beta/models/test/ok:generateContent", {
