@@ -6,8 +6,9 @@
  * its own timeouts end it (client_idle_timeout_ms, stream_idle_timeout_ms), and if they are set
  * longer than a hold lives, the hold lapses instead of being pinned by an open socket.
  */
-import { SLOT_LEASE_MS } from "../ledger/durable/slots";
+
 import type { ScopeLimits } from "../ledger/durable/limits";
+import { SLOT_LEASE_MS } from "../ledger/durable/slots";
 import { errorText, logEvent } from "../observability/log-event";
 
 /** A third of the ledger's 15-minute hold lifetime: two renewals may fail before a hold lapses. */

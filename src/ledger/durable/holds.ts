@@ -7,8 +7,8 @@
 
 import { ledgerClock } from "./clock";
 import { isLimited, type LedgerLimits, type RateState } from "./limits";
-import { renewSlots, SLOT_LEASE_MS } from "./slots";
 import type { AuthorizeInput, AuthorizeResult, LedgerState } from "./rpc-types";
+import { renewSlots, SLOT_LEASE_MS } from "./slots";
 
 /** How long a hold lives without settlement before the alarm voids it. */
 export const HOLD_TTL_MS = 15 * 60 * 1000;

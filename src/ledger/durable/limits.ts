@@ -55,7 +55,8 @@ export class LedgerLimits {
 					return { refusal, rate: s.user ? rate : { ...rate, requests: w } };
 				}
 				// An end user's window is theirs; the headers show the key's.
-				if (!s.user) rate.requests = tighter(rate.requests, { ...w, remaining: w.remaining - 1, resetMs: w.resetMs || RATE_WINDOW_MS });
+				if (!s.user)
+					rate.requests = tighter(rate.requests, { ...w, remaining: w.remaining - 1, resetMs: w.resetMs || RATE_WINDOW_MS });
 			}
 			if (s.tpm) {
 				// As OpenAI: the request's own tokens must fit in what is left of the minute.

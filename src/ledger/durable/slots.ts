@@ -23,9 +23,7 @@ const SLOT_RETRY_MS = 1000;
 
 /** How many slots of `scope` are held now (leases not yet ended). */
 export function slotsInUse(sql: SqlStorage, scope: string, now: number): number {
-	return sql
-		.exec<{ n: number }>("SELECT COUNT(*) AS n FROM hold_limits WHERE scope = ? AND slot_until > ?", scope, now)
-		.one().n;
+	return sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM hold_limits WHERE scope = ? AND slot_until > ?", scope, now).one().n;
 }
 
 /** The refusal when every slot of `scope` is taken, else null. Writes nothing. */
