@@ -101,16 +101,15 @@ describe("per_user_daily_usd", () => {
 		// Room for two requests' holds, not three.
 		const capNanos = Math.floor(hold * 2.5);
 		const k = await createKey({ per_user_daily_usd: capNanos / 1e9 });
-		const results = await Promise.all(
-			Array.from({ length: 20 }, async () => {
-				const res = await chat(k.key, body({ user: "alice", stream: true }));
-				if (res.status !== 200) await expectUserLimit(res, "per_user_daily_usd");
-				else await res.text();
-				return res.status;
-			}),
-		);
-		// Concurrent: every admitted request still held its worst case when the next was checked.
-		expect(results.filter((s) => s === 200)).toHaveLength(3);
+		// 20 at once, held open by the engine until released: each admitted one holds its worst case.
+		const marker = `daily-${crypto.randomUUID()}`;
+		const gated = body({ user: "alice", stream: true, model: "test/gated", messages: [{ role: "user", content: marker }] });
+		const responses = await Promise.all(Array.from({ length: 20 }, () => chat(k.key, gated)));
+		const admitted = responses.filter((r) => r.status === 200);
+		expect(admitted).toHaveLength(3);
+		for (const r of responses.filter((r) => r.status !== 200)) await expectUserLimit(r, "per_user_daily_usd");
+		expect(await releaseEngine(marker)).toBe(3);
+		await Promise.all(admitted.map((r) => r.text()));
 		await waitFor(async () => (await ledger(k.id).info()).openHolds === 0);
 		const { spentNanos } = await ledger(k.id).spend({ scope: `${k.id}/user:alice`, period: "daily" });
 		expect(spentNanos).toBeGreaterThan(0);
