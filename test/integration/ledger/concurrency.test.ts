@@ -12,6 +12,7 @@ import { keepAliveEvery, SLOT_KEEPALIVE_MS } from "../../../src/settlement/hold-
 import { at } from "../../support/clock";
 import { chat, createKey, type EngineRequest, engineRequests, gw, releaseEngine, waitFor } from "../../support/gateway";
 import { ledger, record } from "../../support/ledger";
+import { created, post, settled } from "../../support/responses";
 
 type ErrorBody = { error: { message: string; type: string; code: string | null } };
 
@@ -223,6 +224,30 @@ describe("max_concurrent", () => {
 		const after = await ledger(k.id).info();
 		expect(after).toMatchObject({ openHolds: before.openHolds, heldNanos: before.heldNanos });
 		await otherIsolateSettles(k.id, "busy");
+	});
+
+	it("counts a queued Responses background job as in flight until its run ends", async () => {
+		const k = await createKey({ max_concurrent: 2 });
+		const marker = `bg-${crypto.randomUUID()}`;
+		const job = await created(k.key, { model: "test/gated", max_output_tokens: 8, background: true, input: marker });
+		// The job holds a slot from the moment it is queued: one left.
+		const stream = await chat(k.key, streamBody("test/gated", marker));
+		expect(stream.status).toBe(200);
+		await expectConcurrencyRefusal(await chat(k.key, streamBody("test/ok", marker)));
+		// A second background job is refused when queued, in the Responses lane's shape.
+		await expectConcurrencyRefusal(await post(k.key, { model: "test/ok", background: true, input: marker }));
+		expect((await ledger(k.id).info()).openHolds).toBe(2);
+		// Released (the job's run may reach the engine after the first release): both end and settle.
+		expect(await releaseEngine(marker)).toBeGreaterThan(0);
+		await stream.text();
+		await waitFor(async () => {
+			await releaseEngine(marker);
+			return (await ledger(k.id).info()).openHolds === 0;
+		}, 30_000);
+		expect(["completed", "incomplete"]).toContain((await settled(k.key, job.id)).status);
+		const after = await chat(k.key, streamBody("test/ok", marker));
+		expect(after.status).toBe(200);
+		await after.text();
 	});
 
 	it("shows max_concurrent in the admin API and in limits of GET /v1/key", async () => {
