@@ -5,12 +5,14 @@
  * `concurrency_limit_exceeded` in its lane's shape with nothing held; a client that leaves frees its
  * slot, a lost isolate's slot lapses with its lease, and a token counts inside its parent's cap.
  */
-import { describe, expect, it } from "vitest";
+import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { app } from "../../../src/app";
 import type { ScopeLimits } from "../../../src/ledger/durable/limits";
 import { SLOT_LEASE_MS } from "../../../src/ledger/durable/slots";
 import { keepAliveEvery, SLOT_KEEPALIVE_MS } from "../../../src/settlement/hold-keep-alive";
 import { at } from "../../support/clock";
-import { chat, createKey, type EngineRequest, engineRequests, gw, releaseEngine, waitFor } from "../../support/gateway";
+import { BASE, chat, createKey, type EngineRequest, engineRequests, gw, releaseEngine, waitFor } from "../../support/gateway";
 import { ledger, record } from "../../support/ledger";
 import { created, post, settled } from "../../support/responses";
 
@@ -56,6 +58,25 @@ async function expectConcurrencyRefusal(res: Response): Promise<void> {
 	expect(json.error.message).toMatch(/max_concurrent/);
 	expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
 }
+
+/** When a request's slot lease ends (its hold_limits row for the key), or null when it holds none. */
+function slotUntil(keyId: string, requestId: string): Promise<number | null> {
+	return runInDurableObject(
+		ledger(keyId),
+		(_i, state) =>
+			state.storage.sql
+				.exec<{ t: number | null }>(
+					"SELECT slot_until AS t FROM hold_limits WHERE request_id = ? AND scope = ?",
+					requestId,
+					keyId,
+				)
+				.toArray()[0]?.t ?? null,
+	);
+}
+
+afterEach(() => {
+	vi.useRealTimers();
+});
 
 describe("max_concurrent", () => {
 	it("never lets 50 concurrent streams on a key capped at 4 have more than 4 in flight, across two isolates", async () => {
@@ -156,6 +177,40 @@ describe("max_concurrent", () => {
 		expect(taken.ok).toBe(true);
 		await otherIsolateSettles(k.id, "other-b");
 		await otherIsolateSettles(k.id, "lost-1");
+	});
+
+	it("renews a running request's slot lease with its hold keep-alive, and frees it at settlement", async () => {
+		const k = await createKey({ max_concurrent: 1 });
+		const marker = `renew-${crypto.randomUUID()}`;
+		// Only the keep-alive's interval is faked: the engine and the ledger keep real time.
+		vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+		const ctx = createExecutionContext();
+		const res = await app.fetch(
+			new Request(`${BASE}/v1/chat/completions`, {
+				method: "POST",
+				headers: { authorization: `Bearer ${k.key}`, "content-type": "application/json" },
+				body: JSON.stringify(streamBody("test/gated", marker)),
+			}),
+			env,
+			ctx,
+		);
+		expect(res.status).toBe(200);
+		const requestId = res.headers.get("x-request-id") as string;
+		const first = await slotUntil(k.id, requestId);
+		expect(first).not.toBeNull();
+		// The gated engine sends an empty chunk every 200 ms: the request moves, so each tick renews.
+		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+		const renewed = await waitFor(async () => {
+			await reader.read();
+			vi.advanceTimersByTime(SLOT_KEEPALIVE_MS);
+			const t = await slotUntil(k.id, requestId);
+			return t !== null && t > (first as number) ? t : null;
+		});
+		expect(renewed).toBeGreaterThan(first as number);
+		expect(await releaseEngine(marker)).toBe(1);
+		while (!(await reader.read()).done) {}
+		await waitOnExecutionContext(ctx);
+		expect(await slotUntil(k.id, requestId)).toBeNull();
 	});
 
 	it("renews a capped request's reservation four times a lease, others every five minutes", () => {
