@@ -77,7 +77,8 @@ function describe(err: GatewayError): Described {
 		case "conflict":
 			return { status: 409, type: "invalid_request_error", code: o.code ?? "conflict" };
 		case "rate_limited":
-			return { status: 429, type: "rate_limit_error", code: "rate_limit_exceeded" };
+			// `concurrency_limit_exceeded` for a key's max_concurrent (ledger-client.ts limitError).
+			return { status: 429, type: "rate_limit_error", code: o.code ?? "rate_limit_exceeded" };
 		case "engine_refused":
 			return { status: o.status ?? 400, type: o.type ?? "invalid_request_error", code: o.code ?? null };
 		case "upstream_unavailable":

@@ -24,6 +24,9 @@ const ScopeFields = {
 	spend_limit_usd: SpendLimitUsd.nullable().optional(),
 	spend_limit_period: z.enum(["daily", "weekly", "monthly"]).nullable().optional(),
 	max_tokens: TokenCap.nullable().optional(),
+	max_concurrent: TokenCap.nullable().optional(),
+	per_user_rpm: TokenCap.nullable().optional(),
+	per_user_daily_usd: SpendLimitUsd.nullable().optional(),
 	expires_at: Timestamp.nullable().optional(),
 	metadata: z.record(z.string(), z.string()).nullable().optional(),
 };
@@ -49,6 +52,10 @@ export function scopeColumns(input: PatchInput): Partial<ApiKeyRow> {
 		cols.spendLimitNanos = input.spend_limit_usd === null ? null : usdToNanos(input.spend_limit_usd);
 	if (input.spend_limit_period !== undefined) cols.spendLimitPeriod = input.spend_limit_period;
 	if (input.max_tokens !== undefined) cols.maxTokens = input.max_tokens;
+	if (input.max_concurrent !== undefined) cols.maxConcurrent = input.max_concurrent;
+	if (input.per_user_rpm !== undefined) cols.perUserRpm = input.per_user_rpm;
+	if (input.per_user_daily_usd !== undefined)
+		cols.perUserDailyNanos = input.per_user_daily_usd === null ? null : usdToNanos(input.per_user_daily_usd);
 	if (input.expires_at !== undefined) cols.expiresAt = input.expires_at;
 	if (input.metadata !== undefined) cols.metadata = input.metadata;
 	return cols;
@@ -64,6 +71,9 @@ const COLUMN_OF: { [P in keyof PatchInput]-?: keyof ApiKeyRow } = {
 	spend_limit_usd: "spendLimitNanos",
 	spend_limit_period: "spendLimitPeriod",
 	max_tokens: "maxTokens",
+	max_concurrent: "maxConcurrent",
+	per_user_rpm: "perUserRpm",
+	per_user_daily_usd: "perUserDailyNanos",
 	expires_at: "expiresAt",
 	metadata: "metadata",
 };

@@ -19,5 +19,6 @@ export const MintToken = z.strictObject({
 	rpm: TokenCap.optional(),
 	tpm: TokenCap.optional(),
 	max_tokens: TokenCap.optional(),
+	max_concurrent: TokenCap.optional(),
 	name: KeyName.optional(),
 });

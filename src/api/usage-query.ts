@@ -21,6 +21,11 @@ export const usageSummaryQuery = z.object({
 	).optional(),
 	until: time("End of the window, exclusive, rounded up to the granularity (default: now)").optional(),
 	granularity: z.enum(["hour", "day"]).default("hour").describe("Bucket size; days are UTC"),
-	group_by: z.enum(["model", "key"]).optional().describe("One row per period and model, or per period and paying key"),
+	group_by: z
+		.enum(["model", "key", "end_user"])
+		.optional()
+		.describe(
+			"One row per period and model, per period and paying key, or per period and end user (`end_user`: summed from the usage records retention keeps, not the hourly rollups)",
+		),
 });
 export type UsageSummaryQuery = z.infer<typeof usageSummaryQuery>;

@@ -25,6 +25,9 @@ export function keyView(k: ApiKeyRow) {
 		spend_limit_usd: k.spendLimitNanos === null ? null : nanosToUsd(k.spendLimitNanos),
 		spend_limit_period: k.spendLimitPeriod,
 		max_tokens: k.maxTokens,
+		max_concurrent: k.maxConcurrent ?? null,
+		per_user_rpm: k.perUserRpm ?? null,
+		per_user_daily_usd: k.perUserDailyNanos == null ? null : nanosToUsd(k.perUserDailyNanos),
 		metadata: k.metadata ?? null,
 		parent_key_id: k.parentKeyId ?? null,
 	};
@@ -63,6 +66,7 @@ export function usageView(r: UsageRow) {
 		cached_tokens: r.cachedTokens ?? 0,
 		tool_calls_repaired: r.toolCallsRepaired ?? 0,
 		lane: r.lane ?? null,
+		end_user: r.endUser ?? null,
 		created_at: Math.floor(r.createdAt / 1000),
 	};
 }

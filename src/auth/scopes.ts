@@ -81,15 +81,48 @@ function spendPeriod(v: string | null): SpendPeriod | null {
 	return v === "daily" || v === "weekly" || v === "monthly" ? v : null;
 }
 
-/** The limits the ledger checks with the hold: one entry per key in the chain. */
-export function ledgerScopes(p: Principal): ScopeLimits[] {
-	return chain(p).map((k) => ({
+/**
+ * The limits the ledger checks with the hold: one entry per key in the chain (a token's and its
+ * parent's, so a token's requests count inside its parent's caps), and, for a request that names
+ * its end user, one more per key with per-user caps: that user's share of the key.
+ */
+export function ledgerScopes(p: Principal, endUser?: string): ScopeLimits[] {
+	const scopes: ScopeLimits[] = chain(p).map((k) => ({
 		scope: k.id,
 		rpm: k.rpm,
 		tpm: k.tpm,
 		spendLimitNanos: k.spendLimitNanos,
 		spendPeriod: spendPeriod(k.spendLimitPeriod),
+		...(k.maxConcurrent ? { maxConcurrent: k.maxConcurrent } : {}),
 	}));
+	if (endUser === undefined) return scopes;
+	for (const k of chain(p)) {
+		if (!k.perUserRpm && !k.perUserDailyNanos) continue;
+		scopes.push({
+			scope: `${k.id}/user:${endUser}`,
+			rpm: k.perUserRpm ?? null,
+			spendLimitNanos: k.perUserDailyNanos ?? null,
+			spendPeriod: "daily",
+			user: { keyId: k.id, endUser },
+		});
+	}
+	return scopes;
+}
+
+/** The longest end-user id kept (UTF-16 units): longer ones are cut, never inside a surrogate pair. */
+export const MAX_END_USER = 256;
+
+/**
+ * The end user a request names: OpenAI's `safety_identifier`, else its `user` (Messages'
+ * `metadata.user_id` arrives as `user`, messages/to-chat.ts); bounded, undefined when none.
+ */
+export function endUserOf(body: object): string | undefined {
+	const { user, safety_identifier } = body as { user?: unknown; safety_identifier?: unknown };
+	const raw = [safety_identifier, user].find((v): v is string => typeof v === "string" && v.length > 0);
+	if (raw === undefined) return undefined;
+	if (raw.length <= MAX_END_USER) return raw;
+	const code = raw.charCodeAt(MAX_END_USER - 1);
+	return raw.slice(0, code >= 0xd800 && code <= 0xdbff ? MAX_END_USER - 1 : MAX_END_USER);
 }
 
 /** Refuses revoked and expired keys (a token also when its parent is revoked or expired). */

@@ -2,7 +2,7 @@
  * The first step of a chat run: validate, resolve the model, cap, and place the ledger hold
  * (402/403/429 here). Nothing reaches an engine; a refused request costs nothing.
  */
-import { assertModelAllowed, ledgerScopes, outputCeiling, payerKeyId } from "../auth/scopes";
+import { assertModelAllowed, endUserOf, ledgerScopes, outputCeiling, payerKeyId } from "../auth/scopes";
 import { type ModelConfig, type ResolvedModel, resolveModel } from "../config";
 import { EMBEDDINGS } from "../config-schema";
 import { GatewayError } from "../errors";
@@ -116,7 +116,12 @@ export async function authorizeChat(run: ChatRun, rawBody: unknown, opts: Author
 	if (toolName) prepared.searchTool = { name: toolName, results, ...(deferred.length ? { deferred } : {}) };
 	const req = requestContext(run, resolved);
 	const outputTokens = prepared.maxOutputTokens * choices;
-	withScopes(run, req, calls * (heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens))));
+	withScopes(
+		run,
+		req,
+		calls * (heldPromptTokens + Math.max(outputTokens, ...fallbacks.map((f) => f.outputTokens))),
+		endUserOf(body),
+	);
 	// The hold is the most settlement can charge: the prompt at its billing bound, every choice's output (each
 	// engine call's), the search, on the most expensive model that may serve.
 	const promptLimit = promptBound(resolved.model, heldSize);
@@ -166,10 +171,15 @@ export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestCo
 	};
 }
 
-/** The caller's limits, checked with the hold, and the tokens counted against its tpm until settlement. */
-export function withScopes(run: ChatRun, req: RequestContext, tokenEstimate: number): void {
-	req.scopes = ledgerScopes(run.principal);
+/**
+ * The caller's limits, checked with the hold, and the tokens counted against its tpm until
+ * settlement; the end user the request names (auth/scopes.ts `endUserOf`), for the per-user caps
+ * and the usage record.
+ */
+export function withScopes(run: ChatRun, req: RequestContext, tokenEstimate: number, endUser?: string): void {
+	req.scopes = ledgerScopes(run.principal, endUser);
 	req.tokenEstimate = tokenEstimate;
+	if (endUser !== undefined) req.endUser = endUser;
 }
 
 /**

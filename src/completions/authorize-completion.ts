@@ -6,7 +6,7 @@
  */
 
 import { z } from "zod";
-import { outputCeiling } from "../auth/scopes";
+import { endUserOf, outputCeiling } from "../auth/scopes";
 import {
 	type AuthorizedChat,
 	assertFitsContext,
@@ -119,7 +119,7 @@ export async function authorizeCompletion(run: ChatRun, rawBody: unknown): Promi
 
 	const promptTokens = estimates.reduce((a, b) => a + b, 0);
 	const req = requestContext(run, resolved);
-	withScopes(run, req, promptTokens + Math.max(primary.outputTokens, ...fallbacks.map((f) => f.outputTokens)));
+	withScopes(run, req, promptTokens + Math.max(primary.outputTokens, ...fallbacks.map((f) => f.outputTokens)), endUserOf(body));
 	// The most the request can cost on whichever candidate serves.
 	const hold = Math.max(primary.holdNanos, ...fallbacks.map((f) => f.holdNanos));
 	const reserve = Math.max(primary.reserveNanos, ...fallbacks.map((f) => f.reserveNanos));

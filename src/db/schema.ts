@@ -19,6 +19,12 @@ export const apiKeys = sqliteTable(
 		spendLimitNanos: integer("spend_limit_nanos"),
 		spendLimitPeriod: text("spend_limit_period"),
 		maxTokens: integer("max_tokens"),
+		/** Requests in flight at once (streams until their last byte, background responses); a token's count inside its parent's. */
+		maxConcurrent: integer("max_concurrent"),
+		/** Requests per minute of each end user (the request's `user`/`safety_identifier`, Messages' `metadata.user_id`). */
+		perUserRpm: integer("per_user_rpm"),
+		/** Spend per UTC day of each end user, nano-dollars. */
+		perUserDailyNanos: integer("per_user_daily_nanos"),
 		metadata: text("metadata", { mode: "json" }).$type<Record<string, string>>(),
 		/** Set on short-lived `vk-tmp-` tokens: the key that minted them and whose balance they draw on. */
 		parentKeyId: text("parent_key_id"),
@@ -50,6 +56,8 @@ export const usageRecords = sqliteTable(
 		createdAt: integer("created_at").notNull(),
 		/** The API the request came in on (`chat`, `completions`, `embeddings`, `responses`, `messages`); null on older records. */
 		lane: text("lane"),
+		/** The end user the request named (`user`/`safety_identifier`, Messages' `metadata.user_id`), at most 256 characters; null when none. */
+		endUser: text("end_user"),
 		/**
 		 * The flush attempt that inserted the row (a random token per attempt; null on rows from before
 		 * rollups). The flush rolls up only the rows carrying its own token, so a retried flush, whose rows
@@ -57,7 +65,11 @@ export const usageRecords = sqliteTable(
 		 */
 		flushId: integer("flush_id"),
 	},
-	(t) => [index("usage_key_created_idx").on(t.keyId, t.createdAt), index("usage_created_idx").on(t.createdAt)],
+	(t) => [
+		index("usage_key_created_idx").on(t.keyId, t.createdAt),
+		index("usage_created_idx").on(t.createdAt),
+		index("usage_key_end_user_idx").on(t.keyId, t.endUser, t.createdAt),
+	],
 );
 
 /**

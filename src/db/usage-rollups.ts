@@ -6,7 +6,7 @@ export const HOUR_MS = 3_600_000;
 export const DAY_MS = 24 * HOUR_MS;
 
 export type Granularity = "hour" | "day";
-export type SummaryGroup = "model" | "key";
+export type SummaryGroup = "model" | "key" | "end_user";
 
 export interface SummaryQuery {
 	/** Bucket-aligned window, unix ms: periods starting at or after `since` and before `until`. */

@@ -6,6 +6,7 @@
  */
 
 import { z } from "zod";
+import { endUserOf } from "../auth/scopes";
 import { assertFitsContext, requestContext, resolveFor, withScopes } from "../chat/authorize-chat";
 import type { ChatRun } from "../chat/chat-run";
 import { type CandidatePlan, engineTargets, planFallbacks, pricedByLeftTarget, servedBy } from "../chat/fallback-plans";
@@ -92,7 +93,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	);
 
 	const req = requestContext(run, resolved);
-	withScopes(run, req, promptTokens);
+	withScopes(run, req, promptTokens, endUserOf(body));
 	// The most the request can cost on whichever candidate serves.
 	const hold = Math.max(primary.holdNanos, ...fallbacks.map((f) => f.holdNanos));
 	const reserve = Math.max(primary.reserveNanos, ...fallbacks.map((f) => f.reserveNanos));

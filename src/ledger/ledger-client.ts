@@ -1,12 +1,11 @@
 import type { ModelConfig } from "../config";
 import { GatewayError } from "../errors";
-import { retryAfterHeaders } from "../http/retry-after";
 import { costNanos, nanosToUsd } from "../money/pricing";
 import { errorText, logEvent } from "../observability/log-event";
 import { nodeLabel } from "../routing/node-label";
 import type { Outcome } from "../types";
 import type { AuthorizeResult, KeyLedger, SettleResult } from "./durable/key-ledger";
-import { isLimited, type LimitRefusal, type RateState, type RateWindow, type ScopeLimits } from "./durable/limits";
+import { isLimited, type RateState, type RateWindow, type ScopeLimits } from "./durable/limits";
 import { noteBalance } from "./edge-allowance-state";
 import {
 	type AllowanceTicket,
@@ -17,7 +16,10 @@ import {
 	type EdgeContext,
 	takeLocal,
 } from "./edge-allowances";
+import { formatDuration, limitError } from "./limit-errors";
 import { settleInBatch } from "./settle-batch";
+
+export { formatDuration };
 
 /** The ledger of a key: for a request, the payer's (auth/scopes.ts `payerKeyId`), never a `vk-tmp-` token's own. */
 export function ledgerFor(env: Env, payerKeyId: string): DurableObjectStub<KeyLedger> {
@@ -40,6 +42,8 @@ export interface RequestContext {
 	toolCallsRepaired?: number;
 	/** Limits checked with the hold, in the same ledger call (see KeyLedger.authorize). */
 	scopes?: ScopeLimits[];
+	/** The end user the request names (auth/scopes.ts `endUserOf`): its per-user caps' scopes are in `scopes`, and the usage record names it. */
+	endUser?: string;
 	/** Tokens counted against tpm until settlement: the prompt estimate plus the output cap. */
 	tokenEstimate?: number;
 	/**
@@ -119,40 +123,6 @@ function allowanceEdge(req: RequestContext, opts: { ttlMs?: number; synchronous?
 	return edge;
 }
 
-function limitError(refusal: LimitRefusal, headers: Record<string, string>): GatewayError {
-	if (refusal.refused === "rate_limited") {
-		const what = refusal.limit === "requests" ? "requests per minute (RPM)" : "tokens per minute (TPM)";
-		if (refusal.tooLarge) {
-			// Waiting never helps: the clients that honour x-should-retry stop here.
-			const tpm = headers["x-ratelimit-limit-tokens"] ?? "its limit";
-			return new GatewayError(
-				"rate_limited",
-				`Request too large for ${what} on this key: Limit ${tpm}, Requested ${refusal.tooLarge.requestedTokens} (the prompt estimate plus max_tokens × n). Lower max_tokens or the input to run it.`,
-				{ headers: { ...headers, "x-should-retry": "false" } },
-			);
-		}
-		const retry = retryAfterHeaders(refusal.retryAfterMs);
-		return new GatewayError(
-			"rate_limited",
-			`Rate limit reached for ${what} on this key. Please try again in ${formatDuration(refusal.retryAfterMs)}.`,
-			{ headers: { ...headers, ...retry } },
-		);
-	}
-	const limit = nanosToUsd(refusal.limitNanos);
-	const when = refusal.resetsAt === null ? "" : ` It resets at ${new Date(refusal.resetsAt).toISOString()}.`;
-	const per = refusal.period === null ? "" : ` per ${{ daily: "day", weekly: "week", monthly: "month" }[refusal.period]}`;
-	return new GatewayError("forbidden", `This key has reached its spend limit of $${limit}${per}.${when}`, {
-		headers,
-		extra: {
-			spend_limit_usd: limit,
-			spent_usd: nanosToUsd(refusal.spentNanos),
-			period: refusal.period,
-			resets_at: refusal.resetsAt === null ? null : Math.floor(refusal.resetsAt / 1000),
-		},
-	});
-}
-
-/** OpenAI's duration style: "250ms", "1.5s", "6m0s". */
 /**
  * A request that places no hold (count_tokens) counted against its keys' requests per minute:
  * no ledger call when none of them has an rpm; a 429 in the same shape as a held request's.
@@ -167,13 +137,6 @@ export async function countRequest(
 	const headers = rateLimitHeaders(result.rate);
 	if (!result.ok) throw limitError(result, headers);
 	return headers;
-}
-
-export function formatDuration(ms: number): string {
-	const v = Math.max(0, Math.ceil(ms));
-	if (v < 1000) return `${v}ms`;
-	if (v < 60_000) return `${Number((v / 1000).toFixed(3))}s`;
-	return `${Math.floor(v / 60_000)}m${Number(((v % 60_000) / 1000).toFixed(3))}s`;
 }
 
 /** The x-ratelimit-* response headers for the tightest windows. */
@@ -216,6 +179,7 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 			...(outcome.usage.cached_tokens ? { cached_tokens: outcome.usage.cached_tokens } : {}),
 			...(req.toolCallsRepaired ? { tool_calls_repaired: req.toolCallsRepaired } : {}),
 			...(req.lane ? { lane: req.lane } : {}),
+			...(req.endUser !== undefined ? { end_user: req.endUser } : {}),
 		},
 	});
 }

@@ -102,6 +102,7 @@ function toUsageRow(r: Record<string, unknown>): UsageRow {
 		toolCallsRepaired: (r.tool_calls_repaired as number | null) ?? 0,
 		createdAt: r.created_at as number,
 		lane: (r.lane as string | null) ?? null,
+		endUser: (r.end_user as string | null) ?? null,
 		flushId: (r.flush_id as number | null) ?? null,
 	};
 }

@@ -18,6 +18,7 @@ const KEY_LIST_PARAMS = [
 const USAGE_LIST_PARAMS = [
 	query("key_id", "Only this key's records."),
 	query("model", "Only this served model's records."),
+	query("end_user", "Only records of this end user (as the request named it)."),
 	query("since", `Records from this time (inclusive): ${TIME}.`),
 	query("until", `Records before this time (exclusive): ${TIME}.`),
 	LIMIT,

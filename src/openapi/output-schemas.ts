@@ -31,6 +31,9 @@ const keyFields = {
 	spend_limit_usd: nullable("number"),
 	spend_limit_period: { type: ["string", "null"], enum: ["daily", "weekly", "monthly", null] },
 	max_tokens: nullable("integer"),
+	max_concurrent: { ...nullable("integer"), description: "Requests in flight at once; a token's count inside its parent's." },
+	per_user_rpm: { ...nullable("integer"), description: "Requests per minute of each end user of the key." },
+	per_user_daily_usd: { ...nullable("number"), description: "Spend per UTC day of each end user of the key." },
 	parent_key_id: { type: ["string", "null"], description: "Set on a `vk-tmp-` token: the key it draws on." },
 };
 
@@ -180,11 +183,15 @@ export function outputSchemas(): Record<string, Json> {
 		tpm: nullable("integer"),
 		spend_limit_usd: nullable("number"),
 		max_tokens: nullable("integer"),
+		max_concurrent: nullable("integer"),
 	});
 	const { metadata: _operatorOnly, ...ownKeyFields } = adminKeyFields;
 	const limits = obj({
 		rpm: nullable("integer"),
 		tpm: nullable("integer"),
+		max_concurrent: keyFields.max_concurrent,
+		per_user_rpm: keyFields.per_user_rpm,
+		per_user_daily_usd: keyFields.per_user_daily_usd,
 		spend_limit_usd: nullable("number"),
 		spend_limit_period: keyFields.spend_limit_period,
 		max_tokens: nullable("integer"),

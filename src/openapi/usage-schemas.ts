@@ -27,6 +27,11 @@ const usageRecord = obj({
 		...nullable("string"),
 		description: "The API the request came in on: chat, completions, embeddings, responses, messages or gemini (null on older records).",
 	},
+	end_user: {
+		...nullable("string"),
+		description:
+			"The end user the request named (`safety_identifier`, else `user`; Messages' `metadata.user_id`), at most 256 characters; null when none.",
+	},
 	created_at: int,
 });
 
@@ -45,7 +50,7 @@ export function usageSchemas(): Record<string, Json> {
 		UsageSummary: obj({
 			object: { const: "list" },
 			granularity: { type: "string", enum: ["hour", "day"] },
-			group_by: { type: ["string", "null"], enum: ["model", "key", null] },
+			group_by: { type: ["string", "null"], enum: ["model", "key", "end_user", null] },
 			since: { type: "string", format: "date-time", description: "The window's start, rounded down to the granularity." },
 			until: { type: "string", format: "date-time", description: "The window's end (exclusive), rounded up." },
 			data: {
@@ -55,6 +60,10 @@ export function usageSchemas(): Record<string, Json> {
 						period: { type: "string", format: "date-time", description: "The bucket's start (UTC)." },
 						model: { type: "string", description: "With `group_by=model`." },
 						key_id: { type: "string", description: "With `group_by=key`: the paying key." },
+						end_user: {
+							...nullable("string"),
+							description: "With `group_by=end_user`: the end user (null: requests that named none).",
+						},
 						requests: int,
 						prompt_tokens: int,
 						completion_tokens: int,

@@ -181,6 +181,8 @@ export function responsesToChat(req: ResponsesRequest, history: ReadonlyArray<Re
 	if (req.temperature != null) body.temperature = req.temperature;
 	if (req.top_p != null) body.top_p = req.top_p;
 	if (req.user !== undefined) body.user = req.user;
+	// Not sent to an engine (chat drops it): the end user of the per-user caps and usage (auth/scopes.ts endUserOf).
+	if (typeof req.safety_identifier === "string") body.safety_identifier = req.safety_identifier;
 	// Routing, read by the chat pipeline: the affinity key (also passed on to the engine), and the
 	// fallback models (validated in request-schema, removed before the engine).
 	if (req.prompt_cache_key != null) body.prompt_cache_key = req.prompt_cache_key;

@@ -17,6 +17,9 @@ export async function ownKey(c: Context<AppEnv>): Promise<Response> {
 		limits: {
 			rpm: view.rpm,
 			tpm: view.tpm,
+			max_concurrent: view.max_concurrent,
+			per_user_rpm: view.per_user_rpm,
+			per_user_daily_usd: view.per_user_daily_usd,
 			spend_limit_usd: view.spend_limit_usd,
 			spend_limit_period: view.spend_limit_period,
 			max_tokens: view.max_tokens,

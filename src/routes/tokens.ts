@@ -85,6 +85,11 @@ export const tokensRoutes = new Hono<AppEnv>().post("/", mayMint, jsonBody(MintT
 		spendLimitNanos,
 		spendLimitPeriod: null,
 		maxTokens: narrowed("max_tokens", input.max_tokens, parent.maxTokens),
+		// Counted inside the parent's own cap too (both scopes are checked with each hold).
+		maxConcurrent: narrowed("max_concurrent", input.max_concurrent, parent.maxConcurrent),
+		// The parent's per-user caps apply to its tokens' requests through the parent's scope.
+		perUserRpm: null,
+		perUserDailyNanos: null,
 		metadata: null,
 		parentKeyId: parent.id,
 	};
@@ -103,6 +108,7 @@ export const tokensRoutes = new Hono<AppEnv>().post("/", mayMint, jsonBody(MintT
 			tpm: row.tpm,
 			spend_limit_usd: row.spendLimitNanos === null ? null : nanosToUsd(row.spendLimitNanos),
 			max_tokens: row.maxTokens,
+			max_concurrent: row.maxConcurrent,
 		},
 		201,
 	);

@@ -6,6 +6,7 @@ import type { Context } from "hono";
 import { timeParam } from "../api/list-params";
 import { type UsageSummaryQuery, usageSummaryQuery } from "../api/usage-query";
 import type { AppEnv } from "../app-env";
+import { usageStore } from "../db/usage";
 import { DAY_MS, type Granularity, HOUR_MS, type SummaryRow, usageRollups } from "../db/usage-rollups";
 import { GatewayError } from "../errors";
 import { zodToGatewayError } from "../http/zod-error";
@@ -62,7 +63,13 @@ export function isoPeriod(ms: number): string {
 export function summaryRowView(r: SummaryRow, groupBy: UsageSummaryQuery["group_by"]) {
 	return {
 		period: isoPeriod(r.period),
-		...(groupBy === "model" ? { model: r.group } : groupBy === "key" ? { key_id: r.group } : {}),
+		...(groupBy === "model"
+			? { model: r.group }
+			: groupBy === "key"
+				? { key_id: r.group }
+				: groupBy === "end_user"
+					? { end_user: r.group }
+					: {}),
 		requests: r.requests,
 		prompt_tokens: r.promptTokens,
 		completion_tokens: r.completionTokens,
@@ -87,7 +94,7 @@ export async function usageSummary(c: Context<AppEnv>): Promise<Response> {
 		{ since: timeParam(q.since, "since"), until: timeParam(q.until, "until"), granularity: q.granularity },
 		Date.now(),
 	);
-	const rows = await usageRollups(c.env.DB).summary({
+	const summary = {
 		since,
 		until,
 		granularity: q.granularity,
@@ -95,7 +102,12 @@ export async function usageSummary(c: Context<AppEnv>): Promise<Response> {
 		keyId: q.key_id,
 		model: q.model,
 		limit: MAX_ROWS + 1,
-	});
+	};
+	// The rollups have no end user: that breakdown is read from the usage records (db/usage.ts).
+	const rows =
+		q.group_by === "end_user"
+			? await usageStore(c.env.DB).summaryByEndUser(summary)
+			: await usageRollups(c.env.DB).summary(summary);
 	if (rows.length > MAX_ROWS) {
 		throw new GatewayError(
 			"invalid_request",

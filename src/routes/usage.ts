@@ -12,10 +12,11 @@ export async function listUsage(c: Context<AppEnv>): Promise<Response> {
 	const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
 	const keyId = c.req.query("key_id") || undefined;
 	const model = c.req.query("model") || undefined;
+	const endUser = c.req.query("end_user") || undefined;
 	const since = timeParam(c.req.query("since"), "since");
 	const until = timeParam(c.req.query("until"), "until");
 	const before = cursorParam(c.req.query("cursor"));
-	const rows = await usageStore(c.env.DB).list({ keyId, model, since, until, before, limit: limit + 1 });
+	const rows = await usageStore(c.env.DB).list({ keyId, model, endUser, since, until, before, limit: limit + 1 });
 	const { page, nextCursor } = pageOf(rows, limit, (r) => encodePageCursor(r.createdAt, r.requestId));
 	return c.json({ object: "list", data: page.map(usageView), next_cursor: nextCursor });
 }

@@ -6,10 +6,25 @@
  * its own timeouts end it (client_idle_timeout_ms, stream_idle_timeout_ms), and if they are set
  * longer than a hold lives, the hold lapses instead of being pinned by an open socket.
  */
+
+import type { ScopeLimits } from "../ledger/durable/limits";
+import { SLOT_LEASE_MS } from "../ledger/durable/slots";
 import { errorText, logEvent } from "../observability/log-event";
 
 /** A third of the ledger's 15-minute hold lifetime: two renewals may fail before a hold lapses. */
 export const HOLD_KEEPALIVE_MS = 5 * 60 * 1000;
+
+/**
+ * A request under a concurrency cap (`max_concurrent`) also holds a slot whose lease is shorter
+ * (ledger/durable/slots.ts), so that a lost isolate frees its slots within minutes: the same
+ * renewal (it extends the hold and the slot in one ledger call) runs four times a lease.
+ */
+export const SLOT_KEEPALIVE_MS = SLOT_LEASE_MS / 4;
+
+/** How often a request's reservation is renewed: more often when it holds a concurrency slot. */
+export function keepAliveEvery(scopes: readonly ScopeLimits[] | undefined): number {
+	return scopes?.some((s) => s.maxConcurrent) ? SLOT_KEEPALIVE_MS : HOLD_KEEPALIVE_MS;
+}
 
 export interface HoldKeepAlive {
 	/** Settlement: no more renewals. */

@@ -24,6 +24,9 @@ function limitsOf(k) {
 	const parts = [];
 	if (k.rpm) parts.push(`${count(k.rpm)} rpm`);
 	if (k.tpm) parts.push(`${count(k.tpm)} tpm`);
+	if (k.max_concurrent) parts.push(`${count(k.max_concurrent)} at once`);
+	if (k.per_user_rpm) parts.push(`${count(k.per_user_rpm)} rpm/user`);
+	if (k.per_user_daily_usd != null) parts.push(`${usd(k.per_user_daily_usd)}/user/day`);
 	if (k.spend_limit_usd !== null) parts.push(`${usd(k.spend_limit_usd)} ${k.spend_limit_period ?? "lifetime"}`);
 	if (k.max_tokens) parts.push(`max ${count(k.max_tokens)} tok`);
 	if (k.allowed_models) parts.push(`${k.allowed_models.length} model${k.allowed_models.length === 1 ? "" : "s"}`);
@@ -206,6 +209,9 @@ function openScopes(k) {
 	$("scopes-origins").value = (k.allowed_origins ?? []).join(", ");
 	$("scopes-rpm").value = k.rpm ?? "";
 	$("scopes-tpm").value = k.tpm ?? "";
+	$("scopes-concurrent").value = k.max_concurrent ?? "";
+	$("scopes-user-rpm").value = k.per_user_rpm ?? "";
+	$("scopes-user-daily").value = k.per_user_daily_usd ?? "";
 	$("scopes-max").value = k.max_tokens ?? "";
 	$("scopes-spend").value = k.spend_limit_usd ?? "";
 	$("scopes-period").value = k.spend_limit_period ?? "";
@@ -224,6 +230,9 @@ async function submitScopes() {
 			allowed_origins: list($("scopes-origins").value),
 			rpm: num($("scopes-rpm").value),
 			tpm: num($("scopes-tpm").value),
+			max_concurrent: num($("scopes-concurrent").value),
+			per_user_rpm: num($("scopes-user-rpm").value),
+			per_user_daily_usd: num($("scopes-user-daily").value),
 			max_tokens: num($("scopes-max").value),
 			spend_limit_usd: num($("scopes-spend").value),
 			spend_limit_period: $("scopes-period").value || null,

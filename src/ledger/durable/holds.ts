@@ -8,6 +8,7 @@
 import { ledgerClock } from "./clock";
 import { isLimited, type LedgerLimits, type RateState } from "./limits";
 import type { AuthorizeInput, AuthorizeResult, LedgerState } from "./rpc-types";
+import { renewSlots, SLOT_LEASE_MS } from "./slots";
 
 /** How long a hold lives without settlement before the alarm voids it. */
 export const HOLD_TTL_MS = 15 * 60 * 1000;
@@ -65,6 +66,8 @@ export class LedgerHolds {
 				HOLD_TTL_MS,
 				expiresAt,
 			);
+			// And its concurrency slots' leases (slots.ts): the keep-alive is this replay.
+			if (st.limitedHolds > 0) renewSlots(this.sql, input.requestId, now + (input.ttlMs ?? SLOT_LEASE_MS), now);
 			this.ensureAlarm(expiresAt);
 			return { ok: true, availableNanos: available, holdNanos: prior.hold, balanceNanos: st.balance };
 		}
@@ -98,7 +101,8 @@ export class LedgerHolds {
 		else {
 			this.transaction(() => {
 				insertHold();
-				if (this.limits.admit(input.requestId, scopes, tokens, now)) st.limitedHolds++;
+				// A queued background response's slot lives as long as its hold: the queue, not an isolate, runs it.
+				if (this.limits.admit(input.requestId, scopes, tokens, now, input.ttlMs ?? SLOT_LEASE_MS)) st.limitedHolds++;
 			});
 		}
 		st.held += hold;

@@ -5,53 +5,12 @@
  * atomic step as the hold. The period arithmetic is pure and takes `now`.
  */
 
-import { type PeriodKey, periodEnd, periodStart, type SpendPeriod } from "./spend-periods";
+import type { LimitRefusal, RateState, RateWindow, ScopeLimits } from "./limit-types";
+import { slotRefusal } from "./slots";
+import { type PeriodKey, periodEnd, periodStart } from "./spend-periods";
 
+export type * from "./limit-types";
 export type { SpendPeriod } from "./spend-periods";
-
-/** The limits of one key that pays through this ledger: the ledger's own key, or a token it minted. */
-export interface ScopeLimits {
-	/** The key id. */
-	scope: string;
-	rpm?: number | null;
-	tpm?: number | null;
-	spendLimitNanos?: number | null;
-	/** Without a period the spend limit covers the key's whole life. */
-	spendPeriod?: SpendPeriod | null;
-}
-
-export interface RateWindow {
-	limit: number;
-	remaining: number;
-	/** Milliseconds until the oldest counted request (or tokens) leaves the window. */
-	resetMs: number;
-}
-
-/** The tightest request and token windows over every scope of a request. */
-export interface RateState {
-	requests?: RateWindow;
-	tokens?: RateWindow;
-}
-
-export type LimitRefusal =
-	| {
-			refused: "rate_limited";
-			scope: string;
-			limit: "requests" | "tokens";
-			/** When this request would be admitted again: the moment enough of the window has left it. */
-			retryAfterMs: number;
-			/** Set when the request's tokens exceed the whole tpm limit: waiting never admits it. */
-			tooLarge?: { requestedTokens: number };
-	  }
-	| {
-			refused: "spend_limit";
-			scope: string;
-			limitNanos: number;
-			spentNanos: number;
-			period: SpendPeriod | null;
-			/** Unix milliseconds when the period ends, or null for a lifetime limit. */
-			resetsAt: number | null;
-	  };
 
 export const RATE_WINDOW_MS = 60_000;
 
@@ -64,7 +23,7 @@ const PERIOD_COLUMNS = {
 } as const;
 
 export function isLimited(s: ScopeLimits): boolean {
-	return Boolean(s.rpm || s.tpm || s.spendLimitNanos);
+	return Boolean(s.rpm || s.tpm || s.spendLimitNanos || s.maxConcurrent);
 }
 
 /** The ledger's limit tables, operated synchronously on its SQLite storage. */
@@ -82,12 +41,22 @@ export class LedgerLimits {
 		reserveNanos = 0,
 	): { refusal: LimitRefusal | null; rate: RateState } {
 		const rate: RateState = {};
+		// Slots first: a request refused for want of one is not counted anywhere.
+		for (const s of scopes) {
+			const refusal = s.maxConcurrent ? slotRefusal(this.sql, s.scope, s.maxConcurrent, now) : null;
+			if (refusal) return { refusal, rate };
+		}
 		for (const s of scopes) {
 			if (s.rpm || s.tpm) this.sql.exec("DELETE FROM rate_events WHERE scope = ? AND at <= ?", s.scope, now - RATE_WINDOW_MS);
 			if (s.rpm) {
 				const w = this.requestWindow(s.scope, s.rpm, now);
-				if (w.remaining <= 0) return { refusal: rateRefusal(s.scope, "requests", w.resetMs), rate: { ...rate, requests: w } };
-				rate.requests = tighter(rate.requests, { ...w, remaining: w.remaining - 1, resetMs: w.resetMs || RATE_WINDOW_MS });
+				if (w.remaining <= 0) {
+					const refusal = { ...rateRefusal(s.scope, "requests", w.resetMs), ...(s.user ? { user: s.user } : {}) };
+					return { refusal, rate: s.user ? rate : { ...rate, requests: w } };
+				}
+				// An end user's window is theirs; the headers show the key's.
+				if (!s.user)
+					rate.requests = tighter(rate.requests, { ...w, remaining: w.remaining - 1, resetMs: w.resetMs || RATE_WINDOW_MS });
 			}
 			if (s.tpm) {
 				// As OpenAI: the request's own tokens must fit in what is left of the minute.
@@ -118,6 +87,7 @@ export class LedgerLimits {
 						spentNanos: spent,
 						period,
 						resetsAt: period ? periodEnd(period, now) : null,
+						...(s.user ? { user: s.user } : {}),
 					},
 					rate,
 				};
@@ -130,7 +100,7 @@ export class LedgerLimits {
 	 * Counts an admitted request in each limited scope's windows and ties its hold to those scopes.
 	 * Scopes without any limit cost nothing here: that is the common case on the hot path.
 	 */
-	admit(requestId: string, scopes: readonly ScopeLimits[], tokens: number, now: number): boolean {
+	admit(requestId: string, scopes: readonly ScopeLimits[], tokens: number, now: number, leaseMs: number): boolean {
 		let limited = false;
 		for (const s of scopes) {
 			if (!isLimited(s)) continue;
@@ -145,12 +115,14 @@ export class LedgerLimits {
 					Math.max(0, Math.round(tokens)),
 				);
 			}
+			// A scope with max_concurrent: the row is also the request's slot, leased until slot_until (slots.ts).
 			this.sql.exec(
-				"INSERT OR IGNORE INTO hold_limits (request_id, scope, spend, rated) VALUES (?, ?, ?, ?)",
+				"INSERT OR IGNORE INTO hold_limits (request_id, scope, spend, rated, slot_until) VALUES (?, ?, ?, ?, ?)",
 				requestId,
 				s.scope,
 				s.spendLimitNanos ? 1 : 0,
 				rated ? 1 : 0,
+				s.maxConcurrent ? now + leaseMs : null,
 			);
 		}
 		return limited;

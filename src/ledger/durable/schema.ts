@@ -53,4 +53,12 @@ export const LEDGER_MIGRATIONS: readonly Migration[] = [
 			`);
 		},
 	},
+	{
+		// Concurrency slots (slots.ts): a hold's limit row under a scope with max_concurrent is its
+		// slot, leased until slot_until; null on other rows.
+		name: "hold_limits.slot_until",
+		up(sql) {
+			if (!hasColumn(sql, "hold_limits", "slot_until")) sql.exec("ALTER TABLE hold_limits ADD COLUMN slot_until INTEGER");
+		},
+	},
 ];

@@ -36,6 +36,7 @@ describe("key views", () => {
 			spend_limit_usd: 5,
 			spend_limit_period: "daily",
 			allowed_models: ["test/ok"],
+			max_concurrent: 4,
 		});
 		const body = (await (await gw("/v1/key", { headers: { authorization: `Bearer ${k.key}` } })).json()) as Record<
 			string,
@@ -44,6 +45,9 @@ describe("key views", () => {
 		expect(body.limits).toEqual({
 			rpm: 60,
 			tpm: null,
+			max_concurrent: 4,
+			per_user_rpm: null,
+			per_user_daily_usd: null,
 			spend_limit_usd: 5,
 			spend_limit_period: "daily",
 			max_tokens: null,
