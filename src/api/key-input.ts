@@ -3,6 +3,7 @@
  * write. The scope fields shared with `POST /v1/tokens` are in auth/scope-fields.ts.
  */
 import { z } from "zod";
+import { AlertRules } from "../alerts/rules";
 import { AllowedModels, AllowedOrigins, KeyName, TokenCap } from "../auth/scope-fields";
 import type { ApiKeyRow } from "../db/schema";
 import { GatewayError } from "../errors";
@@ -26,6 +27,8 @@ const ScopeFields = {
 	max_tokens: TokenCap.nullable().optional(),
 	expires_at: Timestamp.nullable().optional(),
 	metadata: z.record(z.string(), z.string()).nullable().optional(),
+	/** Spend alerts (docs/operations.md, "Alerts"); null or [] removes them. */
+	alerts: AlertRules.nullable().optional(),
 };
 
 export const CreateKey = z.strictObject({ ...ScopeFields, balance_usd: BalanceUsd.default(0) });
@@ -51,6 +54,7 @@ export function scopeColumns(input: PatchInput): Partial<ApiKeyRow> {
 	if (input.max_tokens !== undefined) cols.maxTokens = input.max_tokens;
 	if (input.expires_at !== undefined) cols.expiresAt = input.expires_at;
 	if (input.metadata !== undefined) cols.metadata = input.metadata;
+	if (input.alerts !== undefined) cols.alerts = input.alerts?.length ? input.alerts : null;
 	return cols;
 }
 
@@ -66,6 +70,7 @@ const COLUMN_OF: { [P in keyof PatchInput]-?: keyof ApiKeyRow } = {
 	max_tokens: "maxTokens",
 	expires_at: "expiresAt",
 	metadata: "metadata",
+	alerts: "alerts",
 };
 
 /**

@@ -27,6 +27,7 @@ export function keyView(k: ApiKeyRow) {
 		max_tokens: k.maxTokens,
 		metadata: k.metadata ?? null,
 		parent_key_id: k.parentKeyId ?? null,
+		alerts: k.alerts ?? null,
 	};
 }
 

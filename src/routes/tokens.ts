@@ -87,6 +87,7 @@ export const tokensRoutes = new Hono<AppEnv>().post("/", mayMint, jsonBody(MintT
 		maxTokens: narrowed("max_tokens", input.max_tokens, parent.maxTokens),
 		metadata: null,
 		parentKeyId: parent.id,
+		alerts: null,
 	};
 	await keyStore(c.env.DB).insert(row);
 	return c.json(

@@ -20,6 +20,8 @@ export interface AlarmWork {
 	nextHoldExpiry(): number | null;
 	outbox: LedgerOutbox;
 	d1: D1Database;
+	/** Sends due alert webhooks (alerts.ts); returns when it next has work, or null. Never throws. */
+	alerts?: { run(): Promise<number | null> };
 }
 
 export class LedgerAlarm {
@@ -53,6 +55,8 @@ export class LedgerAlarm {
 			work.outbox.pruneSettled(now);
 			this.prunedAt = now;
 		}
+		const alertsAt = work.alerts ? await work.alerts.run() : null;
+		if (alertsAt !== null) this.ensure(alertsAt);
 		let pending: boolean;
 		try {
 			pending = await work.outbox.flush(work.d1);

@@ -2,6 +2,7 @@
  * The KeyLedger's SQLite tables, as migrations (storage/migrations.ts). Released migrations are
  * never edited: a change to a table is a new migration at the end of LEDGER_MIGRATIONS.
  */
+import { ALERT_OUTBOX_SQL } from "../../alerts/outbox";
 import { hasColumn, type Migration } from "../../storage/migrations";
 
 /** Version 1: the tables as they were before the ledger had a schema version. */
@@ -51,6 +52,14 @@ export const LEDGER_MIGRATIONS: readonly Migration[] = [
 				CREATE TABLE IF NOT EXISTS allowances (id TEXT PRIMARY KEY, amount INTEGER NOT NULL, unit INTEGER NOT NULL, expires_at INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
 				CREATE TABLE IF NOT EXISTS revoked_scopes (scope TEXT PRIMARY KEY, at INTEGER NOT NULL);
 			`);
+		},
+	},
+	{
+		// Spend alerts (alerts.ts): each rule's armed flag, and the deliveries the alarm sends.
+		name: "alert rules' state and deliveries",
+		up(sql) {
+			sql.exec("CREATE TABLE IF NOT EXISTS alert_arms (rule TEXT PRIMARY KEY, armed INTEGER NOT NULL)");
+			sql.exec(ALERT_OUTBOX_SQL);
 		},
 	},
 ];
