@@ -28,6 +28,7 @@ export const SEND_TIMEOUT_MS = 10_000;
 /** Deliveries sent per run, and at once (a Durable Object has six outbound connections). */
 const PER_RUN = 20;
 const AT_ONCE = 4;
+const SYNC_RETRY_MS = 30_000;
 /** Rows written to D1 per statement. */
 const SYNC_BATCH = 50;
 /** Delivered or failed rows are forgotten this long after they were made (D1 keeps its copy). */
@@ -100,7 +101,8 @@ export class AlertOutbox {
 				"SELECT (SELECT MIN(next_at) FROM alert_deliveries WHERE status = 'pending') AS due, (SELECT COUNT(*) FROM alert_deliveries WHERE synced = 0) AS unsynced",
 			)
 			.one();
-		const sync = r.unsynced > 0 ? now + 1000 : null;
+		// Rows D1 did not take (it failed) are written again after a while, not at every turn.
+		const sync = r.unsynced > 0 ? now + SYNC_RETRY_MS : null;
 		if (r.due === null) return sync;
 		return sync === null ? r.due : Math.min(r.due, sync);
 	}
