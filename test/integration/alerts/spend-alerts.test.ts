@@ -3,7 +3,7 @@
  * ledger's alarm posts one signed webhook per crossing to a real receiver (dev/engine-hooks.mjs),
  * retries after a 500 on the ledger's clock, a top-up re-arms, and the admin API lists deliveries.
  */
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { verifyAlertSignature } from "../../../src/alerts/signature";
 import { hookName, hookUrl, planHook, received } from "../../support/alerts";
@@ -184,6 +184,40 @@ describe("spend alerts", () => {
 		);
 		expect(JSON.parse(hook.body)).toMatchObject({ type: "key.exhausted", balance_usd: 0, key: { id: k.id, name: "drained" } });
 		expect((await okChat(k.key)).status).toBe(402);
+	});
+
+	it("applies the config's operator-wide rules to every key, each crossing once", async () => {
+		const name = hookName("operator-wide");
+		const keys = [await createKey({ name: "op-a", balance_usd: 1 }), await createKey({ name: "op-b", balance_usd: 1 })];
+		// The ledgers read the config from their own env: this test's ledgers get one with an
+		// operator-wide rule (below $0.99999: the second request of each key crosses it).
+		const rule = { when: "balance_below_usd", at: 0.99999, webhook_url: hookUrl(name) };
+		const restore: Array<() => void> = [];
+		for (const k of keys) {
+			await runInDurableObject(ledger(k.id), (instance) => {
+				const ledgerEnv = (instance as unknown as { env: { GATEWAY_CONFIG: string } }).env;
+				const before = ledgerEnv.GATEWAY_CONFIG;
+				ledgerEnv.GATEWAY_CONFIG = JSON.stringify({ ...JSON.parse(before), alerts: [rule] });
+				restore.push(() => {
+					ledgerEnv.GATEWAY_CONFIG = before;
+				});
+			});
+		}
+		try {
+			for (const k of keys) for (let i = 0; i < 3; i++) expect((await okChat(k.key)).status).toBe(200);
+			for (const k of keys) await settledInfo(k.id, 3);
+			const got = await waitFor(async () => {
+				const h = await received(name);
+				return h.length >= 2 ? h : null;
+			});
+			for (const k of keys) await runDurableObjectAlarm(ledger(k.id));
+			expect(await received(name)).toHaveLength(2);
+			const bodies = got.map((h) => JSON.parse(h.body) as { key: { id: string; name: string }; alert: { source: string } });
+			expect(bodies.map((b) => b.key.name).sort()).toEqual(["op-a", "op-b"]);
+			for (const b of bodies) expect(b.alert.source).toBe("operator");
+		} finally {
+			for (const r of restore) r();
+		}
 	});
 
 	it("refuses invalid rules and webhook URLs", async () => {
