@@ -124,10 +124,12 @@ export class NodeHealth extends DurableObject<Env> {
 	override async alarm(): Promise<void> {
 		this.#alarmAt = null;
 		const started = Date.now();
-		// Alert retries go on while nobody routes (they are due hours apart at most).
-		const alertsAt = await this.#alerts.run(started);
+		// Alert retries go on while nobody routes (due an hour apart at most), beside the probes: a
+		// slow receiver never holds a probe round back.
+		const alerts = this.#alerts.run(started);
 		// Nobody is routing: stop until the next read, so an idle deployment sends nodes nothing.
 		if (started - this.#lastReadAt > idleAfterMs(this.#intervalMs)) {
+			const alertsAt = await alerts;
 			if (alertsAt !== null) await this.#schedule(alertsAt);
 			return;
 		}
@@ -138,6 +140,7 @@ export class NodeHealth extends DurableObject<Env> {
 			this.#memos.delete(url);
 		}
 		await this.#probeAll();
+		const alertsAt = await alerts;
 		// A node that went down or came back is announced now, not a round later.
 		const next = this.#alerts.observe(this.#results, Date.now()) ? await this.#alerts.run(Date.now()) : alertsAt;
 		// The next round one interval after this one began, never two at once.
@@ -172,7 +175,8 @@ export class NodeHealth extends DurableObject<Env> {
 
 	async #ensureAlarm(now: number): Promise<void> {
 		if (this.#alarmAt === undefined) this.#alarmAt = await this.ctx.storage.getAlarm();
-		if (this.#alarmAt === null) await this.#schedule(now);
+		// An alarm planned only for an alert retry (while idle) must not hold the first probe round back.
+		if (this.#alarmAt === null || this.#alarmAt > now + this.#intervalMs) await this.#schedule(now);
 	}
 
 	async #schedule(at: number): Promise<void> {
