@@ -3,8 +3,9 @@
  * sends alerts (a key's ledger, the fleet's NodeHealth) keeps its own deliveries and writes their
  * state here after every attempt (alerts/outbox.ts), so the admin API lists them across keys.
  */
-import { and, desc, eq, lt, type SQL } from "drizzle-orm";
+import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import type { PageCursor } from "./page-cursor";
 import { alertDeliveries } from "./schema";
 
 /** A delivery as a Durable Object writes it (snake_case: one JSON object per row). */
@@ -47,8 +48,8 @@ export interface AlertDeliveryQuery {
 	status?: "pending" | "delivered" | "failed";
 	/** `node` (node down/back) or a key rule's `when`. */
 	event?: string;
-	/** Only deliveries created before this time (unix ms): the next page. */
-	before?: number;
+	/** The last row of the previous page (newest first, ties on created_at broken by id). */
+	before?: PageCursor;
 	limit: number;
 }
 
@@ -58,7 +59,14 @@ export function listAlertDeliveries(d1: D1Database, q: AlertDeliveryQuery) {
 	if (q.keyId !== undefined) where.push(eq(alertDeliveries.keyId, q.keyId));
 	if (q.status !== undefined) where.push(eq(alertDeliveries.status, q.status));
 	if (q.event !== undefined) where.push(eq(alertDeliveries.event, q.event));
-	if (q.before !== undefined) where.push(lt(alertDeliveries.createdAt, q.before));
+	const b = q.before;
+	if (b !== undefined) {
+		const older = or(
+			lt(alertDeliveries.createdAt, b.createdAt),
+			and(eq(alertDeliveries.createdAt, b.createdAt), lt(alertDeliveries.id, b.id)),
+		);
+		if (older) where.push(older);
+	}
 	return drizzle(d1)
 		.select()
 		.from(alertDeliveries)

@@ -159,11 +159,8 @@ export function adminPaths(): Record<string, Record<string, Operation>> {
 					query("key_id", "Only this key's deliveries."),
 					query("status", "pending, delivered or failed."),
 					query("event", "balance_below_usd, spent_pct_of_cap, exhausted, node_down or node_back."),
-					query("before", "Created before this time (unix seconds): the previous page's `next_before`.", {
-						type: "integer",
-						minimum: 1,
-					}),
 					query("limit", "Page size, 1–500 (default 50).", { type: "integer", minimum: 1 }),
+					CURSOR,
 				],
 				json: "AlertDeliveryList",
 				successDescription: "Key and node alert deliveries as last written to D1, newest first.",

@@ -39,8 +39,6 @@ const delivery = obj({
 export function alertSchemas(): Record<string, Json> {
 	return {
 		KeyAlertDeliveries: list(delivery),
-		AlertDeliveryList: list(delivery, {
-			next_before: { ...nullable("integer"), description: "Pass as `before` for the next page." },
-		}),
+		AlertDeliveryList: list(delivery, { next_cursor: nullable("string") }),
 	};
 }

@@ -7,9 +7,10 @@
 import { Hono } from "hono";
 import { ALERT_WHENS, type AlertRule, webhookUrlProblem } from "../alerts/rules";
 import { alertDeliveryView } from "../api/alert-views";
-import { intParam } from "../api/list-params";
+import { cursorParam, intParam } from "../api/list-params";
 import type { AppEnv } from "../app-env";
 import { listAlertDeliveries } from "../db/alert-deliveries";
+import { encodePageCursor, pageOf } from "../db/page-cursor";
 import type { ApiKeyRow } from "../db/schema";
 import { GatewayError } from "../errors";
 import { ledgerFor } from "../ledger/ledger-client";
@@ -67,24 +68,16 @@ export async function keyAlertDeliveries(env: Env, keyId: string, limitRaw: stri
 	return { object: "list" as const, data: rows.map(alertDeliveryView) };
 }
 
-/** `GET /admin/alert-deliveries?key_id=&status=&event=&before=&limit=`: every delivery D1 has a copy of, newest first. */
+/** `GET /admin/alert-deliveries?key_id=&status=&event=&limit=&cursor=`: every delivery D1 has a copy of, newest first. */
 export const adminAlertDeliveries = new Hono<AppEnv>().get("/", async (c) => {
 	const limit = intParam(c.req.query("limit"), "limit", 50, 500);
-	const beforeRaw = c.req.query("before");
-	const before = beforeRaw === undefined ? undefined : intParam(beforeRaw, "before", 0, Number.MAX_SAFE_INTEGER) * 1000;
 	const rows = await listAlertDeliveries(c.env.DB, {
 		keyId: c.req.query("key_id") || undefined,
 		status: oneOf(c.req.query("status"), STATUSES, "status"),
 		event: oneOf(c.req.query("event"), EVENTS, "event"),
-		before,
+		before: cursorParam(c.req.query("cursor")),
 		limit: limit + 1,
 	});
-	const page = rows.slice(0, limit);
-	const last = page[page.length - 1];
-	return c.json({
-		object: "list",
-		data: page.map(alertDeliveryView),
-		// Pass as `before` for the next page (unix seconds of the last row's creation).
-		next_before: rows.length > limit && last ? Math.floor(last.createdAt / 1000) : null,
-	});
+	const { page, nextCursor } = pageOf(rows, limit, (r) => encodePageCursor(r.createdAt, r.id));
+	return c.json({ object: "list", data: page.map(alertDeliveryView), next_cursor: nextCursor });
 });
