@@ -8,9 +8,10 @@
 const LAYERS = [
 	// Leaves: no I/O, imported by anyone.
 	["errors", "ids", "redact", "secrets", "memo", "types", "money/", "estimate"],
-	["config-schema", "config", "observability/log-event"],
-	// Platform: HTTP helpers, D1, Durable Object storage, Redis, the Hono context's types.
-	["http/", "db/", "storage/", "redis/", "app-env"],
+	["alerts/rules", "config-schema", "config", "observability/log-event"],
+	// Platform: HTTP helpers, D1, Durable Object storage, Redis, the Hono context's types; alert
+	// deliveries (signing, the outbox a Durable Object sends them from).
+	["http/", "db/", "storage/", "redis/", "app-env", "alerts/"],
 	// Shared steps, each below the ones that use it.
 	["routing/"],
 	["engine/"],

@@ -3,7 +3,13 @@ import { fileURLToPath } from "node:url";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 import { quietOutboundDisconnects } from "./test/support/quiet-outbound-log.ts";
-import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, TEST_SEAL_SECRET, testGatewayConfig } from "./test/support/test-config.ts";
+import {
+	TEST_ADMIN_TOKEN,
+	TEST_ALERT_SECRET,
+	TEST_NODE_KEY,
+	TEST_SEAL_SECRET,
+	testGatewayConfig,
+} from "./test/support/test-config.ts";
 
 quietOutboundDisconnects();
 
@@ -51,6 +57,9 @@ function workerPlugin(redis: boolean) {
 					NODE_KEY: TEST_NODE_KEY,
 					REASONING_SEAL_SECRET: TEST_SEAL_SECRET,
 					ENGINE_URL: engineUrl,
+					// Alerts (node down/back, rules without a webhook_url) go to the engine's webhook receiver (dev/engine-hooks.mjs).
+					ALERT_WEBHOOK_URL: `${engineUrl}/hook/operator`,
+					ALERT_WEBHOOK_SECRET: TEST_ALERT_SECRET,
 					TEST_MIGRATIONS: migrations,
 					// Explicit, so a developer's .dev.vars never turns Redis on for the plain project.
 					UPSTASH_REDIS_REST_URL: redis ? String(inject("redisUrl")) : "",

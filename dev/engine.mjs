@@ -13,6 +13,7 @@ import http from "node:http";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { createGates, keepAliveUntil } from "./engine-gate.mjs";
+import { createHooks, hookControl, hookRoute } from "./engine-hooks.mjs";
 import { embeddings, legacyCompletions } from "./engine-legacy.mjs";
 import { createNodes, health, isProbe, metrics, nodeControl, splitNode } from "./engine-nodes.mjs";
 import {
@@ -232,6 +233,7 @@ async function control(req, res, route, params, state) {
 	if (req.method === "GET" && route === "/_engine/requests") return sendJson(res, 200, selectRequests(state, params));
 	const body = req.method === "POST" ? (await readBody(req)).json : null;
 	if (nodeControl(req, res, route, body, state.nodes)) return;
+	if (hookControl(req, res, route, body, state.hooks)) return;
 	if (req.method === "POST" && route === "/_engine/release") {
 		return sendJson(res, 200, { released: state.gates.release(String(body?.contains ?? "")) });
 	}
@@ -253,6 +255,7 @@ async function handle(req, res, engine, quiet) {
 		: splitScenario(pathname);
 	if (pathname.startsWith("/_engine/")) return control(req, res, pathname, url.searchParams, state);
 	const { text, json: body } = await readBody(req);
+	if (hookRoute(req, res, pathname, text, state.hooks)) return;
 	const fields = {
 		method: req.method,
 		path: pathname,
@@ -319,6 +322,7 @@ function createState() {
 	return {
 		requests,
 		nodes: createNodes(),
+		hooks: createHooks(),
 		gates: createGates(),
 		record(fields, bodyText) {
 			const entry = { id: nextId++, ...fields, aborted: false, finished: false, receivedAt: Date.now(), closedAt: null };

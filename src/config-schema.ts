@@ -3,6 +3,7 @@
  * (a model's largest hold within what one request may hold). config.ts parses with it.
  */
 import { z } from "zod";
+import { AlertRules } from "./alerts/rules";
 import { DEFAULT_IMAGE_TOKENS_MAX, holdFits, MAX_BATCH_INPUTS, worstCaseHold } from "./money/hold-bound";
 import { MAX_REQUEST_NANOS } from "./money/nanos";
 import { OUTPUT_FIELDS } from "./money/output-fields";
@@ -236,6 +237,11 @@ export const GatewayConfigSchema = z
 		routing: RoutingSchema.prefault({}),
 		usage: UsageSchema.prefault({}),
 		ledger: LedgerSchema.prefault({}),
+		/**
+		 * Operator-wide spend alerts: each rule applies to every key's ledger, beside the key's own
+		 * `alerts` (docs/operations.md, "Alerts"); a rule without `webhook_url` posts to ALERT_WEBHOOK_URL.
+		 */
+		alerts: AlertRules.default([]),
 	})
 	.superRefine((cfg, ctx) => {
 		// Ids are matched exactly, so two that differ only in case would be two models a client

@@ -3,6 +3,7 @@
  * write. The scope fields shared with `POST /v1/tokens` are in auth/scope-fields.ts.
  */
 import { z } from "zod";
+import { AlertRules } from "../alerts/rules";
 import { AllowedModels, AllowedOrigins, KeyName, TokenCap } from "../auth/scope-fields";
 import type { ApiKeyRow } from "../db/schema";
 import { GatewayError } from "../errors";
@@ -29,6 +30,8 @@ const ScopeFields = {
 	per_user_daily_usd: SpendLimitUsd.nullable().optional(),
 	expires_at: Timestamp.nullable().optional(),
 	metadata: z.record(z.string(), z.string()).nullable().optional(),
+	/** Spend alerts (docs/operations.md, "Alerts"); null or [] removes them. */
+	alerts: AlertRules.nullable().optional(),
 };
 
 export const CreateKey = z.strictObject({ ...ScopeFields, balance_usd: BalanceUsd.default(0) });
@@ -58,6 +61,7 @@ export function scopeColumns(input: PatchInput): Partial<ApiKeyRow> {
 		cols.perUserDailyNanos = input.per_user_daily_usd === null ? null : usdToNanos(input.per_user_daily_usd);
 	if (input.expires_at !== undefined) cols.expiresAt = input.expires_at;
 	if (input.metadata !== undefined) cols.metadata = input.metadata;
+	if (input.alerts !== undefined) cols.alerts = input.alerts?.length ? input.alerts : null;
 	return cols;
 }
 
@@ -76,6 +80,7 @@ const COLUMN_OF: { [P in keyof PatchInput]-?: keyof ApiKeyRow } = {
 	per_user_daily_usd: "perUserDailyNanos",
 	expires_at: "expiresAt",
 	metadata: "metadata",
+	alerts: "alerts",
 };
 
 /**

@@ -30,6 +30,7 @@ export function keyView(k: ApiKeyRow) {
 		per_user_daily_usd: k.perUserDailyNanos == null ? null : nanosToUsd(k.perUserDailyNanos),
 		metadata: k.metadata ?? null,
 		parent_key_id: k.parentKeyId ?? null,
+		alerts: k.alerts ?? null,
 	};
 }
 

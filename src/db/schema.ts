@@ -1,4 +1,5 @@
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import type { AlertRule } from "../alerts/rules";
 
 /** API keys. Only the SHA-256 digest of the secret is stored; balances live in each key's ledger Durable Object. */
 export const apiKeys = sqliteTable(
@@ -28,6 +29,8 @@ export const apiKeys = sqliteTable(
 		metadata: text("metadata", { mode: "json" }).$type<Record<string, string>>(),
 		/** Set on short-lived `vk-tmp-` tokens: the key that minted them and whose balance they draw on. */
 		parentKeyId: text("parent_key_id"),
+		/** Spend alert rules (docs/operations.md, "Alerts"); their state lives in the key's ledger. */
+		alerts: text("alerts", { mode: "json" }).$type<AlertRule[]>(),
 	},
 	(t) => [index("api_keys_created_idx").on(t.createdAt), index("api_keys_parent_idx").on(t.parentKeyId)],
 );
@@ -98,3 +101,33 @@ export const usageHourly = sqliteTable(
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type UsageRow = typeof usageRecords.$inferSelect;
+
+/**
+ * Alert webhook deliveries (docs/operations.md, "Alerts"), as the Durable Object that sends each
+ * one last wrote it (db/alert-deliveries.ts): key spend alerts from the key's ledger, node alerts
+ * from NodeHealth. `target` is the webhook's origin only (a URL's path or query may hold a token).
+ */
+export const alertDeliveries = sqliteTable(
+	"alert_deliveries",
+	{
+		id: text("id").primaryKey(),
+		/** The rule's `when` (balance_below_usd, spent_pct_of_cap, exhausted) or node_down / node_back. */
+		event: text("event").notNull(),
+		keyId: text("key_id"),
+		/** The key's name, or the node (its masked URL). */
+		subject: text("subject"),
+		target: text("target"),
+		status: text("status").$type<"pending" | "delivered" | "failed">().notNull(),
+		attempts: integer("attempts").notNull(),
+		lastCode: integer("last_code"),
+		lastError: text("last_error"),
+		/** The JSON body sent (what the receiver gets, without the signature). */
+		payload: text("payload").notNull(),
+		createdAt: integer("created_at").notNull(),
+		nextAttemptAt: integer("next_attempt_at"),
+		deliveredAt: integer("delivered_at"),
+		updatedAt: integer("updated_at").notNull(),
+	},
+	(t) => [index("alert_deliveries_created_idx").on(t.createdAt), index("alert_deliveries_key_idx").on(t.keyId, t.createdAt)],
+);
+export type AlertDeliveryRecord = typeof alertDeliveries.$inferSelect;

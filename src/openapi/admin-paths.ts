@@ -140,6 +140,34 @@ export function adminPaths(): Record<string, Record<string, Operation>> {
 				errors: [400, 404, 409, 413],
 			},
 		},
+		"/admin/keys/{id}/alert-deliveries": {
+			get: {
+				tag: "Admin",
+				summary: "A key's alert deliveries",
+				security: "admin",
+				parameters: [KEY_ID, query("limit", "At most this many, 1–200 (default 50).", { type: "integer", minimum: 1 })],
+				json: "KeyAlertDeliveries",
+				successDescription: "The key's spend alert deliveries as its ledger holds them now, newest first.",
+				errors: [400, 404],
+			},
+		},
+		"/admin/alert-deliveries": {
+			get: {
+				tag: "Admin",
+				summary: "Every alert delivery",
+				security: "admin",
+				parameters: [
+					query("key_id", "Only this key's deliveries."),
+					query("status", "pending, delivered or failed."),
+					query("event", "balance_below_usd, spent_pct_of_cap, exhausted, node_down or node_back."),
+					query("limit", "Page size, 1–500 (default 50).", { type: "integer", minimum: 1 }),
+					CURSOR,
+				],
+				json: "AlertDeliveryList",
+				successDescription: "Key and node alert deliveries as last written to D1, newest first.",
+				errors: [400],
+			},
+		},
 		"/admin/usage": {
 			get: {
 				tag: "Admin",

@@ -4,6 +4,8 @@
  * so there is nothing to generate them from. Engine answers pass through with extra fields, so
  * their objects allow more properties than listed; the gateway's own views list them all.
  */
+
+import { alertRules, alertSchemas } from "./alert-schemas";
 import { bool, int, type Json, list, nullable, nullableStrings, num, obj, ref, str, strings } from "./json-schema";
 import { usageSchemas } from "./usage-schemas";
 
@@ -57,7 +59,7 @@ const listedBalanceFields = {
 	open_holds: nullable("integer"),
 };
 
-const adminKeyFields = { ...keyFields, metadata: { type: ["object", "null"], additionalProperties: str } };
+const adminKeyFields = { ...keyFields, metadata: { type: ["object", "null"], additionalProperties: str }, alerts: alertRules };
 
 const model = obj(
 	{
@@ -282,6 +284,7 @@ export function outputSchemas(): Record<string, Json> {
 			applied: { type: "boolean", description: "false: an Idempotency-Key replay of an earlier credit." },
 		}),
 		...usageSchemas(),
+		...alertSchemas(),
 		NodeList: list(nodeRow),
 		MaintenanceRun: obj({
 			object: { const: "maintenance.run" },

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
+import type { AlertRule } from "../alerts/rules";
 import { assertTokenPatch, CreateKey, Credit, PatchKey, scopeColumns } from "../api/key-input";
 import { cursorParam, intParam } from "../api/list-params";
 import { balanceView, creditView, keyView } from "../api/views";
@@ -17,6 +18,7 @@ import { jsonBody } from "../http/json-body";
 import { randomId } from "../ids";
 import { ledgerFor } from "../ledger/ledger-client";
 import { nanosToUsd, usdToNanos } from "../money/pricing";
+import { adminAlertDeliveries, checkAlerts, keyAlertDeliveries, pushAlerts } from "./admin-alerts";
 import { adminMaintenance } from "./admin-maintenance";
 import { adminNodes } from "./admin-nodes";
 import { listUsage, usageSummary } from "./usage";
@@ -25,8 +27,9 @@ import { listUsage, usageSummary } from "./usage";
 type KeyEnv = AppEnv & { Variables: { target: ApiKeyRow } };
 
 /** Scope fields that need the catalog: every allowed model must exist. */
-function checkScopes(env: Env, input: { allowed_models?: string[] | null }): void {
+function checkScopes(env: Env, input: { allowed_models?: string[] | null; alerts?: AlertRule[] | null }): void {
 	if (input.allowed_models) assertCatalogModels(loadConfig(env.GATEWAY_CONFIG), input.allowed_models, "allowed_models");
+	checkAlerts(env, input.alerts);
 }
 
 async function mustFind(env: Env, id: string): Promise<ApiKeyRow> {
@@ -159,9 +162,12 @@ export const adminRoutes = new Hono<AppEnv>()
 			...scopeColumns(input),
 			name: input.name,
 		});
+		const created = await mustFind(c.env, id);
+		// Before the initial credit: a rule the first balance already clears starts armed. The name
+		// and spend limit go too, for the config's operator-wide rules.
+		await pushAlerts(c.env, created);
 		if (input.balance_usd > 0) await applyCredit(c.env, id, input.balance_usd, "initial", "initial balance");
-		const key = await mustFind(c.env, id);
-		return c.json({ ...keyView(key), key: secret, ...(await ledgerBalance(c.env, id)) }, 201);
+		return c.json({ ...keyView(created), key: secret, ...(await ledgerBalance(c.env, id)) }, 201);
 	})
 	.get("/keys", async (c) => {
 		const limit = intParam(c.req.query("limit"), "limit", 100, 1000);
@@ -186,6 +192,7 @@ export const adminRoutes = new Hono<AppEnv>()
 		checkScopes(c.env, input);
 		const key = (await keyStore(c.env.DB).update(current.id, cols)) ?? (await mustFind(c.env, current.id));
 		await tellLedger(c.env, key, "changed");
+		await pushAlerts(c.env, key);
 		await invalidateKey(c.env, key, (p) => c.executionCtx.waitUntil(p));
 		return c.json({ ...keyView(key), ...(await ledgerBalance(c.env, key.id)) });
 	})
@@ -209,6 +216,10 @@ export const adminRoutes = new Hono<AppEnv>()
 		const rows = await ledgerFor(c.env, c.get("target").id).creditHistory(limit);
 		return c.json({ object: "list", data: rows.map(creditView) });
 	})
+	.get("/keys/:id/alert-deliveries", targetKey, async (c) =>
+		c.json(await keyAlertDeliveries(c.env, c.get("target").id, c.req.query("limit"))),
+	)
+	.route("/alert-deliveries", adminAlertDeliveries)
 	.get("/usage/summary", usageSummary)
 	.get("/usage", listUsage)
 	.route("/nodes", adminNodes)

@@ -8,7 +8,8 @@ import { ledgerFor } from "../ledger/ledger-client";
 export async function ownKey(c: Context<AppEnv>): Promise<Response> {
 	const principal = c.get("principal");
 	// Metadata is the operator's note about the key holder, not the holder's to read.
-	const { metadata: _operatorOnly, ...view } = keyView(principal.key);
+	// The alerts name the operator's webhooks: the operator's, as the metadata.
+	const { metadata: _operatorOnly, alerts: _operatorsAlerts, ...view } = keyView(principal.key);
 	return c.json({
 		...view,
 		// A vk-tmp- token draws on its parent's balance, so that is the balance it shows.

@@ -92,6 +92,7 @@ export const tokensRoutes = new Hono<AppEnv>().post("/", mayMint, jsonBody(MintT
 		perUserDailyNanos: null,
 		metadata: null,
 		parentKeyId: parent.id,
+		alerts: null,
 	};
 	await keyStore(c.env.DB).insert(row);
 	return c.json(

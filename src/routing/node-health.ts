@@ -7,9 +7,11 @@
  * overrides (PATCH /admin/nodes) are stored, until cleared.
  */
 import { DurableObject } from "cloudflare:workers";
+import { ALERT_OUTBOX_SQL } from "../alerts/outbox";
 import { ROUTING_DEFAULTS } from "../config-schema";
 import { errorText, logEvent } from "../observability/log-event";
 import { type Migration, migrate } from "../storage/migrations";
+import { NODE_STATUS_SQL, NodeAlerts } from "./node-alerts";
 import { maskNodeUrl } from "./node-label";
 import { newMemo, type ProbeMemo, probeNode } from "./probe";
 import type { NodeOverride, ProbeResult, ProbeTarget, SharedView } from "./view-types";
@@ -21,6 +23,14 @@ const MIGRATIONS: readonly Migration[] = [
 			sql.exec(`CREATE TABLE IF NOT EXISTS overrides (
 				url TEXT NOT NULL, model TEXT NOT NULL, weight REAL, drained INTEGER NOT NULL, updated_at INTEGER NOT NULL,
 				PRIMARY KEY (url, model))`);
+		},
+	},
+	{
+		// Node down / node back alerts (node-alerts.ts): each node's last announced health, and the deliveries.
+		name: "node alerts",
+		up(sql) {
+			sql.exec(NODE_STATUS_SQL);
+			sql.exec(ALERT_OUTBOX_SQL);
 		},
 	},
 ];
@@ -63,6 +73,7 @@ export class NodeHealth extends DurableObject<Env> {
 	#overrides: NodeOverride[];
 	#intervalMs = ROUTING_DEFAULTS.health_check_interval_ms;
 	#lastReadAt = 0;
+	readonly #alerts: NodeAlerts;
 	/** When the next alarm is due, as far as this instance knows (undefined: not known yet). */
 	#alarmAt: number | null | undefined;
 
@@ -71,6 +82,7 @@ export class NodeHealth extends DurableObject<Env> {
 		this.#sql = ctx.storage.sql;
 		migrate(ctx.storage, MIGRATIONS);
 		this.#overrides = this.#loadOverrides();
+		this.#alerts = new NodeAlerts(this.#sql, env);
 	}
 
 	/**
@@ -112,8 +124,15 @@ export class NodeHealth extends DurableObject<Env> {
 	override async alarm(): Promise<void> {
 		this.#alarmAt = null;
 		const started = Date.now();
+		// Alert retries go on while nobody routes (due an hour apart at most), beside the probes: a
+		// slow receiver never holds a probe round back.
+		const alerts = this.#alerts.run(started);
 		// Nobody is routing: stop until the next read, so an idle deployment sends nodes nothing.
-		if (started - this.#lastReadAt > idleAfterMs(this.#intervalMs)) return;
+		if (started - this.#lastReadAt > idleAfterMs(this.#intervalMs)) {
+			const alertsAt = await alerts;
+			if (alertsAt !== null) await this.#schedule(alertsAt);
+			return;
+		}
 		for (const [url, known] of this.#targets) {
 			if (started - known.seenAt <= TARGET_TTL_MS) continue;
 			this.#targets.delete(url);
@@ -121,8 +140,12 @@ export class NodeHealth extends DurableObject<Env> {
 			this.#memos.delete(url);
 		}
 		await this.#probeAll();
+		const alertsAt = await alerts;
+		// A node that went down or came back is announced now, not a round later.
+		const next = this.#alerts.observe(this.#results, Date.now()) ? await this.#alerts.run(Date.now()) : alertsAt;
 		// The next round one interval after this one began, never two at once.
-		await this.#schedule(Math.max(Date.now(), started + this.#intervalMs));
+		const round = Math.max(Date.now(), started + this.#intervalMs);
+		await this.#schedule(next === null ? round : Math.max(Date.now(), Math.min(round, next)));
 	}
 
 	async #probeAll(): Promise<void> {
@@ -152,7 +175,8 @@ export class NodeHealth extends DurableObject<Env> {
 
 	async #ensureAlarm(now: number): Promise<void> {
 		if (this.#alarmAt === undefined) this.#alarmAt = await this.ctx.storage.getAlarm();
-		if (this.#alarmAt === null) await this.#schedule(now);
+		// An alarm planned only for an alert retry (while idle) must not hold the first probe round back.
+		if (this.#alarmAt === null || this.#alarmAt > now + this.#intervalMs) await this.#schedule(now);
 	}
 
 	async #schedule(at: number): Promise<void> {

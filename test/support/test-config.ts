@@ -112,4 +112,5 @@ export function testGatewayConfig(engineUrl: string) {
 
 export const TEST_ADMIN_TOKEN = "test-admin-token-0123456789";
 export const TEST_NODE_KEY = "node-secret-abc";
+export const TEST_ALERT_SECRET = "test-alert-webhook-secret-0123456789";
 export const TEST_SEAL_SECRET = "test-reasoning-seal-secret-0123456789";

@@ -20,6 +20,8 @@ export interface AlarmWork {
 	nextHoldExpiry(): number | null;
 	outbox: LedgerOutbox;
 	d1: D1Database;
+	/** Sends due alert webhooks (alerts.ts); returns when it next has work, or null. Never throws. */
+	alerts?: { run(): Promise<number | null> };
 }
 
 export class LedgerAlarm {
@@ -43,6 +45,12 @@ export class LedgerAlarm {
 		this.setAlarm(at);
 	}
 
+	/** Plans the alarm for the alerts' next work, once their run is over. */
+	private async afterAlerts(run: Promise<number | null> | undefined): Promise<void> {
+		const at = run ? await run : null;
+		if (at !== null) this.ensure(at);
+	}
+
 	/** One alarm run, rescheduling itself while work remains. */
 	async run(now: number, work: AlarmWork): Promise<void> {
 		this.plannedAt = 0;
@@ -53,14 +61,18 @@ export class LedgerAlarm {
 			work.outbox.pruneSettled(now);
 			this.prunedAt = now;
 		}
+		// Alert webhooks go out beside the usage flush: a slow receiver never holds usage back.
+		const alerts = work.alerts?.run();
 		let pending: boolean;
 		try {
 			pending = await work.outbox.flush(work.d1);
 		} catch (err) {
 			console.error("ledger: usage flush failed, will retry", err);
 			this.ensure(now + work.outbox.failed());
+			await this.afterAlerts(alerts);
 			return;
 		}
+		await this.afterAlerts(alerts);
 		// A backlog drains back to back; otherwise the next alarm is for whatever work is left.
 		if (pending) this.ensure(Date.now());
 		else if (work.outbox.size() > 0) this.ensure(Date.now() + 1000);

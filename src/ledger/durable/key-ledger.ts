@@ -1,7 +1,9 @@
 import { DurableObject } from "cloudflare:workers";
+import type { AlertDeliveryRow } from "../../db/alert-deliveries";
 import { assertSafeTotal, MAX_REQUEST_NANOS, nanosArg } from "../../money/nanos";
 import { migrate } from "../../storage/migrations";
 import { LedgerAlarm } from "./alarm";
+import { type AlertProfile, LedgerAlerts } from "./alerts";
 import { LedgerAllowances } from "./allowance-grants";
 import { ledgerClock } from "./clock";
 import { type CreditEntry, LedgerCredits } from "./credits";
@@ -47,6 +49,7 @@ export class KeyLedger extends DurableObject<Env> {
 	readonly #credits: LedgerCredits;
 	readonly #holds: LedgerHolds;
 	readonly #settlements: LedgerSettlements;
+	readonly #alerts: LedgerAlerts;
 	/** Loaded on first use (see LedgerState). */
 	#state: LedgerState | undefined;
 
@@ -74,6 +77,7 @@ export class KeyLedger extends DurableObject<Env> {
 		);
 		// setAlarm is a storage write covered by the output gate, not an outbound call.
 		this.#alarms = new LedgerAlarm(this.#sql, (at) => void ctx.storage.setAlarm(at));
+		this.#alerts = new LedgerAlerts(this.#sql, this.#limits, env, (at) => this.#alarms.ensure(at));
 	}
 
 	/**
@@ -107,7 +111,10 @@ export class KeyLedger extends DurableObject<Env> {
 	/** Releases the hold and debits the real cost, once per request id; a replay returns the stored result. */
 	settle(input: SettleInput): SettleResult {
 		const cost = nanosArg("settle", "costNanos", input.costNanos, MAX_REQUEST_NANOS);
-		return this.#settlements.settle(this.#load(), input, cost);
+		const st = this.#load();
+		const result = this.#settlements.settle(st, input, cost);
+		if (result.applied && cost > 0) this.#alerts.afterChange(st, -cost, cost); // same synchronous step: one crossing, one delivery
+		return result;
 	}
 
 	/**
@@ -130,10 +137,23 @@ export class KeyLedger extends DurableObject<Env> {
 		const st = this.#load();
 		this.#rememberKey(input.keyId);
 		const result = this.#credits.apply(st, input);
+		// A top-up re-arms the rules it lifts the balance out of; a debit may cross one.
+		if (result.applied) this.#alerts.afterChange(st, Math.round(input.amountNanos), 0);
 		// Credit taken back (or refused for what is held) may leave less than the isolates reserved:
 		// they stop using their allowances at their next call and give back what they do not need.
 		if ((result.applied && input.amountNanos < 0) || result.refused === "held") this.#allowances.revokeAll();
 		return result;
+	}
+
+	/** The key's own alert rules, name and spend limit, from the admin API (alerts.ts). */
+	setAlerts(profile: AlertProfile): void {
+		this.#rememberKey(profile.keyId);
+		this.#alerts.setProfile(this.#load(), profile);
+	}
+
+	/** This key's alert deliveries, newest first, as they stand (D1 gets a copy after each alarm run). */
+	alertDeliveries(limit: number): AlertDeliveryRow[] {
+		return this.#alerts.deliveries(limit);
 	}
 
 	/** The key's credit history, newest first. */
@@ -228,6 +248,7 @@ export class KeyLedger extends DurableObject<Env> {
 			nextHoldExpiry: () => minOf(this.#holds.nextExpiry(), this.#allowances.nextExpiry()),
 			outbox: this.#outbox,
 			d1: this.env.DB,
+			alerts: { run: () => this.#alerts.run((req) => fetch(req)) },
 		});
 	}
 

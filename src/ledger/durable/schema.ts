@@ -2,6 +2,7 @@
  * The KeyLedger's SQLite tables, as migrations (storage/migrations.ts). Released migrations are
  * never edited: a change to a table is a new migration at the end of LEDGER_MIGRATIONS.
  */
+import { ALERT_OUTBOX_SQL } from "../../alerts/outbox";
 import { hasColumn, type Migration } from "../../storage/migrations";
 
 /** Version 1: the tables as they were before the ledger had a schema version. */
@@ -59,6 +60,14 @@ export const LEDGER_MIGRATIONS: readonly Migration[] = [
 		name: "hold_limits.slot_until",
 		up(sql) {
 			if (!hasColumn(sql, "hold_limits", "slot_until")) sql.exec("ALTER TABLE hold_limits ADD COLUMN slot_until INTEGER");
+		},
+	},
+	{
+		// Spend alerts (alerts.ts): each rule's armed flag, and the deliveries the alarm sends.
+		name: "alert rules' state and deliveries",
+		up(sql) {
+			sql.exec("CREATE TABLE IF NOT EXISTS alert_arms (rule TEXT PRIMARY KEY, armed INTEGER NOT NULL)");
+			sql.exec(ALERT_OUTBOX_SQL);
 		},
 	},
 ];
