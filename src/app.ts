@@ -7,6 +7,7 @@ import { fromHonoException } from "./http/hono-errors";
 import { randomId } from "./ids";
 import { errorText, logEvent } from "./observability/log-event";
 import { requestLog } from "./observability/middleware";
+import { GatewayClock, OVERHEAD_HEADER } from "./observability/overhead";
 import { adminRoutes } from "./routes/admin";
 import { chatCompletions, completions, embeddings } from "./routes/chat";
 import { consoleRoutes } from "./routes/console";
@@ -21,9 +22,13 @@ export const app = new Hono<AppEnv>();
 
 app.use("*", async (c, next) => {
 	const id = randomId("req_");
+	const clock = new GatewayClock();
 	c.set("requestId", id);
+	c.set("clock", clock);
 	await next();
 	if (!c.res.headers.has("x-request-id")) c.res.headers.set("x-request-id", id);
+	// The response's head goes out now (a stream's at its first token): the gateway's own time so far.
+	c.res.headers.set(OVERHEAD_HEADER, String(clock.overheadMs()));
 });
 
 // One JSON line per inference request (src/observability), around CORS and authentication so their refusals count.

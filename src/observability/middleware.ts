@@ -28,7 +28,7 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
 	if (!lane) return next();
 	const handled = keepAliveUntilHandled(c);
 	try {
-		await logged(c, next, new RequestLog(c.get("requestId"), lane));
+		await logged(c, next, new RequestLog(c.get("requestId"), lane, c.get("clock")));
 	} finally {
 		handled();
 	}
