@@ -67,7 +67,7 @@ app.onError((thrown, c) => {
 	if (status >= 500 && !(err instanceof GatewayError && err.kind === "config_invalid")) {
 		logEvent("error", "request failed", { request_id: c.get("requestId"), status, error: errorText(err) });
 	}
-	c.get("log")?.failed(code, status);
+	c.get("log")?.failed(code, status, body.error.message);
 	const res = c.json(body, status as 500, headers);
 	// Browsers hide an error body without CORS headers: the cors middleware put them on this
 	// response already, unless it let the request pass (an OPTIONS that is no preflight).

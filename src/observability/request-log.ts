@@ -11,6 +11,7 @@ import type { Route } from "../routing/picker";
 import type { Outcome, SettleStatus } from "../types";
 import { hostOf } from "./log-event";
 import { GatewayClock } from "./overhead";
+import type { Refusal } from "./refusals";
 
 export type Lane = "chat" | "responses" | "embeddings" | "completions" | "messages";
 
@@ -136,7 +137,7 @@ export class RequestLog {
 	private ttfbMs: number | null = null;
 	private outcome: Outcome | null = null;
 	private costNanos = 0;
-	private error: { code: string | null; status: number } | null = null;
+	private error: { code: string | null; status: number; message: string | null } | null = null;
 	private isQueued = false;
 	private isStreaming = false;
 	private written = false;
@@ -197,9 +198,23 @@ export class RequestLog {
 		this.resolveSettled();
 	}
 
-	/** The answer was an error (app.onError). */
-	failed(code: string | null, status: number): void {
-		this.error = { code, status };
+	/** The answer was an error (app.onError): its code, status and the message the client got. */
+	failed(code: string | null, status: number, message: string | null = null): void {
+		this.error = { code, status, message };
+	}
+
+	/** What the console's refused requests keep of this request, when a check refused it; else null. */
+	refusal(status: number): Refusal | null {
+		if (this.outcomeOf(status) !== "refused") return null;
+		return {
+			requestId: this.requestId,
+			status,
+			code: this.error?.code ?? null,
+			message: this.error?.message ?? null,
+			lane: this.lane,
+			keyId: this.payerKeyId,
+			model: this.requestedModel,
+		};
 	}
 
 	/** A background response was accepted: its run, later, writes the line of how it ended. */

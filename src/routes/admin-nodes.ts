@@ -13,12 +13,29 @@ import { GatewayError } from "../errors";
 import { jsonBody } from "../http/json-body";
 import { type Fleet, isolateFleet } from "../routing/fleet";
 import { maskNodeUrl } from "../routing/node-label";
+import { runtimeState } from "../routing/node-state";
 import { classify } from "../routing/picker";
 import { nodeHealth, readSharedView } from "../routing/shared-view";
 import type { SharedView } from "../routing/view-types";
 
 function seconds(ms: number): number {
 	return Math.ceil(ms / 1000);
+}
+
+/** A node whose last request failed is `failing` for this long, unless one succeeds there first. */
+export const FAILING_WINDOW_MS = 5 * 60 * 1000;
+
+/**
+ * The node's state for an operator: `drained` (the operator's), `cooling` (its failures earned a
+ * cooldown: skipped), `failing` (its last request failed, recently, with no cooldown earned),
+ * `unhealthy` (its health probe fails), else `healthy`.
+ */
+export type NodeState = "drained" | "cooling" | "failing" | "unhealthy" | "healthy";
+
+function stateOf(drained: boolean, runtime: "cooling" | "failing" | "ok", probedHealthy: boolean): NodeState {
+	if (drained) return "drained";
+	if (runtime !== "ok") return runtime;
+	return probedHealthy ? "healthy" : "unhealthy";
 }
 
 /** One row a node of a model. */
@@ -32,17 +49,23 @@ function nodeRows(config: GatewayConfig, fleet: Fleet, now: number, only?: (mode
 			const override = fleet.override(model.id, node.url);
 			const view = fleet.nodeView(model.id, node);
 			const cooling = rt.coolingUntil > now;
+			const drained = classify(view, now) === "drained";
+			const probeErrorAt = probe !== undefined && !probe.healthy ? probe.checked_at : 0;
 			rows.push({
 				model: model.id,
 				url: maskNodeUrl(node.url),
 				weight: view.weight,
 				configured_weight: node.weight,
-				drained: classify(view, now) === "drained",
+				drained,
+				state: stateOf(drained, runtimeState(rt, now, FAILING_WINDOW_MS), view.healthy),
 				override: override ? { weight: override.weight, drained: override.drained } : null,
 				healthy: !cooling && view.healthy,
 				cooling_until: cooling ? seconds(rt.coolingUntil) : null,
 				in_flight: rt.inFlight,
-				last_error: rt.lastError ?? probe?.error ?? null,
+				// The newer of this isolate's last failure and a failed health probe.
+				last_error: probeErrorAt > rt.lastErrorAt ? probe?.error : (rt.lastError ?? probe?.error ?? null),
+				last_error_at: Math.max(rt.lastErrorAt, probeErrorAt) > 0 ? seconds(Math.max(rt.lastErrorAt, probeErrorAt)) : null,
+				failures: rt.failures,
 				latency_ms: rt.latencyMs === null ? null : Math.round(rt.latencyMs),
 				checked_at: probe ? seconds(probe.checked_at) : null,
 				engine_load: probe?.load ?? null,
@@ -108,13 +131,15 @@ export const adminNodes = new Hono<AppEnv>()
 		const config = loadConfig(c.env.GATEWAY_CONFIG);
 		const input = c.req.valid("json");
 		const url = resolveTarget(config, input.url, input.model);
+		const drained = input.reenable ? false : input.drain;
 		const view = await nodeHealth(c.env).setOverride({
 			url,
 			model: input.model ?? null,
 			...(input.weight !== undefined ? { weight: input.weight } : {}),
-			...(input.drain !== undefined ? { drained: input.drain } : {}),
+			...(drained !== undefined ? { drained } : {}),
 			...(input.clear ? { clear: true } : {}),
 		});
+		if (input.reenable) isolateFleet.reenable(url, Date.now());
 		isolateFleet.ingest(view);
 		return c.json({ object: "list", data: nodeRows(config, isolateFleet, Date.now(), (_m, u) => u === url) });
 	});

@@ -15,6 +15,7 @@ import {
 	recordServerError,
 	recordSuccess,
 	recordTimeout,
+	reenable,
 } from "./node-state";
 import { type NodeView, type Picked, pickRoute } from "./picker";
 import type { NodeOverride, ProbeResult, SharedView } from "./view-types";
@@ -164,6 +165,11 @@ export class Fleet {
 
 	succeeded(url: string, firstByteMs: number, now: number): void {
 		recordSuccess(this.runtime(url), firstByteMs, now);
+	}
+
+	/** An operator re-enabled the node (PATCH /admin/nodes `reenable`): this isolate forgets its cooldown. */
+	reenable(url: string, now: number): void {
+		reenable(this.runtime(url), now);
 	}
 }
 

@@ -16,6 +16,8 @@ export interface NodeRuntime {
 	coolingUntil: number;
 	/** Why it last failed, for operators (never an engine's text). */
 	lastError: string | null;
+	/** When `lastError` was set (ms), 0 when never: a failure, a 5xx not yet held against it, a long prompt's timeout. */
+	lastErrorAt: number;
 	/** Recent time to first byte (an exponential average), null before any answer. */
 	latencyMs: number | null;
 	/**
@@ -43,6 +45,7 @@ export function newRuntime(): NodeRuntime {
 		lastSuccessAt: 0,
 		coolingUntil: 0,
 		lastError: null,
+		lastErrorAt: 0,
 		latencyMs: null,
 		serverErrors: [],
 		affinityServed: 0,
@@ -66,6 +69,7 @@ export function recordFailure(rt: NodeRuntime, reason: string, now: number, base
 	rt.failures += 1;
 	rt.lastFailureAt = now;
 	rt.lastError = reason;
+	rt.lastErrorAt = now;
 	rt.coolingUntil = now + cooldownMs(rt.failures, baseCooldownMs);
 }
 
@@ -86,12 +90,37 @@ export function recordServerError(
 	baseCooldownMs: number,
 ): boolean {
 	rt.lastError = reason;
+	rt.lastErrorAt = now;
 	rt.serverErrors = rt.serverErrors.filter((e) => now - e.at < baseCooldownMs && e.request !== request);
 	rt.serverErrors.push({ request, at: now });
 	if (rt.serverErrors.length < SERVER_ERROR_REQUESTS) return false;
 	rt.serverErrors = [];
 	recordFailure(rt, reason, now, baseCooldownMs);
 	return true;
+}
+
+/**
+ * How an operator would name the node's state from this isolate's record: `cooling` (skipped
+ * until its cooldown ends), `failing` (its last request here failed, within `windowMs`, and none
+ * has succeeded since, though it has not earned a cooldown: a first 5xx, a long prompt's
+ * timeout), else `ok`.
+ */
+export function runtimeState(rt: NodeRuntime, now: number, windowMs: number): "cooling" | "failing" | "ok" {
+	if (rt.coolingUntil > now) return "cooling";
+	if (rt.lastErrorAt > rt.lastSuccessAt && now - rt.lastErrorAt < windowMs) return "failing";
+	return "ok";
+}
+
+/**
+ * An operator re-enabled the node: its cooldown, failure count and pending 5xx are forgotten,
+ * and it counts as having just succeeded, so a failed probe from before no longer keeps it out.
+ */
+export function reenable(rt: NodeRuntime, now: number): void {
+	rt.failures = 0;
+	rt.coolingUntil = 0;
+	rt.serverErrors = [];
+	rt.lastErrorAt = 0;
+	rt.lastSuccessAt = now;
 }
 
 /** Weight of the newest sample in the latency average. */
@@ -166,6 +195,7 @@ export function recordTimeout(rt: NodeRuntime, long: boolean, now: number, baseC
 	if (!long) rt.shortTimeoutAt = now;
 	if (long && !(rt.shortTimeoutAt > rt.lastSuccessAt)) {
 		rt.lastError = "timeout on a long prompt";
+		rt.lastErrorAt = now;
 		return false;
 	}
 	recordFailure(rt, "timeout", now, baseCooldownMs);
