@@ -28,7 +28,14 @@ app.use("*", async (c, next) => {
 	await next();
 	if (!c.res.headers.has("x-request-id")) c.res.headers.set("x-request-id", id);
 	// The response's head goes out now (a stream's at its first token): the gateway's own time so far.
-	c.res.headers.set(OVERHEAD_HEADER, String(clock.overheadMs()));
+	const overhead = String(clock.overheadMs());
+	try {
+		c.res.headers.set(OVERHEAD_HEADER, overhead);
+	} catch {
+		// A Response with immutable headers (one passed through from a fetch): copied, then set.
+		c.res = new Response(c.res.body, c.res);
+		c.res.headers.set(OVERHEAD_HEADER, overhead);
+	}
 });
 
 // One JSON line per inference request (src/observability), around CORS and authentication so their refusals count.

@@ -255,18 +255,44 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 		expect(await refusedRow(200).count()).toBe(0);
 		expect(await refusedRow(502).count()).toBe(0);
 		await page.locator("#refused-status").selectOption("402");
-		await poll(() =>
-			page.locator("#refused-table tbody tr").evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.status)),
-		).toEqual(expect.arrayContaining(["402"]));
-		expect(
-			new Set(
-				await page.locator("#refused-table tbody tr").evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.status)),
-			),
-		).toEqual(new Set(["402"]));
+		const statuses = () =>
+			page
+				.locator("#refused-table tbody tr")
+				.evaluateAll((rows) => [...new Set(rows.map((r) => (r as HTMLElement).dataset.status))].sort());
+		await poll(statuses).toEqual(["402"]);
 		await page.locator("#refused-status").selectOption("");
 		await page.locator("#refused-key").fill(broke.id);
 		await poll(() => page.locator("#refused-table tbody tr").count()).toBe(2);
 		await page.screenshot({ path: `${SHOTS}refused-1400x900.png` });
+	});
+
+	it("reloads the view on screen every interval while auto-refresh is on", async () => {
+		const [ctx, p] = await newPage({ width: 1400, height: 900 });
+		try {
+			// The page's timers under a clock the test moves: no waiting out the interval.
+			await p.clock.install();
+			await signIn(p, inject("adminToken"));
+			await p.locator("#keys-view").waitFor({ state: "visible" });
+			await p.getByRole("button", { name: "Refused", exact: true }).click();
+			await p.locator("#refused-table tbody tr").first().waitFor();
+			await p.locator("#auto-interval").selectOption("10");
+			await p.locator("#auto-refresh").check();
+			const res = await fetch(`${gatewayUrl()}/v1/chat/completions`, {
+				method: "POST",
+				headers: { authorization: "Bearer vk-console-refresh-not-a-key-0123456789", "content-type": "application/json" },
+				body: "{}",
+			});
+			await res.text();
+			const fresh = p.locator(`#refused-table tr[data-request-id="${res.headers.get("x-request-id")}"]`);
+			// The refusal is written under waitUntil: each interval's reload looks again.
+			await poll(async () => {
+				await p.clock.fastForward(10_000);
+				return fresh.count();
+			}).toBe(1);
+			await p.locator("#auto-refresh").uncheck();
+		} finally {
+			await ctx.close();
+		}
 	});
 
 	it("shows a node that just failed as failing or cooling with its last error in view, and drains and re-enables it", async () => {

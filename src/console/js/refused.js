@@ -34,7 +34,8 @@ function row(r) {
 		{ dataset: { requestId: r.request_id, status: r.status } },
 		h("td", {}, time(r.created_at)),
 		h("td", { class: "num bad", title: MEANING[r.status] ?? "" }, String(r.status)),
-		h("td", { class: "mono", dataset: { field: "reason" } }, r.code ?? "—"),
+		// A refusal without a code (a 400's invalid request) reads as what its status means.
+		h("td", { class: r.code ? "mono" : "", dataset: { field: "reason" } }, r.code ?? MEANING[r.status] ?? "—"),
 		h("td", { dataset: { field: "key" } }, key),
 		h("td", {}, r.model ?? "—"),
 		h("td", {}, r.lane),
