@@ -3,6 +3,7 @@
  * the cooldown they earned, time to first byte. Pure functions over a plain record, with the
  * clock passed in, so the rules are tested without a runtime.
  */
+import type { NodeReport } from "./view-types";
 
 export interface NodeRuntime {
 	/** This isolate's requests on the node: from dispatch until the answer's body ends. */
@@ -99,15 +100,28 @@ export function recordServerError(
 	return true;
 }
 
+/** This isolate's record of a node as the report it shares (view-types.ts). */
+export function reportOf(rt: NodeRuntime): NodeReport {
+	return { error: rt.lastError, error_at: rt.lastErrorAt, success_at: rt.lastSuccessAt, cooling_until: rt.coolingUntil };
+}
+
 /**
- * How an operator would name the node's state from this isolate's record: `cooling` (skipped
- * until its cooldown ends), `failing` (its last request here failed, within `windowMs`, and none
- * has succeeded since, though it has not earned a cooldown: a first 5xx, a long prompt's
- * timeout), else `ok`.
+ * How an operator would name a node's state from what requests saw of it (this isolate's record
+ * merged with the other isolates' reports): `cooling` (a cooldown not yet over, with no success
+ * and no passing probe since the failure that earned it), `failing` (its last request failed,
+ * within `windowMs`, and none has succeeded since, though no cooldown is running: a first 5xx, a
+ * long prompt's timeout, a cooldown a probe ended), else `ok`.
  */
-export function runtimeState(rt: NodeRuntime, now: number, windowMs: number): "cooling" | "failing" | "ok" {
-	if (rt.coolingUntil > now) return "cooling";
-	if (rt.lastErrorAt > rt.lastSuccessAt && now - rt.lastErrorAt < windowMs) return "failing";
+export function reportState(
+	r: NodeReport,
+	probe: { healthy: boolean; checked_at: number } | undefined,
+	now: number,
+	windowMs: number,
+): "cooling" | "failing" | "ok" {
+	const failedLast = r.error_at > r.success_at;
+	const probedSince = probe !== undefined && probe.healthy && probe.checked_at > r.error_at;
+	if (r.cooling_until > now && failedLast && !probedSince) return "cooling";
+	if (failedLast && now - r.error_at < windowMs) return "failing";
 	return "ok";
 }
 

@@ -187,6 +187,28 @@ describe("a node in trouble, and the node actions", () => {
 		expect(rowsOf(res)[0]).toMatchObject({ state: "healthy", cooling_until: null, failures: 0, drained: false });
 	});
 
+	it("shows a node another isolate saw fail, from the shared view's reports", async () => {
+		// A node this isolate never sent a request: only another isolate's report can say it failed.
+		const c = nodeUrl(`${t}c`);
+		const shared = gatewayWith(fleetConfig([model("elsewhere", [c])]));
+		expect((await shared.admin("/nodes")).res.status).toBe(200);
+		const other = env.NODE_HEALTH.get(env.NODE_HEALTH.idFromName("fleet"));
+		const at = Date.now();
+		await other.view([{ url: c }], 300, {
+			[c]: { error: "connection failed", error_at: at, success_at: 0, cooling_until: at + 60_000 },
+		});
+		const seen = rowsOf(await shared.admin("/nodes")).find((r) => r.url === c) as TroubleRow;
+		// Cooling, or failing once a passing probe after the failure ended the cooldown.
+		expect(["cooling", "failing"]).toContain(seen.state);
+		expect(seen).toMatchObject({ last_error: "connection failed", last_error_at: Math.ceil(at / 1000) });
+		expect(seen.failures).toBe(0);
+		// Re-enabled on this isolate, the shared view hears of it: no isolate's report keeps it out.
+		const back = await shared.admin("/nodes", { method: "PATCH", body: JSON.stringify({ url: c, reenable: true }) });
+		expect((rowsOf(back)[0] as TroubleRow).state).toBe("healthy");
+		const after = await other.view([{ url: c }], 300);
+		expect(after.reports?.[c]?.success_at).toBeGreaterThanOrEqual(at);
+	});
+
 	it("drains, weighs and re-enables a node", async () => {
 		const drained = await patch({ drain: true });
 		expect(rowsOf(drained)[0]).toMatchObject({ state: "drained", drained: true });
