@@ -7,6 +7,7 @@ import { fromHonoException } from "./http/hono-errors";
 import { randomId } from "./ids";
 import { errorText, logEvent } from "./observability/log-event";
 import { requestLog } from "./observability/middleware";
+import { GatewayClock, OVERHEAD_HEADER } from "./observability/overhead";
 import { adminRoutes } from "./routes/admin";
 import { chatCompletions, completions, embeddings } from "./routes/chat";
 import { consoleRoutes } from "./routes/console";
@@ -22,9 +23,20 @@ export const app = new Hono<AppEnv>();
 
 app.use("*", async (c, next) => {
 	const id = randomId("req_");
+	const clock = new GatewayClock();
 	c.set("requestId", id);
+	c.set("clock", clock);
 	await next();
 	if (!c.res.headers.has("x-request-id")) c.res.headers.set("x-request-id", id);
+	// The response's head goes out now (a stream's at its first token): the gateway's own time so far.
+	const overhead = String(clock.overheadMs());
+	try {
+		c.res.headers.set(OVERHEAD_HEADER, overhead);
+	} catch {
+		// A Response with immutable headers (one passed through from a fetch): copied, then set.
+		c.res = new Response(c.res.body, c.res);
+		c.res.headers.set(OVERHEAD_HEADER, overhead);
+	}
 });
 
 // One JSON line per inference request (src/observability), around CORS and authentication so their refusals count.
@@ -72,7 +84,7 @@ app.onError((thrown, c) => {
 	if (status >= 500 && !(err instanceof GatewayError && err.kind === "config_invalid")) {
 		logEvent("error", "request failed", { request_id: c.get("requestId"), status, error: errorText(err) });
 	}
-	c.get("log")?.failed(code, status);
+	c.get("log")?.failed(code, status, body.error.message);
 	const res = c.json(body, status as 500, headers);
 	// Browsers hide an error body without CORS headers: the cors middleware put them on this
 	// response already, unless it let the request pass (an OPTIONS that is no preflight).

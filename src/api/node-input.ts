@@ -12,12 +12,19 @@ export const PatchNode = z
 		drain: z.boolean().optional(),
 		/** Removes the override altogether. */
 		clear: z.literal(true).optional(),
+		/**
+		 * Traffic again now: undrains the node and ends the cooldown its failures earned (the
+		 * answering isolate's; other isolates' end on their own or at its next success there).
+		 */
+		reenable: z.literal(true).optional(),
 	})
 	.superRefine((v, ctx) => {
 		const changes = [v.weight !== undefined, v.drain !== undefined].filter(Boolean).length;
 		if (v.clear && changes > 0) {
 			ctx.addIssue({ code: "custom", path: ["clear"], message: "'clear' cannot be sent with 'weight' or 'drain'" });
-		} else if (!v.clear && changes === 0) {
-			ctx.addIssue({ code: "custom", path: ["weight"], message: "send 'weight', 'drain' or 'clear'" });
+		} else if (v.reenable && v.drain === true) {
+			ctx.addIssue({ code: "custom", path: ["reenable"], message: "'reenable' cannot be sent with 'drain': true" });
+		} else if (!v.clear && !v.reenable && changes === 0) {
+			ctx.addIssue({ code: "custom", path: ["weight"], message: "send 'weight', 'drain', 'clear' or 'reenable'" });
 		}
 	});

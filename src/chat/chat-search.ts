@@ -20,13 +20,15 @@ export async function groundWithSearch(
 	const { prepared, settlement } = authorized;
 	if (!prepared.webSearch.enabled) return [];
 	const messages = prepared.engineBody.messages as Array<{ role: string; content?: unknown }>;
-	const search = await runWebSearch(
+	const searching = runWebSearch(
 		run.config.web_search,
 		run.env,
 		searchQuery(messages),
 		prepared.webSearch.results,
 		run.clientSignal,
 	);
+	// The backend's time is not the gateway's own (x-venym-overhead-ms).
+	const search = await (run.log ? run.log.clock.during(searching) : searching);
 	headers["x-venym-web-search"] = search.status satisfies SearchStatus;
 	if (run.log) run.log.webSearch = search.status;
 	// A refused or failed engine call must not make searches free; no query: nothing was called.

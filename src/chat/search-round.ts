@@ -95,7 +95,8 @@ async function runRoundSearch(
 		return { result: toolSearchResultText(found, tool.deferred.length), found };
 	}
 	const { settlement } = authorized;
-	const search = await runWebSearch(run.config.web_search, run.env, query, tool.results, signal);
+	const searching = runWebSearch(run.config.web_search, run.env, query, tool.results, signal);
+	const search = await (run.log ? run.log.clock.during(searching) : searching);
 	headers["x-venym-web-search"] = search.status;
 	if (run.log) run.log.webSearch = search.status;
 	// As the chat lane's up-front search: charged when the backend answered, whatever follows.

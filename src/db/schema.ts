@@ -131,3 +131,33 @@ export const alertDeliveries = sqliteTable(
 	(t) => [index("alert_deliveries_created_idx").on(t.createdAt), index("alert_deliveries_key_idx").on(t.keyId, t.createdAt)],
 );
 export type AlertDeliveryRecord = typeof alertDeliveries.$inferSelect;
+
+/**
+ * Requests the gateway refused (401, 402, 429, 400, …) on the inference lanes, for the console's
+ * trouble view. Bounded: each isolate records at most a few a minute (observability/refusals.ts)
+ * and counts the rest in the next row's `suppressed`; the maintenance job deletes rows past
+ * `REFUSAL_RETENTION_DAYS` (maintenance/refusal-retention.ts).
+ */
+export const refusedRequests = sqliteTable(
+	"refused_requests",
+	{
+		requestId: text("request_id").primaryKey(),
+		/** Unix ms. */
+		createdAt: integer("created_at").notNull(),
+		status: integer("status").notNull(),
+		/** The error's code (`invalid_api_key`, `insufficient_balance`, `rate_limit_exceeded`, …). */
+		code: text("code"),
+		/** The error's message as the client got it, bounded. */
+		message: text("message"),
+		lane: text("lane").notNull(),
+		/** The paying key; null when none authenticated (a 401). */
+		keyId: text("key_id"),
+		/** The `model` the client asked for. */
+		model: text("model"),
+		/** Refusals this isolate did not record in the minute before this one (over its cap). */
+		suppressed: integer("suppressed").notNull().default(0),
+	},
+	(t) => [index("refused_created_idx").on(t.createdAt), index("refused_key_created_idx").on(t.keyId, t.createdAt)],
+);
+
+export type RefusedRow = typeof refusedRequests.$inferSelect;

@@ -7,7 +7,7 @@ import { type Fleet, isolateFleet } from "../routing/fleet";
 import { secretNamed } from "../secrets";
 import { AttemptTimer, pastDeadline } from "./attempt-timer";
 import { CACHE_SALT_SECRET, cacheSaltFor, withCacheSalt } from "./cache-salt";
-import type { EngineAnswer, EngineCall, EngineTarget } from "./call-types";
+import type { EngineAnswer, EngineCall, EngineObserver, EngineTarget } from "./call-types";
 import { classifyStatus, parseEngineError } from "./classify";
 import { deadlinePassed, type NodeFailure, noNodeServed } from "./no-answer";
 import { readEngineBody } from "./read-body";
@@ -57,12 +57,14 @@ function answerOf(
 	controller: AbortController,
 	fleet: Fleet,
 	secrets: readonly string[],
+	observer: EngineObserver | undefined,
 ): EngineAnswer {
 	let finished = false;
 	const finish = () => {
 		if (finished) return;
 		finished = true;
 		fleet.finished(url);
+		observer?.engineEnded?.();
 	};
 	return {
 		takeBody: () => {
@@ -173,6 +175,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			};
 			const started = Date.now();
 			fleet.started(node.url);
+			call.observer?.engineStarted?.();
 			asked = t;
 			let response: Response;
 			try {
@@ -180,6 +183,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			} catch (err) {
 				timer.clear();
 				fleet.finished(node.url);
+				call.observer?.engineEnded?.();
 				const timedOut = controller.signal.aborted && !call.clientSignal?.aborted;
 				// A client that left is not the node failing, even when the runtime broke the
 				// connection before it fired the client's signal.
@@ -196,7 +200,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			}
 			const verdict = classifyStatus(response.status);
 			if (verdict === "ok") {
-				const answer = answerOf(response, node.url, t, controller, fleet, nodeSecrets(call));
+				const answer = answerOf(response, node.url, t, controller, fleet, nodeSecrets(call), call.observer);
 				// The first-byte timeout runs on until the first token: headers, a role chunk and
 				// keep-alives from a node that then says nothing are not an answer.
 				const first = call.firstToken ? await call.firstToken(answer) : "token";
@@ -232,6 +236,7 @@ export async function callEngine(call: EngineCall): Promise<EngineAnswer> {
 			timer.clear();
 			call.clientSignal?.removeEventListener("abort", onClientAbort);
 			fleet.finished(node.url);
+			call.observer?.engineEnded?.();
 			if (verdict === "next" || verdict === "server_error") {
 				await response.body?.cancel().catch(() => {});
 				const failure = { node: node.url, model: target.model, reason: `status ${response.status}`, status: response.status };

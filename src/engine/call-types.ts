@@ -60,6 +60,10 @@ export interface EngineObserver {
 	attempt(node: string, route?: Route): void;
 	/** The headers of the answer the client gets arrived: a 2xx, or a refusal (4xx) relayed as is. */
 	answered(node: string): void;
+	/** An attempt's fetch was sent: the request waits on the engine until `engineEnded` (x-venym-overhead-ms leaves it out). */
+	engineStarted?(): void;
+	/** That attempt's wait ended: its body was read to the end (or given up), or the fetch failed. Once per `engineStarted`. */
+	engineEnded?(): void;
 }
 
 export interface EngineAnswer {

@@ -5,13 +5,19 @@
  * could not delete what it should is logged; the scheduled one then throws, so the Cron Trigger
  * shows as failed in the dashboard, and the next run tries again.
  */
+import { pruneRefusals } from "./refusal-retention";
 import { enforceRetention, type RetentionBudget, type RetentionEnv, type RetentionReport } from "./retention";
 
 /** Runs the retention once at `now` and writes its one JSON log line (Workers Logs, `wrangler tail`). */
-export async function runMaintenance(env: RetentionEnv, now: number, budget?: RetentionBudget): Promise<RetentionReport> {
-	const report = await enforceRetention(env, now, budget);
+export async function runMaintenance(
+	env: RetentionEnv,
+	now: number,
+	budget?: RetentionBudget,
+): Promise<RetentionReport & { refusalsDeleted: number }> {
+	const report = { ...(await enforceRetention(env, now, budget)), refusalsDeleted: await pruneRefusals(env.DB, now) };
 	const line = {
 		message: "usage retention",
+		refused_requests_deleted: report.refusalsDeleted,
 		cutoff: new Date(report.cutoff).toISOString(),
 		deleted: report.deleted,
 		archived_parts: report.archived.length,

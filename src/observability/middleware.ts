@@ -3,6 +3,7 @@ import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../app-env";
 import { payerKeyId } from "../auth/scopes";
 import { afterResponse } from "../http/after-response";
+import { recordRefusal } from "./refusals";
 import { laneOf, RequestLog } from "./request-log";
 
 declare module "hono" {
@@ -28,7 +29,7 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
 	if (!lane) return next();
 	const handled = keepAliveUntilHandled(c);
 	try {
-		await logged(c, next, new RequestLog(c.get("requestId"), lane));
+		await logged(c, next, new RequestLog(c.get("requestId"), lane, c.get("clock")));
 	} finally {
 		handled();
 	}
@@ -40,6 +41,9 @@ async function logged(c: Context<AppEnv>, next: () => Promise<void>, log: Reques
 	const principal = c.get("principal");
 	if (log.payerKeyId === null && principal) log.payerKeyId = payerKeyId(principal);
 	const status = c.res.status;
+	const refusal = log.refusal(status);
+	// The console's list of refused requests, bounded per isolate (refusals.ts).
+	if (refusal) c.executionCtx.waitUntil(recordRefusal(c.env.DB, refusal));
 	const ended = log.ended();
 	// Written after the answer has gone out (a stream's when it ends): the client does not wait for it.
 	c.executionCtx.waitUntil((ended ?? afterResponse()).then(() => log.write(status)));

@@ -10,6 +10,8 @@ import { nanosToUsd } from "../money/pricing";
 import type { Route } from "../routing/picker";
 import type { Outcome, SettleStatus } from "../types";
 import { hostOf } from "./log-event";
+import { GatewayClock } from "./overhead";
+import type { Refusal } from "./refusals";
 
 export type Lane = "chat" | "responses" | "embeddings" | "completions" | "messages" | "gemini";
 
@@ -20,26 +22,37 @@ export type Lane = "chat" | "responses" | "embeddings" | "completions" | "messag
  */
 export type LogOutcome = SettleStatus | "refused" | "queued";
 
-/** The line, field by field (docs/operations.md "Logs"). */
+/**
+ * The line, field by field (docs/operations.md "Logs"). Where an OpenTelemetry semantic
+ * convention names a field (GenAI, HTTP, server, error), the line uses that name, so an OTLP
+ * export carries each field as the attribute a collector already knows; the rest keep the
+ * gateway's own names.
+ */
 export interface RequestLogLine {
 	message: "request";
 	request_id: string;
 	/** The paying key (a `vk-tmp-` token's parent); null before authentication. */
 	key_id: string | null;
-	/** The catalog model that served and was billed (a fallback's id when one served); null when refused before a hold. */
-	model: string | null;
+	/** `chat`, `text_completion` or `embeddings` (Responses and Messages are `chat`). */
+	"gen_ai.operation.name": GenAiOperation;
+	/** Always `venym`: the gateway is the provider its clients see; the engine is `server.address`. */
+	"gen_ai.provider.name": typeof PROVIDER_NAME;
 	/** The `model` the client sent (`:online` included). */
-	requested_model: string | null;
+	"gen_ai.request.model": string | null;
+	/** The catalog model that served and was billed (a fallback's id when one served); null when refused before a hold. */
+	"gen_ai.response.model": string | null;
 	lane: Lane;
 	/** The client asked for a stream. */
 	stream: boolean;
 	/** HTTP status (200 for a stream, however it ended). */
-	status: number;
+	"http.response.status_code": number;
 	outcome: LogOutcome;
 	/** The error's `code` when the answer was an error (`insufficient_balance`, `upstream_unavailable`, …). */
-	error_code: string | null;
+	"error.type": string | null;
 	/** Host of the node that answered, else of the last one tried; null when none was. */
-	node: string | null;
+	"server.address": string | null;
+	/** That node's port, when its URL names one. */
+	"server.port": number | null;
 	/** Engine attempts across nodes and fallback models. */
 	attempts: number;
 	/**
@@ -51,14 +64,36 @@ export interface RequestLogLine {
 	ttfb_ms: number | null;
 	/** From the request's arrival to its end (a stream's last byte). */
 	duration_ms: number;
-	prompt_tokens: number;
-	completion_tokens: number;
+	/** The gateway's own time, engine and search waits left out: the `x-venym-overhead-ms` the client got (overhead.ts). */
+	overhead_ms: number;
+	"gen_ai.usage.input_tokens": number;
+	"gen_ai.usage.output_tokens": number;
 	/** Some of the usage was the gateway's estimate. */
 	estimated: boolean;
 	/** What settlement debited, in USD (web search included). */
 	cost_usd: number;
 	/** The `x-venym-web-search` status (`ok`, `empty`, `failed`, …); null when search was not asked for. */
 	web_search: string | null;
+}
+
+/** `gen_ai.operation.name`'s well-known values the lanes map to. */
+export type GenAiOperation = "chat" | "text_completion" | "embeddings";
+
+export const PROVIDER_NAME = "venym";
+
+const OPERATIONS: Record<Lane, GenAiOperation> = {
+	chat: "chat",
+	responses: "chat",
+	messages: "chat",
+	completions: "text_completion",
+	embeddings: "embeddings",
+};
+
+/** `host[:port]` as `server.address` and `server.port`. */
+function serverOf(host: string | null): { address: string | null; port: number | null } {
+	if (host === null) return { address: null, port: null };
+	const m = /^(.*):(\d+)$/.exec(host);
+	return m ? { address: m[1] as string, port: Number(m[2]) } : { address: host, port: null };
 }
 
 /** The fields of a RequestContext (ledger-client) the line takes from settlement. */
@@ -97,14 +132,15 @@ export class RequestLog {
 	requestedModel: string | null = null;
 	stream = false;
 	webSearch: string | null = null;
-	private readonly startedAt: number;
+	/** The request's own time against its engine and search waits (`overhead_ms`). */
+	readonly clock: GatewayClock;
 	private node: string | null = null;
 	private attempts = 0;
 	private route: Route | null = null;
 	private ttfbMs: number | null = null;
 	private outcome: Outcome | null = null;
 	private costNanos = 0;
-	private error: { code: string | null; status: number } | null = null;
+	private error: { code: string | null; status: number; message: string | null } | null = null;
 	private isQueued = false;
 	private isStreaming = false;
 	private written = false;
@@ -113,10 +149,24 @@ export class RequestLog {
 		this.resolveSettled = resolve;
 	});
 
-	constructor(requestId: string, lane: Lane) {
+	/** `clock`: the request's (app.ts); a background run, which has no request of its own, starts one. */
+	constructor(requestId: string, lane: Lane, clock = new GatewayClock()) {
 		this.requestId = requestId;
 		this.lane = lane;
-		this.startedAt = Date.now();
+		this.clock = clock;
+	}
+
+	private get startedAt(): number {
+		return this.clock.startedAt;
+	}
+
+	/** An engine attempt's fetch was sent: the wait lasts until `engineEnded` (its body read, or its failure). */
+	engineStarted(): void {
+		this.clock.waitBegin();
+	}
+
+	engineEnded(): void {
+		this.clock.waitEnd();
 	}
 
 	/** What the client asked for, from its parsed body: the model id and the stream flag, nothing else. */
@@ -151,9 +201,23 @@ export class RequestLog {
 		this.resolveSettled();
 	}
 
-	/** The answer was an error (app.onError). */
-	failed(code: string | null, status: number): void {
-		this.error = { code, status };
+	/** The answer was an error (app.onError): its code, status and the message the client got. */
+	failed(code: string | null, status: number, message: string | null = null): void {
+		this.error = { code, status, message };
+	}
+
+	/** What the console's refused requests keep of this request, when a check refused it; else null. */
+	refusal(status: number): Refusal | null {
+		if (this.outcomeOf(status) !== "refused") return null;
+		return {
+			requestId: this.requestId,
+			status,
+			code: this.error?.code ?? null,
+			message: this.error?.message ?? null,
+			lane: this.lane,
+			keyId: this.payerKeyId,
+			model: this.requestedModel,
+		};
 	}
 
 	/** A background response was accepted: its run, later, writes the line of how it ended. */
@@ -173,24 +237,29 @@ export class RequestLog {
 
 	line(status: number): RequestLogLine {
 		const usage = this.outcome?.usage;
+		const server = serverOf(this.node);
 		return {
 			message: "request",
 			request_id: this.requestId,
 			key_id: this.payerKeyId,
-			model: this.model,
-			requested_model: this.requestedModel,
+			"gen_ai.operation.name": OPERATIONS[this.lane],
+			"gen_ai.provider.name": PROVIDER_NAME,
+			"gen_ai.request.model": this.requestedModel,
+			"gen_ai.response.model": this.model,
 			lane: this.lane,
 			stream: this.stream,
-			status,
+			"http.response.status_code": status,
 			outcome: this.outcomeOf(status),
-			error_code: this.error?.code ?? null,
-			node: this.node,
+			"error.type": this.error?.code ?? null,
+			"server.address": server.address,
+			"server.port": server.port,
 			attempts: this.attempts,
 			route: this.route,
 			ttfb_ms: this.ttfbMs,
 			duration_ms: Math.max(0, Date.now() - this.startedAt),
-			prompt_tokens: usage?.prompt_tokens ?? 0,
-			completion_tokens: usage?.completion_tokens ?? 0,
+			overhead_ms: this.clock.overheadMs(),
+			"gen_ai.usage.input_tokens": usage?.prompt_tokens ?? 0,
+			"gen_ai.usage.output_tokens": usage?.completion_tokens ?? 0,
 			estimated: this.outcome?.estimated ?? false,
 			cost_usd: nanosToUsd(this.costNanos),
 			web_search: this.webSearch,

@@ -208,6 +208,18 @@ export function adminPaths(): Record<string, Record<string, Operation>> {
 				errors: [400, 404, 413],
 			},
 		},
+		"/admin/refusals": {
+			get: {
+				tag: "Admin",
+				summary: "Requests the gateway refused",
+				description:
+					"Refusals (401, 402, 429, 400, …) on the inference lanes, newest first, with the error's code and message and the key's name. Query: `status`, `code`, `key_id`, `since` (unix seconds or ISO 8601), `limit` (≤ 200), `cursor`. Each isolate records at most 30 a minute; `suppressed` counts those it left out just before a row.",
+				security: "admin",
+				json: "RefusalList",
+				successDescription: "A page of refusals.",
+				errors: [400],
+			},
+		},
 		"/admin/maintenance/run": {
 			post: {
 				tag: "Admin",

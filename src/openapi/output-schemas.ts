@@ -61,6 +61,30 @@ const listedBalanceFields = {
 
 const adminKeyFields = { ...keyFields, metadata: { type: ["object", "null"], additionalProperties: str }, alerts: alertRules };
 
+/** A key's use, on `GET /admin/keys` and `GET /admin/keys/{id}`. */
+const keyUseFields = {
+	overdrawn: { type: "boolean", description: "The balance is below zero (an answer cost more than its hold)." },
+	last_used_at: {
+		type: ["integer", "null"],
+		description: "Its newest usage record (unix seconds), trailing a request by the ledger's flush; null if never used.",
+	},
+	requests_today: { type: "integer", description: "Requests it paid for since 00:00 UTC." },
+};
+
+const refusal = obj({
+	object: { const: "refusal" },
+	request_id: str,
+	created_at: int,
+	status: int,
+	code: nullable("string"),
+	message: nullable("string"),
+	lane: str,
+	key_id: nullable("string"),
+	key_name: nullable("string"),
+	model: nullable("string"),
+	suppressed: { type: "integer", description: "Refusals its isolate left unrecorded (over its bound) just before this one." },
+});
+
 const model = obj(
 	{
 		id: str,
@@ -207,11 +231,19 @@ export function outputSchemas(): Record<string, Json> {
 		weight: num,
 		configured_weight: num,
 		drained: bool,
+		state: {
+			type: "string",
+			enum: ["drained", "cooling", "failing", "unhealthy", "healthy"],
+			description:
+				"For an operator: drained; cooling (its failures earned a cooldown); failing (its last request failed in the last 5 minutes, none succeeded since); unhealthy (its health probe fails); else healthy.",
+		},
 		override: { anyOf: [obj({ weight: nullable("number"), drained: nullable("boolean") }, true, []), { type: "null" }] },
 		healthy: bool,
 		cooling_until: nullable("integer"),
 		in_flight: int,
 		last_error: nullable("string"),
+		last_error_at: { type: ["integer", "null"], description: "When `last_error` happened (unix seconds)." },
+		failures: { type: "integer", description: "Failures in a row on this isolate (a success resets it)." },
 		latency_ms: nullable("integer"),
 		checked_at: nullable("integer"),
 		engine_load: { anyOf: [{ type: "object", additionalProperties: true }, { type: "null" }] },
@@ -270,13 +302,17 @@ export function outputSchemas(): Record<string, Json> {
 		ModelList: list(ref("Model"), { has_more: bool }),
 		OwnKey: obj({ ...ownKeyFields, ...balanceFields, limits }),
 		Token: token,
-		AdminKey: obj({ ...adminKeyFields, ...balanceFields }),
+		AdminKey: obj({ ...adminKeyFields, ...balanceFields, ...keyUseFields }, false, [
+			...Object.keys(adminKeyFields),
+			...Object.keys(balanceFields),
+		]),
 		AdminKeyCreated: obj({
 			...adminKeyFields,
 			key: { type: "string", description: "The `vk-…` secret, shown once." },
 			...balanceFields,
 		}),
-		AdminKeyList: list(obj({ ...adminKeyFields, ...listedBalanceFields }), { next_cursor: nullable("string") }),
+		AdminKeyList: list(obj({ ...adminKeyFields, ...listedBalanceFields, ...keyUseFields }), { next_cursor: nullable("string") }),
+		RefusalList: list(refusal, { next_cursor: nullable("string") }),
 		AdminKeyDeleted: obj({ ...adminKeyFields, deleted: { const: true } }),
 		CreditResult: obj({
 			id: str,
@@ -295,6 +331,7 @@ export function outputSchemas(): Record<string, Json> {
 				done: { type: "boolean", description: "false: records past retention are left; run it again." },
 				error: { type: ["string", "null"], description: "Why the run kept records it should have deleted." },
 			}),
+			refused_requests: obj({ deleted: { type: "integer", description: "Refused requests past their 7 days, deleted." } }),
 		}),
 		ServiceInfo: obj({ name: str, docs: str }, true),
 		Health: obj({ ok: { const: true } }),

@@ -26,5 +26,7 @@ export const adminMaintenance = new Hono<AppEnv>().post("/run", async (c) => {
 			done: report.done,
 			error: report.error ?? null,
 		},
+		// The console's refused requests past their 7 days (maintenance/refusal-retention.ts).
+		refused_requests: { deleted: report.refusalsDeleted },
 	});
 });

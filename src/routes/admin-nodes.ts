@@ -13,12 +13,29 @@ import { GatewayError } from "../errors";
 import { jsonBody } from "../http/json-body";
 import { type Fleet, isolateFleet } from "../routing/fleet";
 import { maskNodeUrl } from "../routing/node-label";
+import { reportOf, reportState } from "../routing/node-state";
 import { classify } from "../routing/picker";
 import { nodeHealth, readSharedView } from "../routing/shared-view";
-import type { SharedView } from "../routing/view-types";
+import { mergeReports, type SharedView } from "../routing/view-types";
 
 function seconds(ms: number): number {
 	return Math.ceil(ms / 1000);
+}
+
+/** A node whose last request failed is `failing` for this long, unless one succeeds there first. */
+export const FAILING_WINDOW_MS = 5 * 60 * 1000;
+
+/**
+ * The node's state for an operator: `drained` (the operator's), `cooling` (its failures earned a
+ * cooldown: skipped), `failing` (its last request failed, recently, with no cooldown earned),
+ * `unhealthy` (its health probe fails), else `healthy`.
+ */
+export type NodeState = "drained" | "cooling" | "failing" | "unhealthy" | "healthy";
+
+function stateOf(drained: boolean, runtime: "cooling" | "failing" | "ok", probedHealthy: boolean): NodeState {
+	if (drained) return "drained";
+	if (runtime !== "ok") return runtime;
+	return probedHealthy ? "healthy" : "unhealthy";
 }
 
 /** One row a node of a model. */
@@ -31,18 +48,27 @@ function nodeRows(config: GatewayConfig, fleet: Fleet, now: number, only?: (mode
 			const probe = fleet.probe(node.url);
 			const override = fleet.override(model.id, node.url);
 			const view = fleet.nodeView(model.id, node);
-			const cooling = rt.coolingUntil > now;
+			// What this isolate saw of the node, with what the others reported (routing/view-types.ts).
+			const seen = mergeReports(fleet.report(node.url), reportOf(rt));
+			const runtime = reportState(seen, probe, now, FAILING_WINDOW_MS);
+			const cooling = runtime === "cooling";
+			const drained = classify(view, now) === "drained";
+			const probeErrorAt = probe !== undefined && !probe.healthy ? probe.checked_at : 0;
 			rows.push({
 				model: model.id,
 				url: maskNodeUrl(node.url),
 				weight: view.weight,
 				configured_weight: node.weight,
-				drained: classify(view, now) === "drained",
+				drained,
+				state: stateOf(drained, runtime, view.healthy),
 				override: override ? { weight: override.weight, drained: override.drained } : null,
 				healthy: !cooling && view.healthy,
-				cooling_until: cooling ? seconds(rt.coolingUntil) : null,
+				cooling_until: cooling ? seconds(seen.cooling_until) : null,
 				in_flight: rt.inFlight,
-				last_error: rt.lastError ?? probe?.error ?? null,
+				// The newest of any isolate's last failure and a failed health probe.
+				last_error: probeErrorAt > seen.error_at ? probe?.error : (seen.error ?? probe?.error ?? null),
+				last_error_at: Math.max(seen.error_at, probeErrorAt) > 0 ? seconds(Math.max(seen.error_at, probeErrorAt)) : null,
+				failures: rt.failures,
 				latency_ms: rt.latencyMs === null ? null : Math.round(rt.latencyMs),
 				checked_at: probe ? seconds(probe.checked_at) : null,
 				engine_load: probe?.load ?? null,
@@ -60,7 +86,8 @@ function nodeRows(config: GatewayConfig, fleet: Fleet, now: number, only?: (mode
 /** The view now (registering the config's nodes, so the prober knows them); the isolate takes it too. */
 async function freshView(env: Env, config: GatewayConfig): Promise<SharedView | null> {
 	try {
-		const view = await readSharedView(env, config);
+		// This isolate's news about its nodes goes with the read, so the rows show it and so do other isolates'.
+		const view = await readSharedView(env, config, isolateFleet.takeReports());
 		isolateFleet.ingest(view);
 		return view;
 	} catch (err) {
@@ -108,13 +135,19 @@ export const adminNodes = new Hono<AppEnv>()
 		const config = loadConfig(c.env.GATEWAY_CONFIG);
 		const input = c.req.valid("json");
 		const url = resolveTarget(config, input.url, input.model);
+		const drained = input.reenable ? false : input.drain;
 		const view = await nodeHealth(c.env).setOverride({
 			url,
 			model: input.model ?? null,
 			...(input.weight !== undefined ? { weight: input.weight } : {}),
-			...(input.drain !== undefined ? { drained: input.drain } : {}),
+			...(drained !== undefined ? { drained } : {}),
 			...(input.clear ? { clear: true } : {}),
 		});
 		isolateFleet.ingest(view);
+		if (input.reenable) {
+			// Forgotten here, and told to the shared view (a success now), so no isolate's report keeps it out of view.
+			isolateFleet.reenable(url, Date.now());
+			isolateFleet.ingest(await readSharedView(c.env, config, isolateFleet.takeReports()));
+		}
 		return c.json({ object: "list", data: nodeRows(config, isolateFleet, Date.now(), (_m, u) => u === url) });
 	});

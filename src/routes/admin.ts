@@ -10,6 +10,7 @@ import { generateSecret, hashSecret } from "../auth/key-secret";
 import { requireAdmin } from "../auth/require-admin";
 import { assertCatalogModels, KeyName } from "../auth/scope-fields";
 import { loadConfig } from "../config";
+import { type KeyActivity, keyActivity } from "../db/key-activity";
 import { keyStore } from "../db/keys";
 import { encodePageCursor, pageOf } from "../db/page-cursor";
 import type { ApiKeyRow } from "../db/schema";
@@ -21,6 +22,7 @@ import { nanosToUsd, usdToNanos } from "../money/pricing";
 import { adminAlertDeliveries, checkAlerts, keyAlertDeliveries, pushAlerts } from "./admin-alerts";
 import { adminMaintenance } from "./admin-maintenance";
 import { adminNodes } from "./admin-nodes";
+import { adminRefusals } from "./admin-refusals";
 import { listUsage, usageSummary } from "./usage";
 
 /** Routes under `/keys/:id` see the key they name. */
@@ -101,6 +103,20 @@ function nameFilter(raw: string | undefined): string | undefined {
 	return raw;
 }
 
+/**
+ * A key's money with its use (the console's keys view): `last_used_at` (unix seconds, from the
+ * usage records: it trails a request by the ledger's flush), `requests_today` (UTC) and
+ * `overdrawn` (settlement took the balance below zero: an answer cost more than its hold).
+ */
+function withUse<T extends { balance_usd: number | null }>(money: T, use: KeyActivity | undefined) {
+	return {
+		...money,
+		overdrawn: money.balance_usd !== null && money.balance_usd < 0,
+		last_used_at: use?.lastUsedAt == null ? null : Math.floor(use.lastUsedAt / 1000),
+		requests_today: use?.requestsToday ?? 0,
+	};
+}
+
 /** The Idempotency-Key header of a credit: absent or blank is none; at most 255 characters. */
 function idempotencyKey(raw: string | undefined): string | undefined {
 	const key = raw?.trim();
@@ -175,13 +191,21 @@ export const adminRoutes = new Hono<AppEnv>()
 		const name = nameFilter(c.req.query("name"));
 		const rows = await keyStore(c.env.DB).list(limit + 1, before, name);
 		const { page, nextCursor } = pageOf(rows, limit, (k) => encodePageCursor(k.createdAt, k.id));
-		const money = await listedBalances(c.env, page);
-		const data = page.map((k, i) => ({ ...keyView(k), ...(money[i] ?? NO_BALANCE) }));
+		const [money, activity] = await Promise.all([
+			listedBalances(c.env, page),
+			keyActivity(
+				c.env.DB,
+				page.map((k) => k.id),
+				Date.now(),
+			),
+		]);
+		const data = page.map((k, i) => ({ ...keyView(k), ...withUse(money[i] ?? NO_BALANCE, activity.get(k.id)) }));
 		return c.json({ object: "list", data, next_cursor: nextCursor });
 	})
 	.get("/keys/:id", targetKey, async (c) => {
 		const key = c.get("target");
-		return c.json({ ...keyView(key), ...(await ledgerBalance(c.env, key.id)) });
+		const [money, activity] = await Promise.all([ledgerBalance(c.env, key.id), keyActivity(c.env.DB, [key.id], Date.now())]);
+		return c.json({ ...keyView(key), ...withUse(money, activity.get(key.id)) });
 	})
 	.patch("/keys/:id", targetKey, jsonBody(PatchKey), async (c) => {
 		const current = c.get("target");
@@ -223,4 +247,5 @@ export const adminRoutes = new Hono<AppEnv>()
 	.get("/usage/summary", usageSummary)
 	.get("/usage", listUsage)
 	.route("/nodes", adminNodes)
+	.route("/refusals", adminRefusals)
 	.route("/maintenance", adminMaintenance);

@@ -15,9 +15,11 @@ import {
 	recordServerError,
 	recordSuccess,
 	recordTimeout,
+	reenable,
+	reportOf,
 } from "./node-state";
 import { type NodeView, type Picked, pickRoute } from "./picker";
-import type { NodeOverride, ProbeResult, SharedView } from "./view-types";
+import type { NodeOverride, NodeReport, ProbeResult, SharedView } from "./view-types";
 
 export interface RoutedNode extends NodeView {
 	node: EngineNode;
@@ -43,6 +45,8 @@ export class Fleet {
 	/** When this isolate last asked for the shared view (ms), and whether it is asking now. */
 	viewRequestedAt = 0;
 	refreshing = false;
+	/** Nodes whose failure or success this isolate has not told the shared view yet. */
+	private readonly unreported = new Set<string>();
 
 	runtime(url: string): NodeRuntime {
 		let rt = this.runtimes.get(url);
@@ -133,10 +137,12 @@ export class Fleet {
 
 	failed(url: string, reason: string, now: number, cooldownMs: number): void {
 		recordFailure(this.runtime(url), reason, now, cooldownMs);
+		this.unreported.add(url);
 	}
 
 	/** A first-token timeout: a long prompt's cools the node only when short prompts time out there too (node-state.ts). */
 	timedOut(url: string, long: boolean, now: number, cooldownMs: number): boolean {
+		this.unreported.add(url);
 		return recordTimeout(this.runtime(url), long, now, cooldownMs);
 	}
 
@@ -152,6 +158,7 @@ export class Fleet {
 
 	/** A 5xx a request got from the node: it cools once different requests got one (node-state.ts). */
 	serverError(url: string, request: number, reason: string, now: number, cooldownMs: number): boolean {
+		this.unreported.add(url);
 		return recordServerError(this.runtime(url), request, reason, now, cooldownMs);
 	}
 
@@ -163,7 +170,37 @@ export class Fleet {
 	}
 
 	succeeded(url: string, firstByteMs: number, now: number): void {
-		recordSuccess(this.runtime(url), firstByteMs, now);
+		const rt = this.runtime(url);
+		// A node that failed here before: its recovery is news for the shared view too.
+		if (rt.lastErrorAt > rt.lastSuccessAt) this.unreported.add(url);
+		recordSuccess(rt, firstByteMs, now);
+	}
+
+	/** Whether this isolate has failures (or recoveries) the shared view has not heard of. */
+	hasReports(): boolean {
+		return this.unreported.size > 0;
+	}
+
+	/** The reports to send with the next read of the shared view; taken once. */
+	takeReports(): Record<string, NodeReport> | undefined {
+		if (this.unreported.size === 0) return undefined;
+		const out: Record<string, NodeReport> = {};
+		for (const url of this.unreported) {
+			out[url] = reportOf(this.runtime(url));
+		}
+		this.unreported.clear();
+		return out;
+	}
+
+	/** What every isolate reported of the node (the shared view's), if any did. */
+	report(url: string): NodeReport | undefined {
+		return this.view?.reports?.[url];
+	}
+
+	/** An operator re-enabled the node (PATCH /admin/nodes `reenable`): this isolate forgets its cooldown. */
+	reenable(url: string, now: number): void {
+		reenable(this.runtime(url), now);
+		this.unreported.add(url);
 	}
 }
 

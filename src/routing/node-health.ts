@@ -14,7 +14,14 @@ import { type Migration, migrate } from "../storage/migrations";
 import { NODE_STATUS_SQL, NodeAlerts } from "./node-alerts";
 import { maskNodeUrl } from "./node-label";
 import { newMemo, type ProbeMemo, probeNode } from "./probe";
-import type { NodeOverride, ProbeResult, ProbeTarget, SharedView } from "./view-types";
+import {
+	mergeReports,
+	type NodeOverride,
+	type NodeReport,
+	type ProbeResult,
+	type ProbeTarget,
+	type SharedView,
+} from "./view-types";
 
 const MIGRATIONS: readonly Migration[] = [
 	{
@@ -70,6 +77,8 @@ export class NodeHealth extends DurableObject<Env> {
 	readonly #targets = new Map<string, Known>();
 	readonly #results = new Map<string, ProbeResult>();
 	readonly #memos = new Map<string, ProbeMemo>();
+	/** What the isolates reported of their requests to each node (in memory: news, not history). */
+	readonly #reports = new Map<string, NodeReport>();
 	#overrides: NodeOverride[];
 	#intervalMs = ROUTING_DEFAULTS.health_check_interval_ms;
 	#lastReadAt = 0;
@@ -89,11 +98,15 @@ export class NodeHealth extends DurableObject<Env> {
 	 * The current view. `targets` are the nodes of the caller's config (never their secrets,
 	 * only the names of them); reading keeps the probing going.
 	 */
-	async view(targets: ProbeTarget[], intervalMs: number): Promise<SharedView> {
+	async view(targets: ProbeTarget[], intervalMs: number, reports?: Record<string, NodeReport>): Promise<SharedView> {
 		const now = Date.now();
 		this.#lastReadAt = now;
 		this.#intervalMs = intervalMs;
 		for (const target of targets) this.#targets.set(target.url, { target, seenAt: now });
+		// Only nodes it probes: an isolate cannot grow the map past the deployment's config.
+		for (const [url, report] of Object.entries(reports ?? {})) {
+			if (this.#targets.has(url)) this.#reports.set(url, mergeReports(this.#reports.get(url), report));
+		}
 		await this.#ensureAlarm(now);
 		return this.#snapshot(now);
 	}
@@ -138,6 +151,7 @@ export class NodeHealth extends DurableObject<Env> {
 			this.#targets.delete(url);
 			this.#results.delete(url);
 			this.#memos.delete(url);
+			this.#reports.delete(url);
 		}
 		await this.#probeAll();
 		const alertsAt = await alerts;
@@ -185,7 +199,12 @@ export class NodeHealth extends DurableObject<Env> {
 	}
 
 	#snapshot(now: number): SharedView {
-		return { at: now, nodes: Object.fromEntries(this.#results), overrides: this.#overrides };
+		return {
+			at: now,
+			nodes: Object.fromEntries(this.#results),
+			overrides: this.#overrides,
+			reports: Object.fromEntries(this.#reports),
+		};
 	}
 
 	#loadOverrides(): NodeOverride[] {

@@ -3,6 +3,7 @@
  * the cooldown they earned, time to first byte. Pure functions over a plain record, with the
  * clock passed in, so the rules are tested without a runtime.
  */
+import type { NodeReport } from "./view-types";
 
 export interface NodeRuntime {
 	/** This isolate's requests on the node: from dispatch until the answer's body ends. */
@@ -16,6 +17,8 @@ export interface NodeRuntime {
 	coolingUntil: number;
 	/** Why it last failed, for operators (never an engine's text). */
 	lastError: string | null;
+	/** When `lastError` was set (ms), 0 when never: a failure, a 5xx not yet held against it, a long prompt's timeout. */
+	lastErrorAt: number;
 	/** Recent time to first byte (an exponential average), null before any answer. */
 	latencyMs: number | null;
 	/**
@@ -43,6 +46,7 @@ export function newRuntime(): NodeRuntime {
 		lastSuccessAt: 0,
 		coolingUntil: 0,
 		lastError: null,
+		lastErrorAt: 0,
 		latencyMs: null,
 		serverErrors: [],
 		affinityServed: 0,
@@ -66,6 +70,7 @@ export function recordFailure(rt: NodeRuntime, reason: string, now: number, base
 	rt.failures += 1;
 	rt.lastFailureAt = now;
 	rt.lastError = reason;
+	rt.lastErrorAt = now;
 	rt.coolingUntil = now + cooldownMs(rt.failures, baseCooldownMs);
 }
 
@@ -86,12 +91,50 @@ export function recordServerError(
 	baseCooldownMs: number,
 ): boolean {
 	rt.lastError = reason;
+	rt.lastErrorAt = now;
 	rt.serverErrors = rt.serverErrors.filter((e) => now - e.at < baseCooldownMs && e.request !== request);
 	rt.serverErrors.push({ request, at: now });
 	if (rt.serverErrors.length < SERVER_ERROR_REQUESTS) return false;
 	rt.serverErrors = [];
 	recordFailure(rt, reason, now, baseCooldownMs);
 	return true;
+}
+
+/** This isolate's record of a node as the report it shares (view-types.ts). */
+export function reportOf(rt: NodeRuntime): NodeReport {
+	return { error: rt.lastError, error_at: rt.lastErrorAt, success_at: rt.lastSuccessAt, cooling_until: rt.coolingUntil };
+}
+
+/**
+ * How an operator would name a node's state from what requests saw of it (this isolate's record
+ * merged with the other isolates' reports): `cooling` (a cooldown not yet over, with no success
+ * and no passing probe since the failure that earned it), `failing` (its last request failed,
+ * within `windowMs`, and none has succeeded since, though no cooldown is running: a first 5xx, a
+ * long prompt's timeout, a cooldown a probe ended), else `ok`.
+ */
+export function reportState(
+	r: NodeReport,
+	probe: { healthy: boolean; checked_at: number } | undefined,
+	now: number,
+	windowMs: number,
+): "cooling" | "failing" | "ok" {
+	const failedLast = r.error_at > r.success_at;
+	const probedSince = probe !== undefined && probe.healthy && probe.checked_at > r.error_at;
+	if (r.cooling_until > now && failedLast && !probedSince) return "cooling";
+	if (failedLast && now - r.error_at < windowMs) return "failing";
+	return "ok";
+}
+
+/**
+ * An operator re-enabled the node: its cooldown, failure count and pending 5xx are forgotten,
+ * and it counts as having just succeeded, so a failed probe from before no longer keeps it out.
+ */
+export function reenable(rt: NodeRuntime, now: number): void {
+	rt.failures = 0;
+	rt.coolingUntil = 0;
+	rt.serverErrors = [];
+	rt.lastErrorAt = 0;
+	rt.lastSuccessAt = now;
 }
 
 /** Weight of the newest sample in the latency average. */
@@ -166,6 +209,7 @@ export function recordTimeout(rt: NodeRuntime, long: boolean, now: number, baseC
 	if (!long) rt.shortTimeoutAt = now;
 	if (long && !(rt.shortTimeoutAt > rt.lastSuccessAt)) {
 		rt.lastError = "timeout on a long prompt";
+		rt.lastErrorAt = now;
 		return false;
 	}
 	recordFailure(rt, "timeout", now, baseCooldownMs);

@@ -7,7 +7,7 @@ import { type GatewayConfig, modelNodes } from "../config";
 import type { EngineRouting } from "./engine-routing";
 import { type Fleet, isolateFleet } from "./fleet";
 import type { NodeHealth } from "./node-health";
-import type { ProbeTarget, SharedView } from "./view-types";
+import type { NodeReport, ProbeTarget, SharedView } from "./view-types";
 
 /** The one NodeHealth object of a deployment. */
 export const FLEET_OBJECT_NAME = "fleet";
@@ -48,9 +48,9 @@ export function nodeHealth(env: Env): DurableObjectStub<NodeHealth> {
 	return ns.get(ns.idFromName(FLEET_OBJECT_NAME));
 }
 
-/** Reads the view (registering the config's nodes for probing). */
-export function readSharedView(env: Env, config: GatewayConfig): Promise<SharedView> {
-	return nodeHealth(env).view(probeTargets(config), config.routing.health_check_interval_ms);
+/** Reads the view (registering the config's nodes for probing), telling it what this isolate saw of its nodes. */
+export function readSharedView(env: Env, config: GatewayConfig, reports?: Record<string, NodeReport>): Promise<SharedView> {
+	return nodeHealth(env).view(probeTargets(config), config.routing.health_check_interval_ms, reports);
 }
 
 /** Starts reading the view when this isolate's copy is stale; returns at once. */
@@ -62,12 +62,13 @@ export function refreshSharedView(
 ): void {
 	const now = Date.now();
 	if (!env.NODE_HEALTH) return;
-	const wait = fleet.refreshing ? REFRESH_STUCK_MS : viewTtlMs(config.routing.health_check_interval_ms);
+	// A node that just failed (or recovered) here is told at once, not at the copy's expiry.
+	const wait = fleet.refreshing ? REFRESH_STUCK_MS : fleet.hasReports() ? 0 : viewTtlMs(config.routing.health_check_interval_ms);
 	if (now - fleet.viewRequestedAt < wait) return;
 	fleet.viewRequestedAt = now;
 	fleet.refreshing = true;
 	waitUntil(
-		readSharedView(env, config)
+		readSharedView(env, config, fleet.takeReports())
 			.then((view) => fleet.ingest(view))
 			.catch((err) => console.warn("reading the fleet view failed", err))
 			.finally(() => {

@@ -3,8 +3,11 @@
  * under `wrangler dev`. A wrong token is refused and shows no data; the right one finds a key
  * this test created (by name, with its balance), tops it up and sees the new balance, and opens
  * its usage: the SVG chart has bars with data, the breakdown names the model with its prompt-cache
- * hit rate, the recent requests are listed; the nodes view shows each node's cache hit rate. At phone width the page does not overflow sideways. Nothing is blocked by the
- * page's Content-Security-Policy. Screenshots go to test/browser/screenshots/ (gitignored).
+ * hit rate, the recent requests are listed; the nodes view shows each node's cache hit rate. Trouble:
+ * refused requests (401, 402, 400, 429) are listed with their reason and filtered, a node that just
+ * failed reads failing or cooling with its last error in view, a drain and a re-enable from the
+ * nodes view, a key's last use and requests today. At phone width the page does not overflow
+ * sideways (tables scroll in their frame). Nothing is blocked by the page's Content-Security-Policy. Screenshots go to test/browser/screenshots/ (gitignored).
  */
 import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -47,8 +50,14 @@ interface Key {
 }
 
 describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
-	const name = `console-${crypto.randomUUID().slice(0, 8)}`;
+	const tag = crypto.randomUUID().slice(0, 8);
+	const name = `console-${tag}`;
+	// The other keys' names do not contain `name`: searching for it finds one row.
+	const brokeName = `trouble-${tag}-broke`;
 	let key: Key;
+	let broke: Key;
+	/** The request ids of the refusals this test caused, by status. */
+	const refusedIds: Record<number, string> = {};
 	let browser: Browser;
 	let context: BrowserContext;
 	let page: Page;
@@ -93,6 +102,36 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 			expect(res.status).toBe(200);
 			await res.text();
 		}
+		// Refusals: a bad key, an empty balance, a bad body, a rate limit; and a model whose two nodes fail
+		// (a 500 and a dropped connection), so the nodes view has trouble to show.
+		broke = await adminCall<Key>("/keys", { method: "POST", body: JSON.stringify({ name: brokeName, balance_usd: 0 }) });
+		const limited = await adminCall<Key>("/keys", {
+			method: "POST",
+			body: JSON.stringify({ name: `trouble-${tag}-limited`, balance_usd: 1, rpm: 1 }),
+		});
+		const fleet = await adminCall<Key>("/keys", {
+			method: "POST",
+			body: JSON.stringify({ name: `trouble-${tag}-fleet`, balance_usd: 1 }),
+		});
+		const hi = { model: "test/ok", messages: [{ role: "user", content: "hi" }] };
+		const refusals: [string, unknown][] = [
+			["vk-console-not-a-real-key-0123456789", hi],
+			[broke.key, hi],
+			[broke.key, { model: "test/ok", messages: [] }],
+			[limited.key, hi],
+			[limited.key, hi],
+			[fleet.key, { model: "test/all-down", messages: [{ role: "user", content: "fail" }] }],
+		];
+		for (const [secret, body] of refusals) {
+			const res = await fetch(`${gatewayUrl()}/v1/chat/completions`, {
+				method: "POST",
+				headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+				body: JSON.stringify(body),
+			});
+			await res.text();
+			refusedIds[res.status] = res.headers.get("x-request-id") as string;
+		}
+		expect(Object.keys(refusedIds).map(Number).sort()).toEqual([200, 400, 401, 402, 429, 502]);
 		// Settlement and the ledger's outbox flush to D1 run after the answers, on the ledger's alarm.
 		await until("the usage records in D1", async () => {
 			const usage = await adminCall<{ data: unknown[] }>(`/usage?key_id=${key.id}`);
@@ -133,6 +172,13 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 		await poll(() => balanceCell().textContent()).toBe(usd(current.balance_usd));
 		expect(Number(await balanceCell().getAttribute("data-usd"))).toBe(current.balance_usd);
 		expect(await row().locator("td").first().textContent()).toBe(name);
+		// Its use: the three requests (and the failed one, which billed nothing) today, and when.
+		await poll(async () => {
+			await page.locator("#key-name").press("Enter");
+			return row().locator('td[data-field="last-used"]').textContent();
+		}).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/);
+		expect(Number(await row().locator('td[data-field="requests-today"]').textContent())).toBeGreaterThanOrEqual(3);
+		expect(await row().locator('td[data-field="status"]').textContent()).toBe("active");
 		await page.screenshot({ path: `${SHOTS}keys.png` });
 	});
 
@@ -196,6 +242,90 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 		await poll(() => cell.first().textContent()).toBe(`${((rate as number) * 100).toFixed(1)}%`);
 	});
 
+	it("lists refused requests with their reason and key name, and filters them", async () => {
+		await page.getByRole("button", { name: "Refused", exact: true }).click();
+		await page.locator("#refused-view").waitFor({ state: "visible" });
+		const refusedRow = (status: number) => page.locator(`#refused-table tr[data-request-id="${refusedIds[status]}"]`);
+		for (const status of [401, 402, 400, 429]) await refusedRow(status).waitFor();
+		expect(await refusedRow(401).locator('td[data-field="reason"]').textContent()).toBe("invalid_api_key");
+		expect(await refusedRow(402).locator('td[data-field="reason"]').textContent()).toBe("insufficient_balance");
+		expect(await refusedRow(402).locator('td[data-field="key"]').textContent()).toBe(`${brokeName} ${broke.id}`);
+		expect(await refusedRow(429).locator('td[data-field="reason"]').textContent()).toBe("rate_limit_exceeded");
+		// A served request and an engine failure (502) are not refusals.
+		expect(await refusedRow(200).count()).toBe(0);
+		expect(await refusedRow(502).count()).toBe(0);
+		await page.locator("#refused-status").selectOption("402");
+		const statuses = () =>
+			page
+				.locator("#refused-table tbody tr")
+				.evaluateAll((rows) => [...new Set(rows.map((r) => (r as HTMLElement).dataset.status))].sort());
+		await poll(statuses).toEqual(["402"]);
+		await page.locator("#refused-status").selectOption("");
+		await page.locator("#refused-key").fill(broke.id);
+		await poll(() => page.locator("#refused-table tbody tr").count()).toBe(2);
+		await page.screenshot({ path: `${SHOTS}refused-1400x900.png` });
+	});
+
+	it("reloads the view on screen every interval while auto-refresh is on", async () => {
+		const [ctx, p] = await newPage({ width: 1400, height: 900 });
+		try {
+			// The page's timers under a clock the test moves: no waiting out the interval.
+			await p.clock.install();
+			await signIn(p, inject("adminToken"));
+			await p.locator("#keys-view").waitFor({ state: "visible" });
+			await p.getByRole("button", { name: "Refused", exact: true }).click();
+			await p.locator("#refused-table tbody tr").first().waitFor();
+			await p.locator("#auto-interval").selectOption("10");
+			await p.locator("#auto-refresh").check();
+			const res = await fetch(`${gatewayUrl()}/v1/chat/completions`, {
+				method: "POST",
+				headers: { authorization: "Bearer vk-console-refresh-not-a-key-0123456789", "content-type": "application/json" },
+				body: "{}",
+			});
+			await res.text();
+			const fresh = p.locator(`#refused-table tr[data-request-id="${res.headers.get("x-request-id")}"]`);
+			// The refusal is written under waitUntil: each interval's reload looks again.
+			await poll(async () => {
+				await p.clock.fastForward(10_000);
+				return fresh.count();
+			}).toBe(1);
+			await p.locator("#auto-refresh").uncheck();
+		} finally {
+			await ctx.close();
+		}
+	});
+
+	it("shows a node that just failed as failing or cooling with its last error in view, and drains and re-enables it", async () => {
+		await page.getByRole("button", { name: "Nodes", exact: true }).click();
+		const downRows = page.locator('#nodes-table tbody tr[data-model="test/all-down"]');
+		await poll(() => downRows.count()).toBe(2);
+		const states = await downRows.evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.state));
+		for (const state of states) expect(["failing", "cooling", "unhealthy"]).toContain(state);
+		const failed = downRows.filter({ hasText: "status 500" });
+		expect(await failed.count()).toBe(1);
+		// The error is in view at 1400 px: its cell lies within the window, no scrolling needed.
+		const box = await failed.locator('td[data-field="last-error"]').boundingBox();
+		expect(box).not.toBeNull();
+		expect((box?.x ?? 0) + (box?.width ?? 0)).toBeLessThanOrEqual(1400);
+		await page.screenshot({ path: `${SHOTS}nodes-1400x900.png` });
+
+		// Drain the node that answered 500 (only for test/all-down), then re-enable it.
+		const url = (await failed.getAttribute("data-url")) as string;
+		const node = () => page.locator(`#nodes-table tbody tr[data-model="test/all-down"][data-url="${url}"]`);
+		await node()
+			.getByRole("button", { name: `Drain test/all-down on ${url}` })
+			.click();
+		await poll(() => node().getAttribute("data-state")).toBe("drained");
+		const listed = await adminCall<{ data: { model: string; url: string; drained: boolean }[] }>("/nodes");
+		expect(listed.data.find((n) => n.model === "test/all-down" && n.url === url)?.drained).toBe(true);
+		await node()
+			.getByRole("button", { name: `Re-enable test/all-down on ${url}` })
+			.click();
+		await poll(() => node().getAttribute("data-state")).toBe("healthy");
+		const after = await adminCall<{ data: { model: string; url: string; drained: boolean }[] }>("/nodes");
+		expect(after.data.find((n) => n.model === "test/all-down" && n.url === url)?.drained).toBe(false);
+	});
+
 	it("fits a phone's width: only tables scroll sideways, inside their frame", async () => {
 		const [phone, p] = await newPage({ width: 390, height: 844 });
 		try {
@@ -213,6 +343,22 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 			await p.locator("#usage-chart svg").waitFor();
 			expect(await overflow()).toBeLessThanOrEqual(0);
 			await p.screenshot({ path: `${SHOTS}usage-390x844.png`, fullPage: true });
+			for (const [tab, table] of [
+				["Nodes", "#nodes-table"],
+				["Refused", "#refused-table"],
+			]) {
+				await p.getByRole("button", { name: tab, exact: true }).click();
+				await p.locator(`${table} tbody tr`).first().waitFor();
+				expect(await overflow()).toBeLessThanOrEqual(0);
+				// The table is wider than the phone and scrolls inside its frame.
+				const frame = await p.locator(table).evaluate((t) => {
+					const wrap = t.parentElement as HTMLElement;
+					return { scroll: wrap.scrollWidth, client: wrap.clientWidth, overflowX: getComputedStyle(wrap).overflowX };
+				});
+				expect(frame.scroll).toBeGreaterThan(frame.client);
+				expect(frame.overflowX).toBe("auto");
+				await p.screenshot({ path: `${SHOTS}${tab.toLowerCase()}-390x844.png`, fullPage: true });
+			}
 		} finally {
 			await phone.close();
 		}

@@ -1,12 +1,27 @@
-// The console's entry: sign in with the admin token (kept in sessionStorage), the three views, log out.
+// The console's entry: sign in with the admin token (kept in sessionStorage), the views, auto-refresh, log out.
 import { ApiError, api, session, whenUnauthorized } from "./api.js";
+import { initAutoRefresh, stopAutoRefresh } from "./autorefresh.js";
 import { initKeys, loadKeys } from "./keys.js";
 import { initNodes, loadNodes } from "./nodes.js";
+import { initRefused, loadRefused } from "./refused.js";
 import { initUsage, loadUsage, showKeyUsage } from "./usage.js";
 
 const $ = (id) => document.getElementById(id);
-const VIEWS = ["keys", "usage", "nodes"];
-const LOADERS = { keys: loadKeys, usage: loadUsage, nodes: loadNodes };
+
+/**
+ * Each view is a module of its own with an `init(context)` and a `load()`, shown by the section
+ * `#<name>-view` and the tab `data-view="<name>"` in index.html: a new view is a module, its
+ * markup, and one line here.
+ */
+const REGISTRY = {
+	keys: { init: initKeys, load: loadKeys },
+	usage: { init: initUsage, load: loadUsage },
+	nodes: { init: initNodes, load: loadNodes },
+	refused: { init: initRefused, load: loadRefused },
+};
+const VIEWS = Object.keys(REGISTRY);
+/** The view on screen (auto-refresh reloads it). */
+let current = null;
 
 /** One line for the operator, read out by screen readers (role=status, aria-live). */
 function say(text, kind = "info") {
@@ -34,7 +49,10 @@ function clearData() {
 function showLogin() {
 	clearData();
 	for (const v of VIEWS) $(`${v}-view`).hidden = true;
+	current = null;
+	stopAutoRefresh();
 	$("tabs").hidden = true;
+	$("autorefresh").hidden = true;
 	$("logout").hidden = true;
 	$("login-view").hidden = false;
 	$("token").value = "";
@@ -42,13 +60,14 @@ function showLogin() {
 }
 
 async function show(view) {
+	current = view;
 	for (const v of VIEWS) $(`${v}-view`).hidden = v !== view;
 	for (const tab of $("tabs").querySelectorAll("button")) {
 		if (tab.dataset.view === view) tab.setAttribute("aria-current", "page");
 		else tab.removeAttribute("aria-current");
 	}
 	try {
-		await LOADERS[view]();
+		await REGISTRY[view].load();
 	} catch (err) {
 		if (!(err instanceof ApiError && err.status === 401)) say(err.message, "error");
 	}
@@ -57,6 +76,7 @@ async function show(view) {
 async function enter() {
 	$("login-view").hidden = true;
 	$("tabs").hidden = false;
+	$("autorefresh").hidden = false;
 	$("logout").hidden = false;
 	await show("keys");
 }
@@ -90,9 +110,12 @@ function start() {
 			show("usage");
 		},
 	};
-	initKeys(context);
-	initUsage(context);
-	initNodes(context);
+	for (const view of Object.values(REGISTRY)) view.init(context);
+	// Reloads the view on screen in place (its filters kept); never while a dialog is open.
+	initAutoRefresh(async () => {
+		if (!current || document.querySelector("dialog[open]")) return;
+		await REGISTRY[current].load();
+	}, say);
 	whenUnauthorized(() => logOut("That admin token was refused.", "error"));
 	$("login-form").addEventListener("submit", (event) => {
 		event.preventDefault();

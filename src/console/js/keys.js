@@ -2,6 +2,7 @@
 // secret shown once), top up, edit scopes, revoke, credit history.
 import { api, newIdempotencyKey, query } from "./api.js";
 import { count, h, time, usd } from "./format.js";
+import { rememberName } from "./names.js";
 
 const PAGE = 50;
 const $ = (id) => document.getElementById(id);
@@ -17,6 +18,8 @@ const shown = new Map();
 function statusOf(k) {
 	if (k.revoked) return "revoked";
 	if (k.expires_at !== null && k.expires_at * 1000 <= Date.now()) return "expired";
+	// Settlement took the balance below zero (an answer cost more than its hold): flagged.
+	if (k.overdrawn || (k.balance_usd !== null && k.balance_usd < 0)) return "overdrawn";
 	return "active";
 }
 
@@ -45,7 +48,7 @@ function row(k) {
 	const name = k.name;
 	return h(
 		"tr",
-		{ dataset: { keyId: k.id } },
+		{ dataset: { keyId: k.id, status }, class: status === "overdrawn" ? "flagged" : null },
 		h(
 			"td",
 			{ class: "name" },
@@ -55,13 +58,15 @@ function row(k) {
 				name,
 			),
 		),
-		h("td", { class: "id" }, k.id),
+		h("td", { class: `status-${status}`, dataset: { field: "status" } }, status),
 		money(k.balance_usd, "balance"),
 		money(k.spent_usd, "spent"),
 		money(k.held_usd, "held"),
+		h("td", { dataset: { field: "last-used" } }, k.last_used_at ? time(k.last_used_at) : "never"),
+		h("td", { class: "num", dataset: { field: "requests-today" } }, count(k.requests_today ?? null)),
 		h("td", { class: "wrap" }, limitsOf(k)),
+		h("td", { class: "id" }, k.id),
 		h("td", {}, time(k.created_at)),
-		h("td", { class: `status-${status}`, dataset: { field: "status" } }, status),
 		h(
 			"td",
 			{},
@@ -97,6 +102,7 @@ export async function loadKeys({ more = false } = {}) {
 	}
 	for (const k of page.data) {
 		shown.set(k.id, k);
+		rememberName(k.id, k.name);
 		tbody.append(row(k));
 	}
 	cursor = page.next_cursor;

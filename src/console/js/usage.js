@@ -4,6 +4,7 @@
 import { api, query } from "./api.js";
 import { usageChart } from "./chart.js";
 import { count, h, percent, time, usd } from "./format.js";
+import { keyNames } from "./names.js";
 
 const $ = (id) => document.getElementById(id);
 const HOUR = 3_600_000;
@@ -50,7 +51,7 @@ function modelRows(byModel) {
 	);
 }
 
-function recentRows(records) {
+function recentRows(records, names) {
 	if (!records.length) return [h("tr", {}, h("td", { colspan: 9, class: "hint" }, "No requests yet."))];
 	return records.map((r) =>
 		h(
@@ -62,7 +63,14 @@ function recentRows(records) {
 			h("td", { class: "num" }, count(r.prompt_tokens)),
 			h("td", { class: "num" }, count(r.completion_tokens)),
 			h("td", { class: "num", dataset: { usd: r.cost_usd } }, usd(r.cost_usd)),
-			h("td", { class: "mono" }, r.key_id),
+			// The key's name where it is known, its id beside it.
+			h(
+				"td",
+				{ dataset: { field: "key" } },
+				names.get(r.key_id)
+					? h("span", { dir: "auto" }, names.get(r.key_id), h("span", { class: "id" }, ` ${r.key_id}`))
+					: r.key_id,
+			),
 			h("td", { class: "mono" }, r.request_id),
 			// The lane the request came in on (chat, messages, …); older records have none.
 			h("td", {}, r.lane ?? "—"),
@@ -141,8 +149,11 @@ export async function loadUsage() {
 		chartBox.replaceChildren(h("p", { class: "hint" }, text));
 		$("usage-models").tBodies[0].replaceChildren();
 	}
-	if (recent.status === "fulfilled") $("usage-recent").tBodies[0].replaceChildren(...recentRows(recent.value.data));
-	else app.say(`Recent requests failed: ${recent.reason.message}`, "error");
+	if (recent.status === "fulfilled") {
+		const names = await keyNames(recent.value.data.map((r) => r.key_id));
+		if (mine !== generation) return;
+		$("usage-recent").tBodies[0].replaceChildren(...recentRows(recent.value.data, names));
+	} else app.say(`Recent requests failed: ${recent.reason.message}`, "error");
 }
 
 /** Shows usage for `k` (a key from the table) or, with null, for the whole deployment. */

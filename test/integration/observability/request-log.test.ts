@@ -24,20 +24,24 @@ const FIELDS = [
 	"message",
 	"request_id",
 	"key_id",
-	"model",
-	"requested_model",
+	"gen_ai.operation.name",
+	"gen_ai.provider.name",
+	"gen_ai.request.model",
+	"gen_ai.response.model",
 	"lane",
 	"stream",
-	"status",
+	"http.response.status_code",
 	"outcome",
-	"error_code",
-	"node",
+	"error.type",
+	"server.address",
+	"server.port",
 	"attempts",
 	"route",
 	"ttfb_ms",
 	"duration_ms",
-	"prompt_tokens",
-	"completion_tokens",
+	"overhead_ms",
+	"gen_ai.usage.input_tokens",
+	"gen_ai.usage.output_tokens",
 	"estimated",
 	"cost_usd",
 	"web_search",
@@ -97,7 +101,8 @@ function prompt(): string {
 	return `say ${MARKER} back`;
 }
 
-const engineHost = () => new URL(env.ENGINE_URL).host;
+const engineAddress = () => new URL(env.ENGINE_URL).hostname;
+const enginePort = () => Number(new URL(env.ENGINE_URL).port);
 
 describe("the request log line", () => {
 	it("is one JSON line per non-stream chat with the served model, node host, tokens and cost", async () => {
@@ -112,23 +117,29 @@ describe("the request log line", () => {
 			message: "request",
 			request_id: id,
 			key_id: k.id,
-			model: "test/ok",
-			requested_model: "test/ok",
+			"gen_ai.operation.name": "chat",
+			"gen_ai.provider.name": "venym",
+			"gen_ai.response.model": "test/ok",
+			"gen_ai.request.model": "test/ok",
 			lane: "chat",
 			stream: false,
-			status: 200,
+			"http.response.status_code": 200,
 			outcome: "completed",
-			error_code: null,
-			node: engineHost(),
+			"error.type": null,
+			"server.address": engineAddress(),
+			"server.port": enginePort(),
 			attempts: 1,
 			// No prompt_cache_key or user: its prefix keeps the conversation's node.
 			route: "affinity",
-			prompt_tokens: body.usage.prompt_tokens,
-			completion_tokens: body.usage.completion_tokens,
+			"gen_ai.usage.input_tokens": body.usage.prompt_tokens,
+			"gen_ai.usage.output_tokens": body.usage.completion_tokens,
 			estimated: false,
 			cost_usd: Number(res.headers.get("x-venym-cost-usd")),
 			web_search: null,
+			// The line carries what the client was told.
+			overhead_ms: Number(res.headers.get("x-venym-overhead-ms")),
 		});
+		expect(res.headers.get("x-venym-overhead-ms")).toMatch(/^\d+$/);
 		expect(line.cost_usd).toBeGreaterThan(0);
 		expect(line.ttfb_ms).toBeGreaterThanOrEqual(0);
 		expect(line.duration_ms).toBeGreaterThanOrEqual(line.ttfb_ms as number);
@@ -148,14 +159,14 @@ describe("the request log line", () => {
 		expect(line).toMatchObject({
 			lane: "chat",
 			stream: true,
-			status: 200,
+			"http.response.status_code": 200,
 			outcome: "completed",
-			model: "test/slow",
-			prompt_tokens: usage.prompt_tokens,
-			completion_tokens: usage.completion_tokens,
+			"gen_ai.response.model": "test/slow",
+			"gen_ai.usage.input_tokens": usage.prompt_tokens,
+			"gen_ai.usage.output_tokens": usage.completion_tokens,
 			attempts: 1,
 		});
-		expect(line.completion_tokens).toBeGreaterThan(0);
+		expect(line["gen_ai.usage.output_tokens"]).toBeGreaterThan(0);
 		expect(line.cost_usd).toBeGreaterThan(0);
 		// The duration runs to the stream's end, well past the engine's first byte.
 		expect(line.duration_ms).toBeGreaterThan(line.ttfb_ms as number);
@@ -172,19 +183,33 @@ describe("the request log line", () => {
 			await r.text();
 		}
 		const [r, c, e] = await Promise.all([responses, completions, embeddings].map((x) => lineOf(idOf(x))));
-		expect(r).toMatchObject({ lane: "responses", stream: false, outcome: "completed", model: "test/ok", key_id: k.id });
-		expect(c).toMatchObject({ lane: "completions", stream: true, outcome: "completed", model: "test/ok" });
+		expect(r).toMatchObject({
+			"gen_ai.operation.name": "chat",
+			lane: "responses",
+			stream: false,
+			outcome: "completed",
+			"gen_ai.response.model": "test/ok",
+			key_id: k.id,
+		});
+		expect(c).toMatchObject({
+			"gen_ai.operation.name": "text_completion",
+			lane: "completions",
+			stream: true,
+			outcome: "completed",
+			"gen_ai.response.model": "test/ok",
+		});
 		expect(e).toMatchObject({
+			"gen_ai.operation.name": "embeddings",
 			lane: "embeddings",
 			stream: false,
 			outcome: "completed",
-			model: "test/embed",
-			completion_tokens: 0,
+			"gen_ai.response.model": "test/embed",
+			"gen_ai.usage.output_tokens": 0,
 		});
 		for (const l of [r, c, e]) {
-			expect(l?.prompt_tokens).toBeGreaterThan(0);
+			expect(l?.["gen_ai.usage.input_tokens"]).toBeGreaterThan(0);
 			expect(l?.cost_usd).toBeGreaterThan(0);
-			expect(l?.node).toBe(engineHost());
+			expect(l?.["server.address"]).toBe(engineAddress());
 		}
 	});
 
@@ -200,9 +225,9 @@ describe("the request log line", () => {
 		const run = await waitFor(async () => requestLines(id).find((l) => l.outcome !== "queued"), 10_000);
 		expect(run).toMatchObject({
 			lane: "responses",
-			status: 200,
+			"http.response.status_code": 200,
 			outcome: "completed",
-			model: "test/ok",
+			"gen_ai.response.model": "test/ok",
 			key_id: k.id,
 			attempts: 1,
 		});
@@ -217,7 +242,7 @@ describe("the request log line", () => {
 		const line = await lineOf(idOf(res));
 		expect(line.web_search).toBe(res.headers.get("x-venym-web-search"));
 		expect(line.web_search).toBeTruthy();
-		expect(line).toMatchObject({ model: "test/ok", requested_model: "test/ok:online" });
+		expect(line).toMatchObject({ "gen_ai.response.model": "test/ok", "gen_ai.request.model": "test/ok:online" });
 	});
 
 	it("is refused with the error's code for a 402, a 401 and a 400", async () => {
@@ -231,19 +256,25 @@ describe("the request log line", () => {
 		expect([r402.status, r401.status, r400.status]).toEqual([402, 401, 400]);
 		const [l402, l401, l400] = await Promise.all([r402, r401, r400].map((r) => lineOf(idOf(r))));
 		expect(l402).toMatchObject({
-			status: 402,
+			"http.response.status_code": 402,
 			outcome: "refused",
-			error_code: "insufficient_balance",
+			"error.type": "insufficient_balance",
 			key_id: broke.id,
-			requested_model: "test/ok",
-			model: null,
+			"gen_ai.request.model": "test/ok",
+			"gen_ai.response.model": null,
 			stream: true,
 			attempts: 0,
-			node: null,
+			"server.address": null,
 			cost_usd: 0,
 		});
-		expect(l401).toMatchObject({ status: 401, outcome: "refused", error_code: "invalid_api_key", key_id: null, lane: "chat" });
-		expect(l400).toMatchObject({ status: 400, outcome: "refused", key_id: broke.id, attempts: 0 });
+		expect(l401).toMatchObject({
+			"http.response.status_code": 401,
+			outcome: "refused",
+			"error.type": "invalid_api_key",
+			key_id: null,
+			lane: "chat",
+		});
+		expect(l400).toMatchObject({ "http.response.status_code": 400, outcome: "refused", key_id: broke.id, attempts: 0 });
 	});
 
 	it("is failed when every node fails, with its attempts, and warns per node with the request id", async () => {
@@ -253,13 +284,14 @@ describe("the request log line", () => {
 		const id = idOf(res);
 		const line = await lineOf(id);
 		expect(line).toMatchObject({
-			status: 502,
+			"http.response.status_code": 502,
 			outcome: "failed",
-			error_code: "upstream_unavailable",
+			"error.type": "upstream_unavailable",
 			attempts: 2,
 			ttfb_ms: null,
 			cost_usd: 0,
-			node: engineHost(),
+			"server.address": engineAddress(),
+			"server.port": enginePort(),
 		});
 		const warnings = output
 			.filter((o) => o.method === "warn" && o.text.includes(id))
@@ -273,7 +305,7 @@ describe("the request log line", () => {
 		const mid = await chat(k.key, { model: "test/midstream", stream: true, messages: [{ role: "user", content: prompt() }] });
 		await mid.text();
 		expect(await lineOf(idOf(mid))).toMatchObject({
-			status: 200,
+			"http.response.status_code": 200,
 			stream: true,
 			outcome: "engine_error",
 		});
@@ -281,7 +313,13 @@ describe("the request log line", () => {
 		expect(echo.status).toBe(400);
 		await echo.text();
 		const refused = await lineOf(idOf(echo));
-		expect(refused).toMatchObject({ status: 400, outcome: "engine_error", attempts: 1, node: engineHost() });
+		expect(refused).toMatchObject({
+			"http.response.status_code": 400,
+			outcome: "engine_error",
+			attempts: 1,
+			"server.address": engineAddress(),
+			"server.port": enginePort(),
+		});
 		expect(refused.ttfb_ms).toBeGreaterThanOrEqual(0);
 	});
 

@@ -7,20 +7,24 @@ const FIELDS: Record<string, string[]> = {
 	message: ["string"],
 	request_id: ["string"],
 	key_id: ["string", "null"],
-	model: ["string", "null"],
-	requested_model: ["string", "null"],
+	"gen_ai.operation.name": ["string"],
+	"gen_ai.provider.name": ["string"],
+	"gen_ai.request.model": ["string", "null"],
+	"gen_ai.response.model": ["string", "null"],
 	lane: ["string"],
 	stream: ["boolean"],
-	status: ["number"],
+	"http.response.status_code": ["number"],
 	outcome: ["string"],
-	error_code: ["string", "null"],
-	node: ["string", "null"],
+	"error.type": ["string", "null"],
+	"server.address": ["string", "null"],
+	"server.port": ["number", "null"],
 	attempts: ["number"],
 	route: ["string", "null"],
 	ttfb_ms: ["number", "null"],
 	duration_ms: ["number"],
-	prompt_tokens: ["number"],
-	completion_tokens: ["number"],
+	overhead_ms: ["number"],
+	"gen_ai.usage.input_tokens": ["number"],
+	"gen_ai.usage.output_tokens": ["number"],
 	estimated: ["boolean"],
 	cost_usd: ["number"],
 	web_search: ["string", "null"],
@@ -53,10 +57,14 @@ describe("RequestLog", () => {
 		const log = new RequestLog("req_1", "chat");
 		log.asked({ model: "venym/a:online", stream: true, messages: [{ role: "user", content: "SECRET PROMPT" }] });
 		log.attempt("https://user:pass@node-a.example:8443/v1?token=abc");
+		log.engineStarted();
 		t.advance(20);
+		log.engineEnded();
 		log.attempt("http://10.0.0.5:8000/v1", "spill");
+		log.engineStarted();
 		t.advance(30);
 		log.answered("http://10.0.0.5:8000/v1");
+		log.engineEnded();
 		log.webSearch = "ok";
 		t.advance(100);
 		log.settled(
@@ -82,20 +90,25 @@ describe("RequestLog", () => {
 			message: "request",
 			request_id: "req_1",
 			key_id: "key_1",
-			model: "venym/b",
-			requested_model: "venym/a:online",
+			"gen_ai.operation.name": "chat",
+			"gen_ai.provider.name": "venym",
+			"gen_ai.request.model": "venym/a:online",
+			"gen_ai.response.model": "venym/b",
 			lane: "chat",
 			stream: true,
-			status: 200,
+			"http.response.status_code": 200,
 			outcome: "completed",
-			error_code: null,
-			node: "10.0.0.5:8000",
+			"error.type": null,
+			"server.address": "10.0.0.5",
+			"server.port": 8000,
 			attempts: 2,
 			route: "spill",
 			ttfb_ms: 50,
 			duration_ms: 150,
-			prompt_tokens: 12,
-			completion_tokens: 34,
+			// 150 ms in all, 50 of them waiting on the two engine attempts.
+			overhead_ms: 100,
+			"gen_ai.usage.input_tokens": 12,
+			"gen_ai.usage.output_tokens": 34,
 			estimated: true,
 			cost_usd: 0.001234,
 			web_search: "ok",
@@ -109,7 +122,8 @@ describe("RequestLog", () => {
 		log.attempt("https://user:s3cret@node-b.example/v1?api_key=k3y");
 		log.write(502);
 		const raw = JSON.stringify(lines());
-		expect(lines()[0]?.node).toBe("node-b.example");
+		expect(lines()[0]?.["server.address"]).toBe("node-b.example");
+		expect(lines()[0]?.["server.port"]).toBeNull();
 		for (const secret of ["user", "s3cret", "k3y", "/v1"]) expect(raw).not.toContain(secret);
 	});
 
@@ -122,17 +136,17 @@ describe("RequestLog", () => {
 		log.write(402);
 		expect(lines()[0]).toMatchObject({
 			key_id: "key_9",
-			model: null,
-			requested_model: "venym/a",
-			status: 402,
+			"gen_ai.response.model": null,
+			"gen_ai.request.model": "venym/a",
+			"http.response.status_code": 402,
 			outcome: "refused",
-			error_code: "insufficient_balance",
+			"error.type": "insufficient_balance",
 			attempts: 0,
 			ttfb_ms: null,
-			node: null,
+			"server.address": null,
 			cost_usd: 0,
-			prompt_tokens: 0,
-			completion_tokens: 0,
+			"gen_ai.usage.input_tokens": 0,
+			"gen_ai.usage.output_tokens": 0,
 			stream: false,
 		});
 	});
@@ -158,7 +172,7 @@ describe("RequestLog", () => {
 		const c = new RequestLog("req_6", "chat");
 		c.failed("client_closed_request", 499);
 		c.write(499);
-		expect(lines().map((l) => [l.outcome, l.error_code])).toEqual([
+		expect(lines().map((l) => [l.outcome, l["error.type"]])).toEqual([
 			["failed", "internal_error"],
 			["engine_error", "invalid_value"],
 			["client_disconnected", "client_closed_request"],

@@ -1,4 +1,4 @@
-/** A node's prefill rate (configured, learned, default) and which first-token timeouts cool it (src/routing/node-state.ts). */
+/** A node's prefill rate (configured, learned, default), which first-token timeouts cool it, and its state for operators (src/routing/node-state.ts). */
 import { describe, expect, it } from "vitest";
 import {
 	DEFAULT_PREFILL_TOKENS_PER_S,
@@ -6,10 +6,15 @@ import {
 	newRuntime,
 	prefillAllowanceMs,
 	prefillRate,
+	recordFailure,
 	recordPrefill,
 	recordSuccess,
 	recordTimeout,
+	reenable,
+	reportOf,
+	reportState,
 } from "../../../src/routing/node-state";
+import { mergeReports, type NodeReport } from "../../../src/routing/view-types";
 
 describe("prefill rate", () => {
 	it("is the configured rate, else half the learned one, else the slow default", () => {
@@ -60,5 +65,38 @@ describe("first-token timeouts", () => {
 		recordTimeout(rt, false, 5_000, 10_000);
 		expect(recordTimeout(rt, true, 6_000, 10_000)).toBe(true);
 		expect(rt.coolingUntil).toBeGreaterThan(6_000);
+	});
+});
+
+describe("a node's state for operators, across isolates", () => {
+	const report = (r: Partial<NodeReport>): NodeReport => ({ error: null, error_at: 0, success_at: 0, cooling_until: 0, ...r });
+
+	it("keeps the newer error, the newer success and the later cooldown of two reports", () => {
+		const a = report({ error: "status 500", error_at: 100, success_at: 50, cooling_until: 0 });
+		const b = report({ error: "connection failed", error_at: 200, success_at: 20, cooling_until: 900 });
+		expect(mergeReports(a, b)).toEqual({ error: "connection failed", error_at: 200, success_at: 50, cooling_until: 900 });
+		expect(mergeReports(b, a)).toEqual(mergeReports(a, b));
+		expect(mergeReports(undefined, a)).toEqual(a);
+	});
+
+	it("is cooling while a cooldown runs with no success or passing probe since, then failing, then ok", () => {
+		const r = report({ error: "connection failed", error_at: 1000, cooling_until: 5000 });
+		expect(reportState(r, undefined, 2000, 60_000)).toBe("cooling");
+		expect(reportState(r, { healthy: true, checked_at: 1500 }, 2000, 60_000)).toBe("failing");
+		expect(reportState(r, { healthy: false, checked_at: 1500 }, 2000, 60_000)).toBe("cooling");
+		expect(reportState({ ...r, success_at: 1200 }, undefined, 2000, 60_000)).toBe("ok");
+		expect(reportState({ ...r, cooling_until: 0 }, undefined, 2000, 60_000)).toBe("failing");
+		expect(reportState({ ...r, cooling_until: 0 }, undefined, 70_000, 60_000)).toBe("ok");
+	});
+
+	it("is ok again once re-enabled: no cooldown, and a success after the failure", () => {
+		const rt = newRuntime();
+		recordFailure(rt, "connection failed", 1000, 60_000);
+		expect(reportState(reportOf(rt), undefined, 2000, 300_000)).toBe("cooling");
+		reenable(rt, 3000);
+		expect(reportState(reportOf(rt), undefined, 4000, 300_000)).toBe("ok");
+		// Merged with another isolate's older report of the failure, it stays ok.
+		const other = report({ error: "connection failed", error_at: 1000, cooling_until: 61_000 });
+		expect(reportState(mergeReports(other, reportOf(rt)), undefined, 4000, 300_000)).toBe("ok");
 	});
 });
