@@ -77,7 +77,7 @@ export interface RequestLogLine {
 }
 
 /** `gen_ai.operation.name`'s well-known values the lanes map to. */
-export type GenAiOperation = "chat" | "text_completion" | "embeddings";
+export type GenAiOperation = "chat" | "text_completion" | "embeddings" | "generate_content";
 
 export const PROVIDER_NAME = "venym";
 
@@ -87,6 +87,7 @@ const OPERATIONS: Record<Lane, GenAiOperation> = {
 	messages: "chat",
 	completions: "text_completion",
 	embeddings: "embeddings",
+	gemini: "generate_content",
 };
 
 /** `host[:port]` as `server.address` and `server.port`. */
