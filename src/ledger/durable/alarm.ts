@@ -16,6 +16,8 @@ const PRUNE_EVERY_MS = 60 * 60 * 1000;
 export interface AlarmWork {
 	expireHolds(now: number): void;
 	pruneWindows(now: number): void;
+	/** Hourly: forgets what only mattered on an earlier day (end users' daily spend). */
+	pruneDays(now: number): void;
 	/** When the earliest open hold expires (unix ms), or null when none is open. */
 	nextHoldExpiry(): number | null;
 	outbox: LedgerOutbox;
@@ -59,6 +61,7 @@ export class LedgerAlarm {
 		work.pruneWindows(now);
 		if (now - this.prunedAt >= PRUNE_EVERY_MS) {
 			work.outbox.pruneSettled(now);
+			work.pruneDays(now);
 			this.prunedAt = now;
 		}
 		// Alert webhooks go out beside the usage flush: a slow receiver never holds usage back.

@@ -245,6 +245,7 @@ export class KeyLedger extends DurableObject<Env> {
 				this.#allowances.expire(this.#load(), now);
 			},
 			pruneWindows: (now) => this.#limits.pruneWindows(now),
+			pruneDays: (now) => this.#limits.pruneUserDays(now),
 			nextHoldExpiry: () => minOf(this.#holds.nextExpiry(), this.#allowances.nextExpiry()),
 			outbox: this.#outbox,
 			d1: this.env.DB,

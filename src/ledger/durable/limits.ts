@@ -191,6 +191,15 @@ export class LedgerLimits {
 		this.sql.exec("DELETE FROM rate_events WHERE at <= ?", now - RATE_WINDOW_MS);
 	}
 
+	/**
+	 * Forgets end users' daily spend from before today (their scopes, `<key>/user:<end user>`, have
+	 * only a daily cap): a key with many end users keeps one row per user active today, not one per
+	 * user ever seen. A row of an earlier day reads as 0 today anyway (`spent`).
+	 */
+	pruneUserDays(now: number): void {
+		this.sql.exec("DELETE FROM spend_periods WHERE day_start < ? AND instr(scope, '/user:') > 0", periodStart("daily", now));
+	}
+
 	/** Spend in the period containing `now`. */
 	spent(scope: string, period: PeriodKey, now: number): number {
 		const [value, start] = PERIOD_COLUMNS[period];

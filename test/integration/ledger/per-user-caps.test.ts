@@ -4,10 +4,10 @@
  * is a scope of its own in the key's ledger, so a user's daily spend is exact under concurrency. Over
  * a cap is 429 naming the limit; usage records carry the end user, and the summary groups by it.
  */
-import { env } from "cloudflare:test";
+import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { admin, chat, createKey, gw, releaseEngine, waitFor } from "../../support/gateway";
-import { flushUsage, ledger } from "../../support/ledger";
+import { flushUsage, freshKeyId, ledger } from "../../support/ledger";
 
 type ErrorBody = { error: { message: string; type: string; code: string | null } };
 
@@ -154,5 +154,29 @@ describe("per_user_daily_usd", () => {
 		await expectMessagesUserLimit(await messages(k.key, "dave"), "per_user_daily_usd");
 		expect((await messages(k.key, "erin")).status).toBe(200);
 		expect((await messages(k.key, undefined)).status).toBe(200);
+	});
+
+	it("forgets end users' daily spend from earlier days at the ledger's hourly prune, and nothing else", async () => {
+		const keyId = freshKeyId("peruser", "prune");
+		const stub = ledger(keyId);
+		const day = 86_400_000;
+		const today = Math.floor(Date.now() / day) * day;
+		const row = (scope: string, dayStart: number) =>
+			`INSERT INTO spend_periods (scope, total, day_start, day, week_start, week, month_start, month) VALUES ('${scope}', 5, ${dayStart}, 5, 0, 5, 0, 5)`;
+		const scopes = () =>
+			runInDurableObject(stub, (_i, state) =>
+				state.storage.sql
+					.exec<{ scope: string }>("SELECT scope FROM spend_periods ORDER BY scope")
+					.toArray()
+					.map((r) => r.scope),
+			);
+		await runInDurableObject(stub, (_i, state) => {
+			state.storage.sql.exec(row(`${keyId}/user:old`, today - day));
+			state.storage.sql.exec(row(`${keyId}/user:new`, today));
+			// The key's own spend (weekly, monthly, lifetime caps) is never pruned, whatever its day.
+			state.storage.sql.exec(row(keyId, today - day));
+		});
+		await runInDurableObject(stub, (instance) => instance.alarm());
+		expect(await scopes()).toEqual([keyId, `${keyId}/user:new`]);
 	});
 });
