@@ -1,6 +1,6 @@
 /**
  * One simulated inference engine (vLLM-like) on a virtual clock: a paged KV cache of
- * `kvTokens` tokens in 16-token blocks, continuous batching in steps, chunked prefill.
+ * `kvTokens` tokens in 64-token blocks, continuous batching in steps, chunked prefill.
  *
  * KV cache. A block is *pinned* while a running request uses it and *free* (cached, evictable)
  * otherwise; free blocks are evicted least recently used first, so a prefix stays cached until
@@ -18,7 +18,12 @@
  * step that finishes its prefill.
  */
 
-export const BLOCK = 16;
+/**
+ * Tokens a block. vLLM's pages are 16 tokens and SGLang's 1; 64 is llm-d's hashBlockSize and keeps
+ * the simulation four times cheaper than 16. A hit is rounded down to it: under 64 tokens of
+ * 2,000–10,000-token prompts, and an answer's room is rounded up to it.
+ */
+export const BLOCK = 64;
 
 const GiB = 1024 ** 3;
 
@@ -90,8 +95,10 @@ export function kvArithmetic() {
 }
 
 export class Engine {
-	constructor(index, spec) {
+	constructor(index, spec, trackQueue = false) {
 		this.index = index;
+		this.trackQueue = trackQueue; // keep queuedKeys (for a policy that reads them)
+		this.releases = 0; // finished requests so far: room only grows when one ends
 		this.spec = spec;
 		this.capacity = Math.floor(spec.kvTokens / BLOCK);
 		this.free = new Map(); // block key → true, least recently used first
@@ -138,6 +145,15 @@ export class Engine {
 		return this.pinned.size + this.reserved + inFree + missing + req.reserve <= this.capacity;
 	}
 
+	/** `fits` for the head of the queue; a head that did not fit waits for a request to end (nothing else makes room). */
+	headFits() {
+		const head = this.queue[0];
+		if (head.noRoomAt === this.releases) return false;
+		if (this.fits(head)) return true;
+		head.noRoomAt = this.releases;
+		return false;
+	}
+
 	evictOne() {
 		const oldest = this.free.keys().next();
 		if (oldest.done) return false;
@@ -180,26 +196,39 @@ export class Engine {
 	enqueue(req) {
 		this.queue.push(req);
 		this.queuedPrefill += req.prompt - (req.expectedHit ?? 0);
-		for (const k of req.keys) this.queuedKeys.set(k, (this.queuedKeys.get(k) ?? 0) + 1);
+		if (this.trackQueue)
+			for (const k of req.keys) this.queuedKeys.set(k, (this.queuedKeys.get(k) ?? 0) + 1);
 	}
 
-	/** Leading blocks of `keys` this engine has or will have computed before a request sent now starts. */
+	/**
+	 * Leading blocks of `keys` this engine has or will have computed before a request sent now
+	 * starts, and how many of those are pinned (held by running requests, so they cost no room).
+	 */
 	leadingPromised(keys) {
 		let h = 0;
-		while (h < keys.length && (this.has(keys[h]) || this.queuedKeys.has(keys[h]))) h++;
-		return h;
+		let pinned = 0;
+		for (; h < keys.length; h++) {
+			const k = keys[h];
+			if (this.pinned.has(k)) pinned++;
+			else if (!this.free.has(k) && !this.queuedKeys.has(k)) break;
+		}
+		return { blocks: h, pinned };
 	}
 
 	/** Admits the head of the queue: its cache hit is what is computed now. */
 	admitHead(now) {
 		const req = this.queue.shift();
 		this.queuedPrefill -= req.prompt - (req.expectedHit ?? 0);
-		for (const k of req.keys) {
-			const n = this.queuedKeys.get(k);
-			if (n > 1) this.queuedKeys.set(k, n - 1);
-			else this.queuedKeys.delete(k);
-		}
+		if (this.trackQueue)
+			for (const k of req.keys) {
+				const n = this.queuedKeys.get(k);
+				if (n > 1) this.queuedKeys.set(k, n - 1);
+				else this.queuedKeys.delete(k);
+			}
 		const hit = this.leadingHit(req.keys);
+		// The answer's room first, so the prompt's new blocks evict what they must.
+		this.reserved += req.reserve;
+		while (this.used > this.capacity && this.evictOne());
 		req.computing = [];
 		for (let i = 0; i < req.keys.length; i++) {
 			const k = req.keys[i];
@@ -209,7 +238,6 @@ export class Engine {
 			}
 			this.pin(k);
 		}
-		this.reserved += req.reserve;
 		// A fully cached prompt still computes its last token (vLLM does), which yields the first.
 		req.cached = Math.min(req.prompt - 1, hit * BLOCK);
 		req.prefillLeft = req.prompt - req.cached;
@@ -245,7 +273,7 @@ export class Engine {
 			budget -= n;
 			prefillTokens += n;
 		}
-		while (budget > 0 && this.queue.length && this.running.length < s.maxSeqs && this.fits(this.queue[0])) {
+		while (budget > 0 && this.queue.length && this.running.length < s.maxSeqs && this.headFits()) {
 			const r = this.admitHead(now);
 			ctx += r.cached;
 			const n = Math.min(r.prefillLeft, budget);
@@ -291,6 +319,7 @@ export class Engine {
 	 * takes a prefix from its end and the shared head stays longest.
 	 */
 	release(r, answerKeys = []) {
+		this.releases++;
 		this.reserved -= r.reserve;
 		for (let i = answerKeys.length - 1; i >= 0; i--) this.remember([answerKeys[i]]);
 		for (let i = r.keys.length - 1; i >= 0; i--) this.unpin(r.keys[i]);

@@ -35,7 +35,8 @@ function views(fleet) {
 export function expectedTtft(e, req) {
 	const s = e.spec;
 	// Cached, being computed, or to be computed by a request queued ahead: all there before this one starts.
-	const hit = Math.min(req.prompt - 1, e.leadingPromised(req.keys) * BLOCK);
+	const promised = e.leadingPromised(req.keys);
+	const hit = Math.min(req.prompt - 1, promised.blocks * BLOCK);
 	let ahead = 0;
 	let ctx = 0;
 	for (const r of e.running) {
@@ -44,7 +45,8 @@ export function expectedTtft(e, req) {
 	}
 	ahead += e.queuedPrefill;
 	let wait = 0;
-	if (e.queue.length || e.running.length >= s.maxSeqs || !e.fits(req)) {
+	const room = e.pinned.size + e.reserved + req.keys.length - promised.pinned + req.reserve <= e.capacity;
+	if (e.queue.length || e.running.length >= s.maxSeqs || !room) {
 		// It waits until about queue + 1 of the running requests end (each frees its blocks).
 		const left = e.running.map((r) => r.answer - r.generated).sort((a, b) => a - b);
 		const k = Math.min(left.length - 1, e.queue.length);
@@ -77,6 +79,7 @@ export function makePolicies(routing, o) {
 			return { pick: (fleet) => Math.floor(r() * fleet.engines.length) };
 		},
 		oracle: () => ({
+			knowsQueues: true,
 			pick: (fleet, req) => {
 				let best = 0;
 				let bestCost = Number.POSITIVE_INFINITY;

@@ -20,7 +20,8 @@ import { LLMD, SGLANG, WORKLOADS } from "./workloads.mjs";
 
 const DEFAULTS = {
 	workload: "llmd,sglang,ours",
-	policies: "gateway,oracle,round-robin,random",
+	// `gateway@F`: the gateway with affinity_load_factor F.
+	policies: "gateway,gateway@1.5,oracle,round-robin,random",
 	// Offered loads of the table, as shares of the gateway's measured saturation point.
 	loads: "0.5,0.8,1",
 	seed: 39,
@@ -105,10 +106,17 @@ function setup(name) {
 	};
 }
 
+/** A policy by name; `gateway@1.5` is the gateway with affinity_load_factor 1.5. */
+function policyOf(name, opts) {
+	const [base, factor] = name.split("@");
+	const make = makePolicies(routing, factor ? { ...opts, factor: Number(factor) } : opts)[base];
+	if (!make) throw new Error(`unknown policy ${name}`);
+	return make();
+}
+
 function run(ws, policy, rate, extra = {}) {
 	const opts = { ...ws, rate, ...extra };
-	const result = simulate(ws.w, makePolicies(routing, opts)[policy](), opts);
-	return summarize(result, opts);
+	return summarize(simulate(ws.w, policyOf(policy, opts), opts), opts);
 }
 
 /**
@@ -235,7 +243,7 @@ for (const name of o.workload.split(",")) {
 		const burst = {};
 		for (const p of policies) {
 			const opts = { ...ws, burst: true, rate: 0, durationS: 1e-9, warmupS: 0, drainS: 3600 };
-			const rs = simulate(ws.w, makePolicies(routing, opts)[p](), opts).records;
+			const rs = simulate(ws.w, policyOf(p, opts), opts).records;
 			const makespan = Math.max(...rs.map((r) => r.done));
 			const tokens = rs.reduce((s, r) => s + r.prompt + r.answer, 0);
 			const ttft = rs.map((r) => r.firstToken - r.arrival).sort((a, b) => a - b);

@@ -68,7 +68,7 @@ const less = (a, b) => a.time < b.time || (a.time === b.time && a.seq < b.seq);
  */
 export function simulate(workload, policy, opts) {
 	const events = new Events();
-	const engines = Array.from({ length: opts.nodes }, (_, i) => new Engine(i, opts.spec));
+	const engines = Array.from({ length: opts.nodes }, (_, i) => new Engine(i, opts.spec, policy.knowsQueues));
 	const fleet = { engines, inflight: new Array(opts.nodes).fill(0) };
 	const records = [];
 	const seen = new Set(); // every block any engine has computed: what a perfect cache could reuse

@@ -20,7 +20,7 @@ export class Chains {
 	}
 }
 
-/** The block keys of a token sequence made of segments ({chain, len}): one per full 16-token block. */
+/** The block keys of a token sequence made of segments ({chain, len}): one per full block. */
 export function blockKeys(segments, tokens, from = 0) {
 	const keys = [];
 	let start = 0;
@@ -131,8 +131,8 @@ export const WORKLOADS = {
 		engine: "h100x2-qwen3-32b",
 		nodes: 8,
 		unit: "requests/s",
-		ladderStart: 1,
-		durationS: 240,
+		ladderStart: 2,
+		durationS: 180,
 		warmupS: 60,
 		workingSet: () => LLMD.groups * (LLMD.system + LLMD.users * LLMD.question),
 		start(sim, o) {
@@ -176,9 +176,9 @@ export const WORKLOADS = {
 		engine: "a100-llama-8b",
 		nodes: 8,
 		unit: "requests/s",
-		ladderStart: 4,
-		durationS: 180,
-		warmupS: 45,
+		ladderStart: 16,
+		durationS: 120,
+		warmupS: 30,
 		workingSet: (o) => (o.gspGroups ?? SGLANG.groups) * (o.gspSystem ?? SGLANG.system),
 		start(sim, o) {
 			const groups = o.gspGroups ?? SGLANG.groups;
@@ -226,8 +226,8 @@ export const WORKLOADS = {
 		engine: "h100-llama-8b",
 		nodes: 8,
 		unit: "sessions/s",
-		ladderStart: 0.5,
-		durationS: 300,
+		ladderStart: 1,
+		durationS: 240,
 		warmupS: 90,
 		workingSet: () => null,
 		/**
