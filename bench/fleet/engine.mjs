@@ -196,8 +196,7 @@ export class Engine {
 	enqueue(req) {
 		this.queue.push(req);
 		this.queuedPrefill += req.prompt - (req.expectedHit ?? 0);
-		if (this.trackQueue)
-			for (const k of req.keys) this.queuedKeys.set(k, (this.queuedKeys.get(k) ?? 0) + 1);
+		if (this.trackQueue) for (const k of req.keys) this.queuedKeys.set(k, (this.queuedKeys.get(k) ?? 0) + 1);
 	}
 
 	/**

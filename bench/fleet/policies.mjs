@@ -10,7 +10,8 @@
  * - oracle: knows every node's cache contents and queue exactly, now (what llm-d's precise scorer
  *   and Dynamo's KV router approximate with engine KV events): sends each request to the node
  *   where its first token is expected soonest, counting the prefill queued ahead, its own uncached
- *   prefill, and, when the node cannot admit it now, the wait for running requests to free room.
+ *   prefill, the length of the node's steps (its running requests' context), and, when the node
+ *   cannot admit it now, the wait for running requests to free room.
  * - power of two, consistent hash: the gateway's balanced and affinity halves alone (opt-in).
  */
 import { BLOCK } from "./engine.mjs";
@@ -52,7 +53,10 @@ export function expectedTtft(e, req) {
 		const k = Math.min(left.length - 1, e.queue.length);
 		wait = (left[k] ?? 0) * (s.stepBaseS + ctx * s.ctxReadS);
 	}
-	const ttft = wait + (ahead + req.prompt - hit) / s.prefillTps;
+	// Its prefill runs in steps slowed by every running request's context: about one and a half
+	// steps (the one under way, then its own) beside the prefill itself.
+	const step = s.stepBaseS + ctx * s.ctxReadS;
+	const ttft = wait + 1.5 * step + (ahead + req.prompt - hit) / s.prefillTps;
 	return { ttft, hit };
 }
 

@@ -45,6 +45,8 @@ const DEFAULTS = {
 	gspSystem: SGLANG.system,
 	gspQuestion: SGLANG.question,
 	gspOutput: SGLANG.output,
+	// llm-d's output tokens a request (0: the published 1,000).
+	llmdOutput: 0,
 };
 
 function parseArgs(argv) {
@@ -54,8 +56,12 @@ function parseArgs(argv) {
 		const a = argv[i];
 		if (a === "--write") opts.write = true;
 		else if (a === "--help") {
-			const flags = Object.entries(DEFAULTS).map(([k, v]) => `--${k.replace(/S$/, "").replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} ${v}`);
-			console.log(`flags (defaults): ${flags.join(" ")} --write\nworkloads: ${Object.keys(WORKLOADS).join(", ")}; engines: ${Object.keys(ENGINES).join(", ")}; policies: gateway, oracle, round-robin, random, power of two, consistent hash`);
+			const flags = Object.entries(DEFAULTS).map(
+				([k, v]) => `--${k.replace(/S$/, "").replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} ${v}`,
+			);
+			console.log(
+				`flags (defaults): ${flags.join(" ")} --write\nworkloads: ${Object.keys(WORKLOADS).join(", ")}; engines: ${Object.keys(ENGINES).join(", ")}; policies: gateway, oracle, round-robin, random, power of two, consistent hash`,
+			);
 			process.exit(0);
 		} else if (a.startsWith("--")) {
 			let key = camel(a.slice(2));
@@ -194,7 +200,10 @@ for (const name of o.workload.split(",")) {
 				`${name} ${Math.round(load * 100)}%: TTFT p90 ${fmt(g.p90 / oracle.p90)}× the oracle's (≤ 1.2): ${g.p90 <= 1.2 * oracle.p90 ? "met" : "missed"}`,
 			);
 		}
-		if (g) checks.push(`${name} ${Math.round(load * 100)}%: busiest node ${fmt(g.busiest)}× a fair share (≤ 1.3): ${g.busiest <= 1.3 ? "met" : "missed"}`);
+		if (g)
+			checks.push(
+				`${name} ${Math.round(load * 100)}%: busiest node ${fmt(g.busiest)}× a fair share (≤ 1.3): ${g.busiest <= 1.3 ? "met" : "missed"}`,
+			);
 		if (g && rows.random && name === "llmd") {
 			const ratio = g.p90 / rows.random.p90;
 			checks.push(
@@ -206,30 +215,35 @@ for (const name of o.workload.split(",")) {
 	out.push("");
 
 	if (name === "llmd") {
-		// llm-d's own QPS ladder, stage after stage, every policy from cold caches.
+		// llm-d's own QPS ladder, stage after stage, every policy from cold caches, with the published
+		// 1,000 output tokens (`--llmd-output 245`: the ~245 a request their report's totals imply).
 		const total = LLMD.stages.reduce((s, st) => s + st.duration, 0);
 		const warm = LLMD.stages[0].duration;
-		out.push(
-			`llm-d's QPS ladder replayed (warm-up 15 QPS × 50 s, then 3 → 60 QPS, ${total} s; TTFT over every request after the warm-up):`,
-			"",
-			"| policy | token hit rate | TTFT p50 (s) | p90 (s) | p99 (s) | output tok/s | llm-d published TTFT p90 (s) |",
-			"|---|---|---|---|---|---|---|",
-		);
-		const pub = { gateway: "—", oracle: `${LLMD.published.precise.p90} (precise)`, random: `${LLMD.published.random.p90}`, "round-robin": "—" };
-		const ladder = {};
-		for (const p of policies) {
-			const s = run(ws, p, 0, { ladder: true, durationS: total, warmupS: warm });
-			ladder[p] = s;
-			out.push(`| ${p} | ${pct(s.hit)} | ${fmt(s.p50)} | ${fmt(s.p90)} | ${fmt(s.p99)} | ${num(s.outputTps)} | ${pub[p] ?? "—"} |`);
-		}
-		if (ladder.gateway && ladder.random) {
-			const ratio = ladder.gateway.p90 / ladder.random.p90;
-			checks.push(
-				`llmd ladder: gateway/random TTFT p90 ${ratio.toPrecision(2)} (llm-d's precise/random ${publishedLlmdRatio.toPrecision(2)}): ${ratio <= publishedLlmdRatio ? "met" : "missed"}`,
+		const pub = { oracle: `${LLMD.published.precise.p90} (precise)`, random: `${LLMD.published.random.p90}` };
+		for (const output of [o.llmdOutput || LLMD.output]) {
+			out.push(
+				`llm-d's QPS ladder replayed with ${output} output tokens a request (warm-up 15 QPS × 50 s, then 3 → 60 QPS, ${total} s; TTFT over every request after the warm-up):`,
+				"",
+				"| policy | token hit rate | TTFT p50 (s) | p90 (s) | p99 (s) | output tok/s | llm-d published TTFT p90 (s) |",
+				"|---|---|---|---|---|---|---|",
 			);
+			const ladder = {};
+			for (const p of policies) {
+				const s = run(ws, p, 0, { ladder: true, durationS: total, warmupS: warm, llmdOutput: output });
+				ladder[p] = s;
+				out.push(
+					`| ${p} | ${pct(s.hit)} | ${fmt(s.p50)} | ${fmt(s.p90)} | ${fmt(s.p99)}${s.censored ? ` (${s.censored} waiting)` : ""} | ${num(s.outputTps)} | ${pub[p] ?? "—"} |`,
+				);
+			}
+			if (ladder.gateway && ladder.random) {
+				const ratio = ladder.gateway.p90 / ladder.random.p90;
+				checks.push(
+					`llmd ladder, ${output} output tokens: gateway/random TTFT p90 ${ratio.toPrecision(2)} (llm-d's precise/random ${publishedLlmdRatio.toPrecision(2)}): ${ratio <= publishedLlmdRatio ? "met" : "missed"}`,
+				);
+			}
+			out.push("");
+			console.error(`llmd: ladder (${output} output tokens) done (${Math.round((Date.now() - started) / 1000)} s)`);
 		}
-		out.push("");
-		console.error(`llmd: ladder done (${Math.round((Date.now() - started) / 1000)} s)`);
 	}
 
 	if (name === "sglang") {
@@ -259,11 +273,21 @@ for (const name of o.workload.split(",")) {
 			const b = burst[p];
 			out.push(`| ${p} | ${pct(b.hit)} | ${num(b.tps)} | ${rr ? fmt(b.tps / rr.tps) : "—"} | ${fmt(b.p50)} | ${fmt(b.p90)} |`);
 		}
-		out.push("| SGLang v0.4 router (published) | 75% | 158,596 | 1.92 | — | — |", "| SGLang v0.3 round-robin DP (published) | 20% | 82,665 | 1.00 | — | — |", "");
+		out.push(
+			"| SGLang v0.4 router (published) | 75% | 158,596 | 1.92 | — | — |",
+			"| SGLang v0.3 round-robin DP (published) | 20% | 82,665 | 1.00 | — | — |",
+			"",
+		);
 	}
 }
 
-out.push("Targets (the gateway):", "", ...checks.map((c) => `- ${c}`), "", `Simulated in ${Math.round((Date.now() - started) / 1000)} s of wall time.`);
+out.push(
+	"Targets (the gateway):",
+	"",
+	...checks.map((c) => `- ${c}`),
+	"",
+	`Simulated in ${Math.round((Date.now() - started) / 1000)} s of wall time.`,
+);
 const table = out.join("\n");
 console.log(table);
 
