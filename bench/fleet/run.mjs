@@ -7,7 +7,8 @@
  * random and an oracle (policies.mjs). Seeded: the same flags give the same table on any machine.
  *
  *   npm run bench:fleet                          every workload, table on stdout
- *   npm run bench:fleet -- --write               also writes it into bench/README.md
+ *   npm run bench:fleet -- --write               also writes it into bench/README.md (then
+ *                                                `npx biome check --write bench/README.md` aligns it)
  *   npm run bench:fleet -- --workload llmd --loads 0.5,1 --kv-tokens 200000
  *   npm run bench:fleet -- --help
  */
