@@ -1,12 +1,10 @@
 /**
- * A fleet of simulated inference engines on a virtual clock, driven by a routing policy.
- *
- * Each node: a prefix cache (LRU over 16-token blocks, chained so a block is reused only after
- * the same prefix), prefill at `prefillTps` tokens/s through one prefill queue, decode at
- * `decodeTps` tokens/s per sequence, up to `batch` sequences at once, a FIFO queue beyond that.
- * Workload: multi-turn sessions arriving as a Poisson process; each turn's prompt is the whole
- * history; the next turn follows the answer after a think time.
+ * A fleet of simulated engines (engine.mjs) on a virtual clock, fed by a workload
+ * (workloads.mjs) and routed by a policy (policies.mjs). Deterministic: one seed drives every
+ * random draw, and events at the same time run in the order they were scheduled, so a run depends
+ * on its flags, never on the machine or its load.
  */
+import { BLOCK, Engine } from "./engine.mjs";
 
 /** A seeded PRNG (mulberry32): uniform in [0, 1). */
 export function prng(seed) {
@@ -19,9 +17,6 @@ export function prng(seed) {
 		return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
 	};
 }
-
-const uniformInt = (r, lo, hi) => lo + Math.floor(r() * (hi - lo + 1));
-const exp = (r, mean) => -Math.log(1 - r()) * mean;
 
 /** A min-heap of events by time (ties by insertion order, so runs are deterministic). */
 class Events {
@@ -64,178 +59,143 @@ class Events {
 }
 const less = (a, b) => a.time < b.time || (a.time === b.time && a.seq < b.seq);
 
-const BLOCK = 16;
-
-/** Chain ids: a segment's id after a given prefix, interned to small integers. */
-class Chains {
-	ids = new Map();
-	of(prev, seg) {
-		const k = `${prev},${seg}`;
-		let id = this.ids.get(k);
-		if (id === undefined) {
-			id = this.ids.size + 1;
-			this.ids.set(k, id);
-		}
-		return id;
-	}
-}
-
-/** The block keys of a token sequence made of segments ({chain, len}): one per full 16-token block. */
-function blockKeys(segments, tokens) {
-	const keys = [];
-	let start = 0;
-	let si = 0;
-	for (let end = BLOCK; end <= tokens; end += BLOCK) {
-		while (start + segments[si].len < end) {
-			start += segments[si].len;
-			si++;
-		}
-		keys.push(segments[si].chain * 65536 + (end - start));
-	}
-	return keys;
-}
-
-class Node {
-	constructor(index, opts) {
-		this.index = index;
-		this.opts = opts;
-		this.cache = new Map(); // block key → true, in LRU order (oldest first)
-		this.capacityBlocks = Math.floor(opts.cacheTokens / BLOCK);
-		this.running = 0;
-		this.queue = [];
-		this.prefillFreeAt = 0;
-		this.served = 0;
-		// What the engine's /metrics last said (refreshed every metricsMs).
-		this.reportedWaiting = 0;
-		this.reportedRunning = 0;
-	}
-	/** Leading blocks of `keys` in the cache (refreshed as used), then every block inserted. */
-	touch(keys) {
-		let hit = 0;
-		while (hit < keys.length && this.cache.has(keys[hit])) hit++;
-		for (const k of keys) {
-			this.cache.delete(k);
-			this.cache.set(k, true);
-		}
-		while (this.cache.size > this.capacityBlocks) this.cache.delete(this.cache.keys().next().value);
-		return hit;
-	}
-	get load() {
-		return this.running + this.queue.length;
-	}
-}
-
 /**
- * Runs one policy over the workload. `policy.pick(nodes, request, now)` returns a node index.
- * Returns the per-request records and per-node counts.
+ * Runs one policy over one workload. `opts`: nodes, spec (an engine profile), rate, durationS
+ * (arrivals stop), warmupS (not measured), drainS (how long after the last arrival the run may
+ * go on; a request without a first token by then counts with the time it waited, a lower bound),
+ * metricsS (how often engine gauges refresh), seed. `policy.pick(fleet, request, now)` returns a
+ * node index; `fleet` holds the engines and the gateway's in-flight counts.
  */
-export function simulate(policy, opts) {
+export function simulate(workload, policy, opts) {
 	const events = new Events();
-	const chains = new Chains();
-	const nodes = Array.from({ length: opts.nodes }, (_, i) => new Node(i, opts));
-	const rng = prng(opts.seed);
-	const apps = Array.from({ length: opts.apps }, (_, i) => ({ id: `app-${i}`, len: uniformInt(rng, opts.appMin, opts.appMax) }));
+	const engines = Array.from({ length: opts.nodes }, (_, i) => new Engine(i, opts.spec, policy.knowsQueues));
+	const fleet = { engines, inflight: new Array(opts.nodes).fill(0) };
 	const records = [];
-	let sessionId = 0;
+	const seen = new Set(); // every block any engine has computed: what a perfect cache could reuse
+	const end = opts.durationS + opts.drainS;
+	const inWindow = (t) => t >= opts.warmupS && t < opts.durationS;
+	let produced = 0;
+	const kv = [];
+	const routed = new Array(opts.nodes).fill(0);
 
-	const refreshMetrics = (now) => {
-		for (const n of nodes) {
-			n.reportedWaiting = n.queue.length;
-			n.reportedRunning = n.running;
+	const refresh = (now) => {
+		for (const e of engines) e.reported = { waiting: e.queue.length, running: e.running.length, kvCacheUsage: e.usage };
+		if (inWindow(now)) {
+			let held = 0;
+			let cached = 0;
+			let cap = 0;
+			for (const e of engines) {
+				held += e.pinned.size + e.reserved;
+				cached += e.used;
+				cap += e.capacity;
+			}
+			kv.push({ held: held / cap, cached: cached / cap });
 		}
-		if (now < opts.durationS) events.push(now + opts.metricsS, refreshMetrics);
+		if (now + opts.metricsS <= end) events.push(now + opts.metricsS, refresh);
 	};
-	events.push(0, refreshMetrics);
+	events.push(0, refresh);
 
-	const startSession = (now) => {
-		const id = sessionId++;
-		const r = prng(opts.seed * 7919 + id);
-		const shared = r() < opts.sharedShare;
-		const app = shared ? apps[Math.floor(r() * apps.length)] : { id: `own-${id}`, len: uniformInt(r, opts.ownMin, opts.ownMax) };
-		const session = {
-			id,
-			r,
-			app,
-			turns: uniformInt(r, opts.turnsMin, opts.turnsMax),
-			turn: 0,
-			cacheKey: r() < opts.keyShare ? `pck-${id}` : undefined,
-			segments: [{ chain: chains.of(0, app.id), len: app.len }],
-			tokens: app.len,
-		};
-		turn(session, now);
-		const next = now + exp(rng, 1 / opts.sessionRate);
-		if (next < opts.durationS) events.push(next, startSession);
+	const startStep = (e, now) => {
+		const step = e.plan(now);
+		if (!step) {
+			e.busy = false;
+			return;
+		}
+		e.busy = true;
+		events.push(now + step.duration, (t) => endStep(e, step, t));
 	};
-
-	const turn = (s, now) => {
-		const user = uniformInt(s.r, opts.userMin, opts.userMax);
-		const answer = uniformInt(s.r, opts.answerMin, opts.answerMax);
-		const prev = s.segments[s.segments.length - 1].chain;
-		s.segments.push({ chain: chains.of(prev, `u${s.id}.${s.turn}`), len: user });
-		s.tokens += user;
-		const request = {
-			session: s,
-			arrival: now,
-			prompt: s.tokens,
-			answer,
-			// What the gateway hashes for a request without prompt_cache_key: the system prompt and the first user message.
-			body: {
-				messages: [
-					{ role: "system", content: s.app.id },
-					{ role: "user", content: `first message of session ${s.id}` },
-				],
-			},
-			cacheKey: s.cacheKey,
-		};
-		const n = nodes[policy.pick(nodes, request, now)];
-		policy.started?.(n.index);
-		request.node = n;
-		n.served++;
-		if (n.running < opts.batch) admit(n, request, now);
-		else n.queue.push(request);
+	const endStep = (e, step, t) => {
+		const { finished, produced: n } = e.apply(step, t);
+		if (inWindow(t)) produced += n;
+		for (const r of finished) {
+			const answerKeys = r.answerKeys?.() ?? [];
+			e.release(r, answerKeys);
+			for (const k of answerKeys) seen.add(k);
+			fleet.inflight[e.index]--;
+			policy.finished?.(e.index);
+			r.onFinish?.(t);
+		}
+		startStep(e, t);
 	};
 
-	const admit = (n, req, now) => {
-		n.running++;
-		const keys = blockKeys(req.session.segments, req.prompt);
-		const cached = Math.min(req.prompt, n.touch(keys) * BLOCK);
-		const prefillStart = Math.max(now, n.prefillFreeAt);
-		const firstToken = prefillStart + (req.prompt - cached) / opts.prefillTps;
-		n.prefillFreeAt = firstToken;
-		const done = firstToken + req.answer / opts.decodeTps;
-		records.push({
-			arrival: req.arrival,
-			ttft: firstToken - req.arrival,
-			prompt: req.prompt,
-			cached,
-			answer: req.answer,
-			done,
-			node: n.index,
-		});
-		events.push(done, (t) => finish(n, req, t));
+	const rng = prng(opts.seed);
+	const sim = {
+		rng,
+		fork: (salt) => prng(opts.seed * 7919 + salt),
+		at(t, fn) {
+			if (t <= end) events.push(t, fn);
+		},
+		submit(req, now) {
+			req.arrival = now;
+			let ideal = 0;
+			while (ideal < req.keys.length && seen.has(req.keys[ideal])) ideal++;
+			req.ideal = Math.min(req.prompt, ideal * BLOCK);
+			for (const k of req.keys) seen.add(k);
+			const i = policy.pick(fleet, req, now);
+			req.node = i;
+			fleet.inflight[i]++;
+			if (inWindow(now)) routed[i]++;
+			records.push(req);
+			const e = engines[i];
+			e.enqueue(req);
+			if (!e.busy) startStep(e, now);
+		},
 	};
+	workload.start(sim, opts);
 
-	const finish = (n, req, now) => {
-		n.running--;
-		policy.finished?.(n.index);
-		const s = req.session;
-		const prev = s.segments[s.segments.length - 1].chain;
-		s.segments.push({ chain: chains.of(prev, `a${s.id}.${s.turn}`), len: req.answer });
-		s.tokens += req.answer;
-		// The answer is cached with the prompt (the engine keeps the generated blocks).
-		n.touch(blockKeys(s.segments, s.tokens));
-		const queued = n.queue.shift();
-		if (queued) admit(n, queued, now);
-		s.turn++;
-		if (s.turn < s.turns) events.push(now + exp(s.r, opts.thinkS), (t) => turn(s, t));
-	};
-
-	events.push(exp(rng, 1 / opts.sessionRate), startSession);
 	let now = 0;
 	while (events.size) {
-		const e = events.pop();
-		now = e.time;
-		e.fn(now);
+		const ev = events.pop();
+		if (ev.time > end) break;
+		now = ev.time;
+		ev.fn(now);
 	}
-	return { records, served: nodes.map((n) => n.served), end: now };
+	return { records, produced, kv, routed, end: Math.max(now, opts.durationS) };
+}
+
+function percentile(sorted, p) {
+	if (!sorted.length) return Number.NaN;
+	return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+}
+
+/** The measured window of a run: hit rates, TTFT percentiles, output tokens/s, the busiest node. */
+export function summarize(result, opts) {
+	const window = opts.durationS - opts.warmupS;
+	const rs = result.records.filter((r) => r.arrival >= opts.warmupS && r.arrival < opts.durationS);
+	let censored = 0;
+	const ttft = rs
+		.map((r) => {
+			if (r.firstToken !== undefined) return r.firstToken - r.arrival;
+			censored++;
+			return result.end - r.arrival;
+		})
+		.sort((a, b) => a - b);
+	let prompt = 0;
+	let cached = 0;
+	let ideal = 0;
+	let offered = 0;
+	for (const r of rs) {
+		offered += r.answer;
+		if (r.cached === undefined) continue;
+		prompt += r.prompt;
+		cached += r.cached;
+		ideal += r.ideal;
+	}
+	const mean = rs.length / opts.nodes;
+	const kvHeld = result.kv.length ? result.kv.reduce((s, k) => s + k.held, 0) / result.kv.length : Number.NaN;
+	const kvPeak = result.kv.length ? Math.max(...result.kv.map((k) => k.held)) : Number.NaN;
+	return {
+		requests: rs.length,
+		censored,
+		hit: prompt ? cached / prompt : Number.NaN,
+		ideal: prompt ? ideal / prompt : Number.NaN,
+		p50: percentile(ttft, 0.5),
+		p90: percentile(ttft, 0.9),
+		p99: percentile(ttft, 0.99),
+		outputTps: result.produced / window,
+		offeredTps: offered / window,
+		busiest: mean ? Math.max(...result.routed) / mean : Number.NaN,
+		kvHeld,
+		kvPeak,
+	};
 }
