@@ -237,10 +237,7 @@ export const GatewayConfigSchema = z
 		routing: RoutingSchema.prefault({}),
 		usage: UsageSchema.prefault({}),
 		ledger: LedgerSchema.prefault({}),
-		/**
-		 * Operator-wide spend alerts: each rule applies to every key's ledger, beside the key's own
-		 * `alerts` (docs/operations.md, "Alerts"); a rule without `webhook_url` posts to ALERT_WEBHOOK_URL.
-		 */
+		/** Operator-wide spend alerts: each applies to every key, beside its own (docs/operations.md, "Alerts"). */
 		alerts: AlertRules.default([]),
 	})
 	.superRefine((cfg, ctx) => {

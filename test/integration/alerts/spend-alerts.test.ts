@@ -261,6 +261,24 @@ describe("spend alerts", () => {
 		});
 		const view = (await (await admin(`/keys/${ok.id}`)).json()) as { alerts: unknown };
 		expect(view.alerts).toEqual([{ when: "balance_below_usd", at: 1, webhook_url: "https://hooks.example.com/a?token=t" }]);
+		// PATCH replaces them; null removes them; a token cannot have any.
+		const patched = await admin(`/keys/${ok.id}`, { method: "PATCH", body: JSON.stringify({ alerts: [{ when: "exhausted" }] }) });
+		expect(((await patched.json()) as { alerts: unknown }).alerts).toEqual([{ when: "exhausted" }]);
+		const cleared = await admin(`/keys/${ok.id}`, { method: "PATCH", body: JSON.stringify({ alerts: null }) });
+		expect(((await cleared.json()) as { alerts: unknown }).alerts).toBeNull();
+		const minted = await gw("/v1/tokens", {
+			method: "POST",
+			headers: { authorization: `Bearer ${ok.key}`, "content-type": "application/json" },
+			body: JSON.stringify({ allowed_origins: ["https://app.example"], ttl_seconds: 60 }),
+		});
+		expect(minted.status).toBe(201);
+		const token = (await minted.json()) as { id: string };
+		const onToken = await admin(`/keys/${token.id}`, {
+			method: "PATCH",
+			body: JSON.stringify({ alerts: [{ when: "exhausted" }] }),
+		});
+		expect(onToken.status).toBe(400);
+		expect(((await onToken.json()) as { error: { param: string } }).error.param).toBe("alerts");
 		// The key's holder does not see the operator's webhooks.
 		const own = (await (await gw("/v1/key", { headers: { authorization: `Bearer ${ok.key}` } })).json()) as object;
 		expect(own).not.toHaveProperty("alerts");
