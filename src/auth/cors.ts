@@ -29,6 +29,7 @@ const EXPOSED_HEADERS = [
 	"x-request-id",
 	"x-venym-cost-usd",
 	"x-venym-balance-usd",
+	"x-venym-overhead-ms",
 	"x-venym-web-search",
 	"x-venym-lane",
 	"x-venym-ignored-fields",

@@ -119,7 +119,7 @@ export function reportState(
 	windowMs: number,
 ): "cooling" | "failing" | "ok" {
 	const failedLast = r.error_at > r.success_at;
-	const probedSince = probe !== undefined && probe.healthy && probe.checked_at > r.error_at;
+	const probedSince = probe?.healthy === true && probe.checked_at > r.error_at;
 	if (r.cooling_until > now && failedLast && !probedSince) return "cooling";
 	if (failedLast && now - r.error_at < windowMs) return "failing";
 	return "ok";

@@ -343,10 +343,11 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 			await p.locator("#usage-chart svg").waitFor();
 			expect(await overflow()).toBeLessThanOrEqual(0);
 			await p.screenshot({ path: `${SHOTS}usage-390x844.png`, fullPage: true });
-			for (const [tab, table] of [
+			const views: [string, string][] = [
 				["Nodes", "#nodes-table"],
 				["Refused", "#refused-table"],
-			]) {
+			];
+			for (const [tab, table] of views) {
 				await p.getByRole("button", { name: tab, exact: true }).click();
 				await p.locator(`${table} tbody tr`).first().waitFor();
 				expect(await overflow()).toBeLessThanOrEqual(0);

@@ -42,7 +42,7 @@ function expectCors(res: Response, origin = ORIGIN): void {
 	expect(res.headers.get("vary")?.toLowerCase()).toContain("origin");
 	const exposed = (res.headers.get("access-control-expose-headers") ?? "").toLowerCase();
 	const names = ["x-request-id", "retry-after", "retry-after-ms", "x-should-retry", "x-ratelimit-remaining-requests"];
-	for (const h of [...names, "x-venym-cost-usd", "x-venym-balance-usd"]) {
+	for (const h of [...names, "x-venym-cost-usd", "x-venym-balance-usd", "x-venym-overhead-ms"]) {
 		expect(exposed).toContain(h);
 	}
 }

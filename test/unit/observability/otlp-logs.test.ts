@@ -11,11 +11,11 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { type AnyValue, type ExportLogsServiceRequest, send } from "../../dev/otlp-logs.mjs";
-import { logEvent } from "../../src/observability/log-event";
-import { RequestLog } from "../../src/observability/request-log";
+import { type AnyValue, type ExportLogsServiceRequest, send } from "../../../dev/otlp-logs.mjs";
+import { logEvent } from "../../../src/observability/log-event";
+import { RequestLog } from "../../../src/observability/request-log";
 
-const CLI = fileURLToPath(new URL("../../dev/otlp-logs.mjs", import.meta.url));
+const CLI = fileURLToPath(new URL("../../../dev/otlp-logs.mjs", import.meta.url));
 
 /** What the receiver got: each POST's body, as OTLP/HTTP JSON. */
 const received: ExportLogsServiceRequest[] = [];
@@ -23,13 +23,13 @@ let server: Server;
 let endpoint = "";
 
 /** An AnyValue back as JSON (the receiver's side of the mapping). */
-function valueOf(v: AnyValue): unknown {
+function decodeValue(v: AnyValue): unknown {
 	if ("stringValue" in v) return v.stringValue;
 	if ("boolValue" in v) return v.boolValue;
 	if ("intValue" in v) return Number(v.intValue);
 	if ("doubleValue" in v) return v.doubleValue;
-	if ("arrayValue" in v) return v.arrayValue.values.map(valueOf);
-	if ("kvlistValue" in v) return Object.fromEntries(v.kvlistValue.values.map((kv) => [kv.key, valueOf(kv.value)]));
+	if ("arrayValue" in v) return v.arrayValue.values.map(decodeValue);
+	if ("kvlistValue" in v) return Object.fromEntries(v.kvlistValue.values.map((kv) => [kv.key, decodeValue(kv.value)]));
 	return null;
 }
 
@@ -39,8 +39,8 @@ function decoded(): Record<string, unknown>[] {
 		req.resourceLogs.flatMap((rl) =>
 			rl.scopeLogs.flatMap((sl) =>
 				sl.logRecords.map((r) => ({
-					message: valueOf(r.body),
-					...Object.fromEntries(r.attributes.map((a) => [a.key, valueOf(a.value)])),
+					message: decodeValue(r.body),
+					...Object.fromEntries(r.attributes.map((a) => [a.key, decodeValue(a.value)])),
 				})),
 			),
 		),
