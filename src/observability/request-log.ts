@@ -76,6 +76,21 @@ export interface RequestLogLine {
 	web_search: string | null;
 }
 
+/**
+ * The names the line used before it took OpenTelemetry's (docs/operations.md, "Renamed fields"),
+ * still written beside the new ones so that saved queries and alerts keep working.
+ */
+export interface LegacyLogFields {
+	model: string | null;
+	requested_model: string | null;
+	status: number;
+	error_code: string | null;
+	/** `host[:port]`, as `server.address` and `server.port` together. */
+	node: string | null;
+	prompt_tokens: number;
+	completion_tokens: number;
+}
+
 /** `gen_ai.operation.name`'s well-known values the lanes map to. */
 export type GenAiOperation = "chat" | "text_completion" | "embeddings" | "generate_content";
 
@@ -236,9 +251,12 @@ export class RequestLog {
 		return this.isStreaming ? this.settledOnce : undefined;
 	}
 
-	line(status: number): RequestLogLine {
+	line(status: number): RequestLogLine & LegacyLogFields {
 		const usage = this.outcome?.usage;
 		const server = serverOf(this.node);
+		const inputTokens = usage?.prompt_tokens ?? 0;
+		const outputTokens = usage?.completion_tokens ?? 0;
+		const errorType = this.error?.code ?? null;
 		return {
 			message: "request",
 			request_id: this.requestId,
@@ -251,7 +269,7 @@ export class RequestLog {
 			stream: this.stream,
 			"http.response.status_code": status,
 			outcome: this.outcomeOf(status),
-			"error.type": this.error?.code ?? null,
+			"error.type": errorType,
 			"server.address": server.address,
 			"server.port": server.port,
 			attempts: this.attempts,
@@ -259,11 +277,18 @@ export class RequestLog {
 			ttfb_ms: this.ttfbMs,
 			duration_ms: Math.max(0, Date.now() - this.startedAt),
 			overhead_ms: this.clock.overheadMs(),
-			"gen_ai.usage.input_tokens": usage?.prompt_tokens ?? 0,
-			"gen_ai.usage.output_tokens": usage?.completion_tokens ?? 0,
+			"gen_ai.usage.input_tokens": inputTokens,
+			"gen_ai.usage.output_tokens": outputTokens,
 			estimated: this.outcome?.estimated ?? false,
 			cost_usd: nanosToUsd(this.costNanos),
 			web_search: this.webSearch,
+			model: this.model,
+			requested_model: this.requestedModel,
+			status,
+			error_code: errorType,
+			node: this.node,
+			prompt_tokens: inputTokens,
+			completion_tokens: outputTokens,
 		};
 	}
 

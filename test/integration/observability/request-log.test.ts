@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import type { RequestLogLine } from "../../../src/observability/request-log";
+import type { LegacyLogFields, RequestLogLine } from "../../../src/observability/request-log";
 import { type CreatedKey, chat, createKey, gw, readSse, sdkClient, waitFor } from "../../support/gateway";
 import { TEST_ADMIN_TOKEN, TEST_NODE_KEY } from "../../support/test-config";
 
@@ -45,10 +45,18 @@ const FIELDS = [
 	"estimated",
 	"cost_usd",
 	"web_search",
+	// The names before OpenTelemetry's, kept beside them (docs/operations.md "Renamed fields").
+	"model",
+	"requested_model",
+	"status",
+	"error_code",
+	"node",
+	"prompt_tokens",
+	"completion_tokens",
 ];
 
 /** A request line as the worker writes it; FIELDS above is what the test holds it to. */
-type Line = RequestLogLine;
+type Line = RequestLogLine & LegacyLogFields;
 
 beforeAll(() => {
 	for (const method of ["log", "warn", "error"] as const) {
@@ -138,6 +146,14 @@ describe("the request log line", () => {
 			web_search: null,
 			// The line carries what the client was told.
 			overhead_ms: Number(res.headers.get("x-venym-overhead-ms")),
+			// The old names, with the same values.
+			model: "test/ok",
+			requested_model: "test/ok",
+			status: 200,
+			error_code: null,
+			node: `${engineAddress()}:${enginePort()}`,
+			prompt_tokens: body.usage.prompt_tokens,
+			completion_tokens: body.usage.completion_tokens,
 		});
 		expect(res.headers.get("x-venym-overhead-ms")).toMatch(/^\d+$/);
 		expect(line.cost_usd).toBeGreaterThan(0);
