@@ -228,11 +228,7 @@ export const GatewayConfigSchema = z
 			.positive()
 			.max(MAX_BODY_BYTES)
 			.default(4 * 1024 * 1024),
-		/**
-		 * Other names for served models, on every lane (Gemini CLI's helper models):
-		 * `{"gemini-3-flash-preview": "venym/dev-echo"}`; a name ending in `*` is a prefix
-		 * (`"gemini-*"`), never `*` alone (every unknown name would then be served).
-		 */
+		/** Other names for served models, on every lane: `{"gemini-3-flash-preview": "venym/a", "gemini-*": "venym/b"}` (config.ts). */
 		aliases: z.record(z.string().min(1).max(256), z.string().min(1)).default({}),
 		routing: RoutingSchema.prefault({}),
 		usage: UsageSchema.prefault({}),

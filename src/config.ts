@@ -68,7 +68,8 @@ export function parseConfig(raw: unknown): GatewayConfig {
 	if (!result.success) {
 		throw new GatewayError("config_invalid", `GATEWAY_CONFIG is invalid: ${result.error.issues.map(describeIssue).join("; ")}`);
 	}
-	// An alias names a served model (config-schema.ts `aliases`).
+	// An alias names a served model (config-schema.ts `aliases`); one ending in `*` is a prefix, never
+	// `*` alone: every unknown name would then be served, and a typo never a 404.
 	const ids = new Set(result.data.models.map((m) => m.id));
 	const pattern = Object.keys(result.data.aliases).find(
 		(name) => name.indexOf("*") >= 0 && (name === "*" || name.indexOf("*") < name.length - 1),

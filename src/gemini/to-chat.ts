@@ -161,6 +161,9 @@ function toolChoice(req: GenerateContentRequest): unknown {
 	return "auto";
 }
 
+/** `thinkingConfig.thinkingLevel` as chat's `reasoning_effort`. */
+const EFFORT_OF_LEVEL: Readonly<Record<string, string>> = { MINIMAL: "low", LOW: "low", MEDIUM: "medium", HIGH: "high" };
+
 /** The Chat Completions body for a validated Gemini request (`stream` from the route's method). */
 export function geminiToChat(model: string, req: GenerateContentRequest, stream: boolean, opts: TranslateOptions): Json {
 	const body: Json = { model, messages: toChatMessages(req) };
@@ -192,6 +195,11 @@ export function geminiToChat(model: string, req: GenerateContentRequest, stream:
 			body.chat_template_kwargs = { enable_thinking: true };
 			const budget = thinking.thinkingBudget;
 			if (budget !== undefined && budget > 0) body.reasoning_effort = budget < 4096 ? "low" : budget < 16384 ? "medium" : "high";
+			// Gemini 3's level (Gemini CLI 0.61 sends HIGH) where no budget is given.
+			else if (budget === undefined && thinking.thinkingLevel) {
+				const effort = EFFORT_OF_LEVEL[thinking.thinkingLevel.toUpperCase()];
+				if (effort) body.reasoning_effort = effort;
+			}
 		}
 	}
 	if (req.models !== undefined) body.models = req.models;

@@ -25,7 +25,8 @@ const usageRecord = obj({
 	},
 	lane: {
 		...nullable("string"),
-		description: "The API the request came in on: chat, completions, embeddings, responses, messages or gemini (null on older records).",
+		description:
+			"The API the request came in on: chat, completions, embeddings, responses, messages or gemini (null on older records).",
 	},
 	end_user: {
 		...nullable("string"),

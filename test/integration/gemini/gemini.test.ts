@@ -433,6 +433,37 @@ describe(":countTokens and aliases", () => {
 	});
 });
 
+describe("thinkingConfig", () => {
+	it("turns reasoning on at the level asked and returns it as thought parts; a budget of 0 turns it off", async () => {
+		const key = await createKey({ name: "gemini-thinking", balance_usd: 10 });
+		const m = marker();
+		const res = await gemini(key.key, "test/reasoning", "generateContent", {
+			...ask(`think ${m}`),
+			generationConfig: { thinkingConfig: { includeThoughts: true, thinkingLevel: "HIGH" } },
+		});
+		const body = (await res.json()) as { candidates: { content: { parts: Json[] } }[] };
+		expect(res.status, JSON.stringify(body)).toBe(200);
+		expect((await engineCall(m)).body).toMatchObject({
+			reasoning_effort: "high",
+			chat_template_kwargs: { enable_thinking: true },
+		});
+		const parts = body.candidates[0]?.content.parts ?? [];
+		expect(parts[0]).toMatchObject({ thought: true, text: expect.any(String) });
+		expect(parts.at(-1)).toMatchObject({ text: expect.stringContaining(m) });
+		expect(parts.at(-1)).not.toHaveProperty("thought");
+
+		const off = marker();
+		const quiet = await gemini(key.key, "test/reasoning", "generateContent", {
+			...ask(`quiet ${off}`),
+			generationConfig: { thinkingConfig: { thinkingBudget: 0, thinkingLevel: "HIGH" } },
+		});
+		expect(quiet.status).toBe(200);
+		const sent = (await engineCall(off)).body;
+		expect(sent).toMatchObject({ chat_template_kwargs: { enable_thinking: false } });
+		expect(sent).not.toHaveProperty("reasoning_effort");
+	});
+});
+
 describe("scopes, browser keys and candidates, as on chat", () => {
 	it("serves a browser key from its origin only, caps maxOutputTokens at the key's max_tokens", async () => {
 		const key = await createKey({

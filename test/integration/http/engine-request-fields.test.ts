@@ -3,13 +3,14 @@
  * and SGLang's OpenAI servers read (test/fixtures/engine-request-fields.ts), sent on every lane.
  * On chat, legacy completions and embeddings a field the lane does not list is refused with 400
  * `unsupported_parameter` naming it before anything is held, and the ones it lists reach the
- * engine only as the gateway understands them; on Responses an unknown field is refused; on
- * Messages it is ignored (or refused, for an engine's own name). On no lane does one reach the
+ * engine only as the gateway understands them; on Responses and Gemini an unknown field is refused;
+ * on Messages it is ignored (or refused, for an engine's own name). On no lane does one reach the
  * engine unless the model's config lets it through. llama.cpp's `n_cmpl` (its `n`) is held and
  * billed for nothing: it never runs.
  */
 import { env } from "cloudflare:test";
 import { beforeAll, describe, expect, it } from "vitest";
+import { GEMINI_FIELDS } from "../../../src/gemini/request-schema";
 import { CHAT_FIELDS, COMPLETION_FIELDS, EMBEDDING_FIELDS, FIELD_HINTS, type LaneFields } from "../../../src/http/engine-fields";
 import { MessagesRequestSchema } from "../../../src/messages/request-schema";
 import { ResponsesRequestSchema } from "../../../src/responses/request-schema";
@@ -108,10 +109,20 @@ beforeAll(async () => {
 	k.keyId = created.id;
 });
 
-/** The 400 naming `field`, in the lane's error shape (Messages: Anthropic's, with no `param` or `code`). */
-async function expectUnsupported(res: Response, field: string, shape: "openai" | "anthropic" = "openai"): Promise<void> {
+/** The 400 naming `field`, in the lane's error shape (Messages: Anthropic's, with no `param` or `code`; Gemini: Google's). */
+async function expectUnsupported(
+	res: Response,
+	field: string,
+	shape: "openai" | "anthropic" | "google" = "openai",
+): Promise<void> {
 	const text = await res.text();
 	expect(res.status, `${field}: ${text}`).toBe(400);
+	if (shape === "google") {
+		const { error } = JSON.parse(text) as { error: { code: number; status: string; message: string } };
+		expect(error).toMatchObject({ code: 400, status: "INVALID_ARGUMENT" });
+		expect(error.message).toContain(`'${field}' is not supported by this gateway`);
+		return;
+	}
 	const { error } = JSON.parse(text) as { error: { type: string; param: string; code: string; message: string } };
 	expect(error.type).toBe("invalid_request_error");
 	expect(error.message).toContain(`'${field}' is not supported by this gateway`);
@@ -184,7 +195,35 @@ describe("what a model lets through", () => {
 	});
 });
 
-describe("Responses and Messages, which build the engine's body field by field", () => {
+/** A Gemini request for `text`. */
+const geminiBody = (text: string) => ({
+	contents: [{ role: "user", parts: [{ text }] }],
+	generationConfig: { maxOutputTokens: 4 },
+});
+
+describe("Responses, Messages and Gemini, which build the engine's body field by field", () => {
+	it("Gemini refuses every engine field it does not know, naming it in Google's shape, before the engine", async () => {
+		const probe = marker();
+		for (const field of ENGINE_FIELD_NAMES.filter((f) => !Object.hasOwn(GEMINI_FIELDS, f))) {
+			await expectUnsupported(
+				await post("/v1beta/models/test/ok:generateContent", k.key, { ...geminiBody(probe), [field]: 1 }),
+				field,
+				"google",
+			);
+		}
+		expect(await engineRequests({ contains: probe })).toEqual([]);
+	});
+
+	it("Gemini sends what a model lets through as sent, beside its translated body", async () => {
+		const probe = marker();
+		const path = "/v1beta/models/test/passthrough:generateContent";
+		const res = await post(path, k.key, { ...geminiBody(probe), guided_regex: "a+" });
+		expect(res.status, await res.clone().text()).toBe(200);
+		const [call] = await engineRequests({ contains: probe });
+		expect(call?.body).toMatchObject({ guided_regex: "a+", max_tokens: 4 });
+		await expectUnsupported(await post(path, k.key, { ...geminiBody(probe), guided_json: {} }), "guided_json", "google");
+	});
+
 	it("Responses refuses every engine field it does not know, naming it, before the engine", async () => {
 		const own = new Set(Object.keys(ResponsesRequestSchema.shape));
 		const probe = marker();
@@ -239,6 +278,8 @@ describe("llama.cpp's n_cmpl, its own name for n", () => {
 		await expectUnsupported(await post("/v1/responses", payer.key, responses), "n_cmpl");
 		const messages = { model: "test/ok", max_tokens: 4, messages: [{ role: "user", content: probe }], n_cmpl: 8 };
 		await expectUnsupported(await post("/v1/messages", payer.key, messages), "n_cmpl", "anthropic");
+		const gemini = { ...geminiBody(probe), n_cmpl: 8 };
+		await expectUnsupported(await post("/v1beta/models/test/ok:generateContent", payer.key, gemini), "n_cmpl", "google");
 		expect(await engineRequests({ contains: probe })).toEqual([]);
 		const after = await info(payer.id);
 		expect(after.heldNanos).toBe(0);
