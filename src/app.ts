@@ -8,8 +8,10 @@ import { randomId } from "./ids";
 import { errorText, logEvent } from "./observability/log-event";
 import { requestLog } from "./observability/middleware";
 import { adminRoutes } from "./routes/admin";
+import { batchesRoutes } from "./routes/batches";
 import { chatCompletions, completions, embeddings } from "./routes/chat";
 import { consoleRoutes } from "./routes/console";
+import { filesRoutes } from "./routes/files";
 import { ownKey } from "./routes/key";
 import { isMessagesPath, messagesRoutes } from "./routes/messages";
 import { modelsRoutes } from "./routes/models";
@@ -49,6 +51,8 @@ app.post("/v1/completions", completions);
 app.post("/v1/embeddings", embeddings);
 app.route("/v1/responses", responsesRoutes);
 app.route("/v1/messages", messagesRoutes);
+app.route("/v1/files", filesRoutes);
+app.route("/v1/batches", batchesRoutes);
 
 app.notFound(() => {
 	throw new GatewayError("not_found", "Unknown route.");

@@ -63,6 +63,8 @@ export function usageView(r: UsageRow) {
 		cached_tokens: r.cachedTokens ?? 0,
 		tool_calls_repaired: r.toolCallsRepaired ?? 0,
 		lane: r.lane ?? null,
+		batch_id: r.batchId ?? null,
+		custom_id: r.customId ?? null,
 		created_at: Math.floor(r.createdAt / 1000),
 	};
 }

@@ -103,6 +103,8 @@ function toUsageRow(r: Record<string, unknown>): UsageRow {
 		createdAt: r.created_at as number,
 		lane: (r.lane as string | null) ?? null,
 		flushId: (r.flush_id as number | null) ?? null,
+		batchId: (r.batch_id as string | null) ?? null,
+		customId: (r.custom_id as string | null) ?? null,
 	};
 }
 

@@ -27,6 +27,8 @@ const usageRecord = obj({
 		...nullable("string"),
 		description: "The API the request came in on: chat, completions, embeddings, responses or messages (null on older records).",
 	},
+	batch_id: { ...nullable("string"), description: "A batch line's batch (null on interactive requests)." },
+	custom_id: { ...nullable("string"), description: "A batch line's `custom_id` (null on interactive requests)." },
 	created_at: int,
 });
 

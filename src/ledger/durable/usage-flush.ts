@@ -23,6 +23,9 @@ export interface UsageRecordInput {
 	created_at?: number;
 	/** The API the request came in on (chat, completions, embeddings, responses, messages); absent on older records. */
 	lane?: string | null;
+	/** A batch line's batch id and `custom_id`; absent on interactive requests. */
+	batch_id?: string | null;
+	custom_id?: string | null;
 }
 
 // One insert per flush, whatever its size: the records go as one JSON array parameter and
@@ -30,14 +33,15 @@ export interface UsageRecordInput {
 // handful of rows (D1 binds at most 100 parameters per statement). Column names follow
 // src/db/schema.ts (usage_records). Each new row is stamped with the attempt's flush id (?3).
 const INSERT_FROM_JSON = `INSERT INTO usage_records
-	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id, lane, cached_tokens, tool_calls_repaired)
+	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id, lane, cached_tokens, tool_calls_repaired, batch_id, custom_id)
 SELECT
 	json_extract(value, '$.request_id'), json_extract(value, '$.key_id'), json_extract(value, '$.model'),
 	json_extract(value, '$.requested_model'), json_extract(value, '$.node'), json_extract(value, '$.prompt_tokens'), json_extract(value, '$.completion_tokens'),
 	COALESCE(json_extract(value, '$.cost_nanos'), 0), json_extract(value, '$.status'),
 	CASE WHEN json_extract(value, '$.estimated') THEN 1 ELSE 0 END, COALESCE(json_extract(value, '$.search_count'), 0),
 	COALESCE(json_extract(value, '$.created_at'), ?2), ?3, json_extract(value, '$.lane'),
-	COALESCE(json_extract(value, '$.cached_tokens'), 0), COALESCE(json_extract(value, '$.tool_calls_repaired'), 0)
+	COALESCE(json_extract(value, '$.cached_tokens'), 0), COALESCE(json_extract(value, '$.tool_calls_repaired'), 0),
+	json_extract(value, '$.batch_id'), json_extract(value, '$.custom_id')
 FROM json_each(?1) WHERE true
 ON CONFLICT (request_id) DO NOTHING`;
 
