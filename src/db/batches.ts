@@ -18,7 +18,8 @@ function json<T>(v: unknown): T | null {
 	return typeof v === "string" ? (JSON.parse(v) as T) : null;
 }
 
-function batchRow(r: Raw): BatchRow {
+/** A `batches` row as D1 returns it, typed (db/message-batches.ts reads the same table). */
+export function batchRow(r: Raw): BatchRow {
 	return {
 		id: r.id as string,
 		keyId: r.key_id as string,
