@@ -17,6 +17,7 @@ import { jsonBody } from "../http/json-body";
 import { randomId } from "../ids";
 import { ledgerFor } from "../ledger/ledger-client";
 import { nanosToUsd, usdToNanos } from "../money/pricing";
+import { adminBatches } from "./admin-batches";
 import { adminMaintenance } from "./admin-maintenance";
 import { adminNodes } from "./admin-nodes";
 import { listUsage, usageSummary } from "./usage";
@@ -212,4 +213,5 @@ export const adminRoutes = new Hono<AppEnv>()
 	.get("/usage/summary", usageSummary)
 	.get("/usage", listUsage)
 	.route("/nodes", adminNodes)
-	.route("/maintenance", adminMaintenance);
+	.route("/maintenance", adminMaintenance)
+	.route("/batches", adminBatches);

@@ -1,12 +1,13 @@
 // The console's entry: sign in with the admin token (kept in sessionStorage), the three views, log out.
 import { ApiError, api, session, whenUnauthorized } from "./api.js";
+import { initBatches, loadBatches } from "./batches.js";
 import { initKeys, loadKeys } from "./keys.js";
 import { initNodes, loadNodes } from "./nodes.js";
 import { initUsage, loadUsage, showKeyUsage } from "./usage.js";
 
 const $ = (id) => document.getElementById(id);
-const VIEWS = ["keys", "usage", "nodes"];
-const LOADERS = { keys: loadKeys, usage: loadUsage, nodes: loadNodes };
+const VIEWS = ["keys", "usage", "nodes", "batches"];
+const LOADERS = { keys: loadKeys, usage: loadUsage, nodes: loadNodes, batches: () => loadBatches() };
 
 /** One line for the operator, read out by screen readers (role=status, aria-live). */
 function say(text, kind = "info") {
@@ -93,6 +94,7 @@ function start() {
 	initKeys(context);
 	initUsage(context);
 	initNodes(context);
+	initBatches(context);
 	whenUnauthorized(() => logOut("That admin token was refused.", "error"));
 	$("login-form").addEventListener("submit", (event) => {
 		event.preventDefault();
