@@ -3,10 +3,11 @@
 // 404, the refusals made before anything is stored, and the money: each succeeded line billed once
 // at the batch price, errored and canceled ones nothing, records = debits.
 
-import { env, SELF } from "cloudflare:test";
+import { env, runInDurableObject, SELF } from "cloudflare:test";
 import Anthropic from "@anthropic-ai/sdk";
 import type { MessageBatch, MessageBatchIndividualResponse } from "@anthropic-ai/sdk/resources/messages/batches";
 import { describe, expect, it } from "vitest";
+import { dispatcherFor } from "../../../src/batches/create";
 import { createKey, engineRequests, gw, releaseEngine, waitFor } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
 
@@ -138,6 +139,26 @@ describe("Anthropic Message Batches", () => {
 		expect(rows).toHaveLength(4);
 	});
 
+	it("expiry: the requests not run within the window end expired and cost nothing", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const client = anthropic(key.key);
+		const marker = `expire-${crypto.randomUUID()}`;
+		const requests = Array.from({ length: 6 }, (_, i) => request(`e${i}`, `${marker} ${i}`, "test/gated"));
+		const created = await client.messages.batches.create({ requests });
+		await waitFor(async () => (await engineRequests({ contains: marker })).length === 4);
+		// The window ends now: the dispatcher's stored deadline is moved back (its clock is the real one).
+		await runInDurableObject(dispatcherFor(env, "test/gated"), async (_o, state) => {
+			state.storage.sql.exec("UPDATE batch SET expires_at = 0 WHERE id = ?", created.id.slice(3));
+		});
+		expect(await releaseEngine(marker)).toBe(4);
+		const done = await ended(client, created.id);
+		expect(done.request_counts).toEqual({ processing: 0, succeeded: 4, errored: 0, canceled: 0, expired: 2 });
+		const out = await results(client, created.id);
+		expect(out.filter((r) => r.result.type === "expired")).toHaveLength(2);
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows).toHaveLength(4);
+	});
+
 	it("lists a key's Message Batches newest first with Anthropic's cursors, and deletes only an ended one", async () => {
 		const key = await createKey({ balance_usd: 10 });
 		const client = anthropic(key.key);
@@ -173,6 +194,19 @@ describe("Anthropic Message Batches", () => {
 		await waitFor(async () => (await releaseEngine(marker)) === 1);
 		await ended(client, running.id);
 		await client.messages.batches.delete(running.id);
+	});
+
+	it("a key whose balance cannot cover a request: that request errors billing_error, unbilled, and the batch goes on", async () => {
+		const key = await createKey({ balance_usd: 0 });
+		const client = anthropic(key.key);
+		const created = await client.messages.batches.create({ requests: [request("p1", "poor one"), request("p2", "poor two")] });
+		const done = await ended(client, created.id);
+		expect(done.request_counts).toEqual({ processing: 0, succeeded: 0, errored: 2, canceled: 0, expired: 0 });
+		for (const r of await results(client, created.id)) {
+			expect(r.result).toMatchObject({ type: "errored", error: { type: "error", error: { type: "billing_error" } } });
+		}
+		const { rows } = await expectBooks(key.id, 0);
+		expect(rows).toHaveLength(0);
 	});
 
 	it("keeps a batch to its key: another key gets 404 in Anthropic's shape", async () => {
