@@ -142,7 +142,7 @@ describe("batches (OpenAI Batch API)", () => {
 			["e1", "list"],
 			["e2", "list"],
 		]);
-		expect((eout[1]?.response?.body.data as unknown[]).length).toBe(2);
+		expect(eout[1]?.response?.body.data).toHaveLength(2);
 		expect(rdone.request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
 		const [r1] = await lines(openai, rdone.output_file_id);
 		expect(r1?.response?.body).toMatchObject({ object: "response", status: "completed" });
