@@ -1,8 +1,8 @@
 import { env, runDurableObjectAlarm, SELF } from "cloudflare:test";
 import OpenAI, { toFile } from "openai";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { batchesStore } from "../../../src/db/batches";
-import { createKey, engineRequests, waitFor } from "../../support/gateway";
+import { admin, createKey, waitFor } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
 
 function client(key: string): OpenAI {
@@ -186,5 +186,26 @@ describe("batches (OpenAI Batch API)", () => {
 			other.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }),
 		).rejects.toMatchObject({ status: 404 });
 		await settled(owner, b.id);
+	});
+});
+
+describe("batch files' retention", () => {
+	afterEach(() => {
+		vi.useRealTimers();
+	});
+
+	it("deletes files past batches.retention_days in the maintenance run", async () => {
+		const openai = client((await createKey()).key);
+		const file = await upload(openai, jsonl([chatLine("a", "kept for 30 days")]));
+		const fresh = await admin("/maintenance/run", { method: "POST" });
+		expect(((await fresh.json()) as { batch_files_deleted: number }).batch_files_deleted).toBe(0);
+		expect((await openai.files.retrieve(file.id)).id).toBe(file.id);
+		vi.useFakeTimers({ toFake: ["Date"] });
+		vi.setSystemTime(Date.now() + 31 * 24 * 60 * 60 * 1000);
+		const later = await admin("/maintenance/run", { method: "POST" });
+		vi.useRealTimers();
+		expect(((await later.json()) as { batch_files_deleted: number }).batch_files_deleted).toBeGreaterThanOrEqual(1);
+		await expect(openai.files.retrieve(file.id)).rejects.toMatchObject({ status: 404 });
+		expect(await env.BATCH_FILES.head(`files/${file.id}`)).toBeNull();
 	});
 });
