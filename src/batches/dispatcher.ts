@@ -13,7 +13,7 @@ import { loadConfig, type ModelConfig, modelNodes } from "../config";
 import { batchesStore } from "../db/batches";
 import { errorText, logEvent } from "../observability/log-event";
 import { isolateFleet } from "../routing/fleet";
-import { readSharedView, viewTtlMs } from "../routing/shared-view";
+import { readSharedView } from "../routing/shared-view";
 import { fileKey, finalizeBatch } from "./finalize";
 import { type BatchEndpoint, BatchInputCheck } from "./input";
 import { jsonlLines } from "./jsonl";
@@ -46,7 +46,6 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Lines this instance runs, by `batch:idx`, with the node each runs on. */
 	readonly #running = new Map<string, { node: string; done: Promise<void> }>();
 	readonly #abort = new AbortController();
-	#viewAt = 0;
 	#pumping = false;
 
 	constructor(ctx: DurableObjectState, env: Env) {
@@ -183,9 +182,11 @@ export class BatchDispatcher extends DurableObject<Env> {
 		return grp === undefined ? null : this.#lines.nextInGroup(grp);
 	}
 
+	/**
+	 * Reads the fleet's shared view (NodeHealth: probes, engine load) before placing lines: one small
+	 * RPC per round, so a line never goes to a node on a view older than its last probe.
+	 */
 	async #refreshView(config: ReturnType<typeof loadConfig>): Promise<void> {
-		if (Date.now() - this.#viewAt < viewTtlMs(config.routing.health_check_interval_ms)) return;
-		this.#viewAt = Date.now();
 		try {
 			isolateFleet.ingest(await readSharedView(this.env, config));
 		} catch (err) {

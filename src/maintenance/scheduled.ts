@@ -5,25 +5,33 @@
  * could not delete what it should is logged; the scheduled one then throws, so the Cron Trigger
  * shows as failed in the dashboard, and the next run tries again.
  */
+import { type BatchRetentionEnv, deleteOldBatchFiles } from "./batch-retention";
 import { enforceRetention, type RetentionBudget, type RetentionEnv, type RetentionReport } from "./retention";
 
 /** Runs the retention once at `now` and writes its one JSON log line (Workers Logs, `wrangler tail`). */
-export async function runMaintenance(env: RetentionEnv, now: number, budget?: RetentionBudget): Promise<RetentionReport> {
+export async function runMaintenance(
+	env: RetentionEnv & BatchRetentionEnv,
+	now: number,
+	budget?: RetentionBudget,
+): Promise<RetentionReport & { batchFilesDeleted: number }> {
 	const report = await enforceRetention(env, now, budget);
+	// The batch lane's files past `batches.retention_days` (maintenance/batch-retention.ts).
+	const batchFilesDeleted = await deleteOldBatchFiles(env, now);
 	const line = {
 		message: "usage retention",
 		cutoff: new Date(report.cutoff).toISOString(),
 		deleted: report.deleted,
 		archived_parts: report.archived.length,
 		done: report.done,
+		batch_files_deleted: batchFilesDeleted,
 		...(report.error ? { level: "error", error: report.error } : {}),
 	};
 	if (report.error) console.error(JSON.stringify(line));
 	else console.log(JSON.stringify(line));
-	return report;
+	return { ...report, batchFilesDeleted };
 }
 
-export async function scheduled(controller: ScheduledController, env: RetentionEnv): Promise<void> {
+export async function scheduled(controller: ScheduledController, env: RetentionEnv & BatchRetentionEnv): Promise<void> {
 	const report = await runMaintenance(env, controller.scheduledTime);
 	if (report.error) throw new Error(`usage retention: ${report.error}`);
 }

@@ -2,6 +2,8 @@
  * The OpenAPI 3.1 document of the gateway, served at `GET /openapi.json`. Built on first use
  * and kept for the isolate's life: it depends on code only, never on config or request.
  */
+
+import { batchSchemas } from "./batch-paths";
 import { ANTHROPIC_ERROR_SCHEMA, ERROR_SCHEMA, errorResponseComponents, headerComponents } from "./error-responses";
 import { messagesSchemas } from "./messages-schemas";
 import { outputSchemas } from "./output-schemas";
@@ -27,6 +29,7 @@ export function buildDocument(): Record<string, unknown> {
 			{ name: "Embeddings" },
 			{ name: "Responses", description: "The Responses API, stored per key for 30 days." },
 			{ name: "Messages", description: "Anthropic Messages (Claude Code, the Anthropic SDKs) over the same engines and keys." },
+			{ name: "Batches", description: "OpenAI's Files and Batch APIs: lines run in idle capacity at the batch price." },
 			{ name: "Models" },
 			{ name: "Keys", description: "The calling key and its browser tokens." },
 			{ name: "Admin", description: "Keys, credits, usage and nodes: `Authorization: Bearer $ADMIN_TOKEN`." },
@@ -50,6 +53,7 @@ export function buildDocument(): Record<string, unknown> {
 				...requestSchemas(),
 				...outputSchemas(),
 				...messagesSchemas(),
+				...batchSchemas(),
 			},
 			responses: errorResponseComponents(),
 			headers: headerComponents(),

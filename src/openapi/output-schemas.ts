@@ -285,6 +285,7 @@ export function outputSchemas(): Record<string, Json> {
 				done: { type: "boolean", description: "false: records past retention are left; run it again." },
 				error: { type: ["string", "null"], description: "Why the run kept records it should have deleted." },
 			}),
+			batch_files_deleted: { type: "integer", description: "Batch files past `batches.retention_days` deleted." },
 		}),
 		ServiceInfo: obj({ name: str, docs: str }, true),
 		Health: obj({ ok: { const: true } }),

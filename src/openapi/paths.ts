@@ -5,6 +5,7 @@
  * described by hand here.
  */
 import { adminPaths } from "./admin-paths";
+import { batchPaths } from "./batch-paths";
 import { headerRef, INFERENCE, meteredHeaders } from "./error-responses";
 import { type Operation, operation, pathParam, query } from "./operation";
 
@@ -228,5 +229,5 @@ export function paths(): Record<string, Record<string, Json>> {
 		out[path] = {};
 		for (const [method, op] of Object.entries(ops)) (out[path] as Record<string, Json>)[method] = operation(op);
 	}
-	return out;
+	return { ...out, ...batchPaths() };
 }

@@ -26,5 +26,6 @@ export const adminMaintenance = new Hono<AppEnv>().post("/run", async (c) => {
 			done: report.done,
 			error: report.error ?? null,
 		},
+		batch_files_deleted: report.batchFilesDeleted,
 	});
 });

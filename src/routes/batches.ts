@@ -1,22 +1,13 @@
 /** `/v1/batches`: OpenAI's Batch API over the batch store (batches/create.ts). */
 import { Hono } from "hono";
-import { z } from "zod";
+import { CreateBatchSchema } from "../api/batch-input";
 import type { AppEnv } from "../app-env";
 import { callerKeyId } from "../auth/scopes";
 import { cancelBatch, createBatch, getBatch } from "../batches/create";
-import { BATCH_ENDPOINTS } from "../batches/input";
 import { batchObject } from "../batches/objects";
 import { batchesStore } from "../db/batches";
 import { jsonBody } from "../http/json-body";
 import { batchLane, listLimit } from "./batch-lane";
-
-export const CreateBatchSchema = z.strictObject({
-	input_file_id: z.string().min(1),
-	endpoint: z.enum(BATCH_ENDPOINTS),
-	completion_window: z.literal("24h"),
-	metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
-	output_expires_after: z.unknown().optional(),
-});
 
 export const batchesRoutes = new Hono<AppEnv>()
 	.post("/", jsonBody(CreateBatchSchema), async (c) => {

@@ -1,8 +1,8 @@
 import { env, runDurableObjectAlarm, SELF } from "cloudflare:test";
 import OpenAI, { toFile } from "openai";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { batchesStore } from "../../../src/db/batches";
-import { createKey, engineRequests, waitFor } from "../../support/gateway";
+import { admin, createKey, waitFor } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
 
 function client(key: string): OpenAI {
@@ -112,6 +112,56 @@ describe("batches (OpenAI Batch API)", () => {
 		expect(row?.costNanos).toBe(charged);
 	});
 
+	it("runs embeddings lines and Responses lines through their own lanes", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const embed = await upload(
+			openai,
+			jsonl([
+				{ custom_id: "e1", method: "POST", url: "/v1/embeddings", body: { model: "test/embed", input: "first text" } },
+				{ custom_id: "e2", method: "POST", url: "/v1/embeddings", body: { model: "test/embed", input: ["second", "third"] } },
+			]),
+		);
+		const eb = await openai.batches.create({ input_file_id: embed.id, endpoint: "/v1/embeddings", completion_window: "24h" });
+		const responses = await upload(
+			openai,
+			jsonl([
+				{
+					custom_id: "r1",
+					method: "POST",
+					url: "/v1/responses",
+					body: { model: "test/ok", input: "say hi", max_output_tokens: 20, instructions: "be brief" },
+				},
+			]),
+		);
+		const rb = await openai.batches.create({ input_file_id: responses.id, endpoint: "/v1/responses", completion_window: "24h" });
+		const [edone, rdone] = [await settled(openai, eb.id), await settled(openai, rb.id)];
+		expect(edone.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+		const eout = await lines(openai, edone.output_file_id);
+		expect(eout.map((l) => [l.custom_id, l.response?.body.object])).toEqual([
+			["e1", "list"],
+			["e2", "list"],
+		]);
+		expect(eout[1]?.response?.body.data).toHaveLength(2);
+		expect(rdone.request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+		const [r1] = await lines(openai, rdone.output_file_id);
+		expect(r1?.response?.body).toMatchObject({ object: "response", status: "completed" });
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows).toHaveLength(3);
+	});
+
+	it("refuses lines a key's scopes forbid, and a model that does not serve the endpoint, before anything runs", async () => {
+		const key = await createKey({ allowed_models: ["test/ok"] });
+		const openai = client(key.key);
+		const file = await upload(openai, jsonl([chatLine("a", "not allowed", "test/cached")]));
+		const b = await openai.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+		expect(b.status).toBe("failed");
+		expect(b.errors?.data?.[0]).toMatchObject({ code: "model_not_found" });
+		const wrong = await upload(openai, jsonl([{ ...chatLine("a", "x"), url: "/v1/embeddings" }]));
+		const w = await openai.batches.create({ input_file_id: wrong.id, endpoint: "/v1/embeddings", completion_window: "24h" });
+		expect(w.errors?.data?.[0]).toMatchObject({ code: "invalid_model" });
+	});
+
 	it("fails a malformed file at validation, naming the line, billing nothing", async () => {
 		const key = await createKey({ balance_usd: 1 });
 		const openai = client(key.key);
@@ -136,5 +186,26 @@ describe("batches (OpenAI Batch API)", () => {
 			other.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }),
 		).rejects.toMatchObject({ status: 404 });
 		await settled(owner, b.id);
+	});
+});
+
+describe("batch files' retention", () => {
+	afterEach(() => {
+		vi.useRealTimers();
+	});
+
+	it("deletes files past batches.retention_days in the maintenance run", async () => {
+		const openai = client((await createKey()).key);
+		const file = await upload(openai, jsonl([chatLine("a", "kept for 30 days")]));
+		const fresh = await admin("/maintenance/run", { method: "POST" });
+		expect(((await fresh.json()) as { batch_files_deleted: number }).batch_files_deleted).toBe(0);
+		expect((await openai.files.retrieve(file.id)).id).toBe(file.id);
+		vi.useFakeTimers({ toFake: ["Date"] });
+		vi.setSystemTime(Date.now() + 31 * 24 * 60 * 60 * 1000);
+		const later = await admin("/maintenance/run", { method: "POST" });
+		vi.useRealTimers();
+		expect(((await later.json()) as { batch_files_deleted: number }).batch_files_deleted).toBeGreaterThanOrEqual(1);
+		await expect(openai.files.retrieve(file.id)).rejects.toMatchObject({ status: 404 });
+		expect(await env.BATCH_FILES.head(`files/${file.id}`)).toBeNull();
 	});
 });
