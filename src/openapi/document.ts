@@ -5,6 +5,7 @@
 
 import { batchSchemas } from "./batch-paths";
 import { ANTHROPIC_ERROR_SCHEMA, ERROR_SCHEMA, errorResponseComponents, headerComponents } from "./error-responses";
+import { messageBatchSchemas } from "./message-batch-paths";
 import { messagesSchemas } from "./messages-schemas";
 import { outputSchemas } from "./output-schemas";
 import { paths } from "./paths";
@@ -29,7 +30,7 @@ export function buildDocument(): Record<string, unknown> {
 			{ name: "Embeddings" },
 			{ name: "Responses", description: "The Responses API, stored per key for 30 days." },
 			{ name: "Messages", description: "Anthropic Messages (Claude Code, the Anthropic SDKs) over the same engines and keys." },
-			{ name: "Batches", description: "OpenAI's Files and Batch APIs: lines run in idle capacity at the batch price." },
+			{ name: "Batches", description: "OpenAI's Files and Batch APIs and Anthropic's Message Batches: lines run in idle capacity at the batch price." },
 			{ name: "Models" },
 			{ name: "Keys", description: "The calling key and its browser tokens." },
 			{ name: "Admin", description: "Keys, credits, usage and nodes: `Authorization: Bearer $ADMIN_TOKEN`." },
@@ -54,6 +55,7 @@ export function buildDocument(): Record<string, unknown> {
 				...outputSchemas(),
 				...messagesSchemas(),
 				...batchSchemas(),
+				...messageBatchSchemas(),
 			},
 			responses: errorResponseComponents(),
 			headers: headerComponents(),
