@@ -30,7 +30,7 @@ export function buildDocument(): Record<string, unknown> {
 			{ name: "Embeddings" },
 			{ name: "Responses", description: "The Responses API, stored per key for 30 days." },
 			{ name: "Messages", description: "Anthropic Messages (Claude Code, the Anthropic SDKs) over the same engines and keys." },
-			{ name: "Batches", description: "OpenAI's Files and Batch APIs and Anthropic's Message Batches: lines run in idle capacity at the batch price." },
+			{ name: "Batches", description: "OpenAI's Files and Batch APIs: lines run in idle capacity at the batch price." },
 			{ name: "Models" },
 			{ name: "Keys", description: "The calling key and its browser tokens." },
 			{ name: "Admin", description: "Keys, credits, usage and nodes: `Authorization: Bearer $ADMIN_TOKEN`." },
