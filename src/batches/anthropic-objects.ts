@@ -62,8 +62,21 @@ export function endedAt(row: BatchRow): number | null {
 	return t.completed ?? t.cancelled ?? t.expired ?? t.failed ?? null;
 }
 
-/** `origin` is the gateway's as the client called it: `results_url` points back at it. */
-export function messageBatchObject(row: BatchRow, counts: RequestCounts, origin: string) {
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * When an ended batch's results are gone (unix ms), or null while they are kept: the retention job
+ * deletes its result files `retentionDays` after they were written, when it ended.
+ */
+export function archivedAt(row: BatchRow, retentionDays: number, now: number): number | null {
+	const ended = endedAt(row);
+	if (ended === null) return null;
+	const at = ended + retentionDays * DAY_MS;
+	return now >= at ? at : null;
+}
+
+/** `origin` is the gateway's as the client called it: `results_url` points back at it (until the results are archived). */
+export function messageBatchObject(row: BatchRow, counts: RequestCounts, origin: string, archived: number | null = null) {
 	const id = messageBatchId(row.id);
 	const status = processingStatus(row.status);
 	return {
@@ -74,9 +87,9 @@ export function messageBatchObject(row: BatchRow, counts: RequestCounts, origin:
 		ended_at: iso(endedAt(row)),
 		created_at: iso(row.createdAt) as string,
 		expires_at: iso(row.expiresAt) as string,
-		archived_at: null,
+		archived_at: iso(archived),
 		cancel_initiated_at: iso(row.times?.cancelling),
-		results_url: status === "ended" ? `${origin}/v1/messages/batches/${id}/results` : null,
+		results_url: status === "ended" && archived === null ? `${origin}/v1/messages/batches/${id}/results` : null,
 	};
 }
 

@@ -113,21 +113,27 @@ export async function deleteMessageBatch(env: Env, principal: Principal, id: str
 	await messageBatchesStore(env.DB).delete(row.keyId, row.id);
 }
 
+async function* resultsOf(body: ReadableStream<Uint8Array>) {
+	for await (const { text } of jsonlLines(body, MAX_RESULT_LINE_BYTES)) {
+		if (text.trim() !== "") yield resultOf(text);
+	}
+}
+
 /** The lines of a result file as Anthropic's result lines (a file gone, or none: nothing). */
 async function* resultLines(env: Env, fileId: string | null) {
 	if (!fileId) return;
 	const object = await env.BATCH_FILES.get(fileKey(fileId));
-	if (!object) return;
-	for await (const { text } of jsonlLines(object.body, MAX_RESULT_LINE_BYTES)) {
-		if (text.trim() !== "") yield resultOf(text);
-	}
+	if (object) yield* resultsOf(object.body);
 }
 
 /** An ended batch's counts; only a cancelled or expired one has lines that never ran, counted from its error file. */
 export async function countsOf(env: Env, row: BatchRow): Promise<RequestCounts> {
 	if ((row.status !== "cancelled" && row.status !== "expired") || !row.errorFileId) return requestCounts(row);
+	const object = await env.BATCH_FILES.get(fileKey(row.errorFileId));
+	// Archived (its files past retention): the failed lines can no longer be told apart.
+	if (!object) return requestCounts(row);
 	const u: Unsucceeded = { errored: 0, canceled: 0, expired: 0 };
-	for await (const { result } of resultLines(env, row.errorFileId)) {
+	for await (const { result } of resultsOf(object.body)) {
 		if (result.type === "canceled") u.canceled++;
 		else if (result.type === "expired") u.expired++;
 		else if (result.type === "errored") u.errored++;
@@ -136,9 +142,13 @@ export async function countsOf(env: Env, row: BatchRow): Promise<RequestCounts> 
 }
 
 /** An ended batch's results, JSONL, read from its files as the client reads them (never held whole). */
-export function resultsStream(env: Env, row: BatchRow): ReadableStream<Uint8Array> {
+export function resultsStream(env: Env, row: BatchRow, archived: number | null): ReadableStream<Uint8Array> {
 	if (processingStatus(row.status) !== "ended")
-		throw new GatewayError("invalid_request", `Batch ${`msg${row.id}`} has not ended yet: its results are not available.`, {
+		throw new GatewayError("invalid_request", `Batch msg${row.id} has not ended yet: its results are not available.`, {
+			param: "message_batch_id",
+		});
+	if (archived !== null)
+		throw new GatewayError("not_found", `Batch msg${row.id}'s results were deleted after batches.retention_days.`, {
 			param: "message_batch_id",
 		});
 	const encoder = new TextEncoder();

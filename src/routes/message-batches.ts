@@ -7,7 +7,7 @@
 import { type Context, Hono } from "hono";
 import type { AppEnv } from "../app-env";
 import { callerKeyId } from "../auth/scopes";
-import { MESSAGES_ENDPOINT, messageBatchId, messageBatchObject, storeBatchId } from "../batches/anthropic-objects";
+import { archivedAt, MESSAGES_ENDPOINT, messageBatchId, messageBatchObject, storeBatchId } from "../batches/anthropic-objects";
 import {
 	cancelMessageBatch,
 	countsOf,
@@ -16,13 +16,19 @@ import {
 	getMessageBatch,
 	resultsStream,
 } from "../batches/message-batches";
+import { loadConfig } from "../config";
 import { messageBatchesStore } from "../db/message-batches";
 import type { BatchRow } from "../db/schema";
 import { readJsonBody } from "../http/read-json";
 import { batchLane, listLimit } from "./batch-lane";
 
+/** When the row's results were archived, by the config's retention. */
+function archived(c: Context<AppEnv>, row: BatchRow): number | null {
+	return archivedAt(row, loadConfig(c.env.GATEWAY_CONFIG).batches.retention_days, Date.now());
+}
+
 async function shown(c: Context<AppEnv>, row: BatchRow) {
-	return messageBatchObject(row, await countsOf(c.env, row), new URL(c.req.url).origin);
+	return messageBatchObject(row, await countsOf(c.env, row), new URL(c.req.url).origin, archived(c, row));
 }
 
 /** A cursor is a Message Batch id; the store pages by its own. */
@@ -66,7 +72,7 @@ export const messageBatchesRoutes = new Hono<AppEnv>()
 	.get("/:id/results", async (c) => {
 		batchLane(c);
 		const row = await getMessageBatch(c.env, c.get("principal"), c.req.param("id"));
-		return new Response(resultsStream(c.env, row), { headers: { "content-type": "application/x-jsonl" } });
+		return new Response(resultsStream(c.env, row, archived(c, row)), { headers: { "content-type": "application/x-jsonl" } });
 	})
 	.delete("/:id", async (c) => {
 		batchLane(c);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { messageBatchInput } from "../../../src/batches/anthropic-input";
-import { messageBatchObject, requestCounts, resultOf, storeBatchId } from "../../../src/batches/anthropic-objects";
+import { archivedAt, messageBatchObject, requestCounts, resultOf, storeBatchId } from "../../../src/batches/anthropic-objects";
 import type { BatchRow } from "../../../src/db/schema";
 import { GatewayError } from "../../../src/errors";
 
@@ -116,6 +116,17 @@ describe("the message_batch object", () => {
 		});
 		expect(messageBatchObject(row({ status: "cancelling" }), requestCounts(row()), "x").processing_status).toBe("canceling");
 		expect(messageBatchObject(row({ status: "finalizing" }), requestCounts(row()), "x").processing_status).toBe("in_progress");
+	});
+
+	it("is archived, its results_url gone, once batches.retention_days have passed since it ended", () => {
+		const end = Date.UTC(2026, 0, 1, 2);
+		const done = row({ status: "completed", times: { completed: end } });
+		const day = 24 * 3600 * 1000;
+		expect(archivedAt(row(), 30, end + 100 * day)).toBeNull();
+		expect(archivedAt(done, 30, end + 30 * day - 1)).toBeNull();
+		expect(archivedAt(done, 30, end + 30 * day)).toBe(end + 30 * day);
+		const obj = messageBatchObject(done, requestCounts(done), "https://gw.example", end + 30 * day);
+		expect(obj).toMatchObject({ archived_at: "2026-01-31T02:00:00.000Z", results_url: null, processing_status: "ended" });
 	});
 
 	it("takes only Message Batch ids", () => {
