@@ -363,10 +363,12 @@ describe("KeyLedger: usage outbox", () => {
 				search_count: 2,
 				created_at: createdAt,
 				flush_id: expect.any(Number),
-				// No lane, cached tokens or repairs on this hand-made record.
+				// No lane, cached tokens, repairs or batch on this hand-made record.
 				lane: null,
 				cached_tokens: 0,
 				tool_calls_repaired: 0,
+				batch_id: null,
+				custom_id: null,
 			},
 		]);
 		expect((await stub.info()).outboxSize).toBe(0);
