@@ -1,6 +1,6 @@
 /**
  * Anthropic's Message Batches (`/v1/messages/batches`) and the console's batch calls
- * (`/admin/batches`) in the OpenAPI document (docs/batches-anthropic.md, docs/admin.md).
+ * (`/admin/batches`) in the OpenAPI document (docs/batches.md, docs/admin.md).
  */
 import { int, type Json, nullable, num, obj, ref, str } from "./json-schema";
 import { type Operation, operation, pathParam, query } from "./operation";
