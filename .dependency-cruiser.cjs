@@ -8,7 +8,7 @@
 const LAYERS = [
 	// Leaves: no I/O, imported by anyone.
 	["errors", "ids", "redact", "secrets", "memo", "types", "money/", "estimate"],
-	["alerts/rules", "config-schema", "config", "observability/log-event"],
+	["alerts/rules", "config-batches", "config-schema", "config", "observability/log-event"],
 	// Platform: HTTP helpers, D1, Durable Object storage, Redis, the Hono context's types; alert
 	// deliveries (signing, the outbox a Durable Object sends them from).
 	["http/", "db/", "storage/", "redis/", "app-env", "alerts/"],
@@ -25,6 +25,8 @@ const LAYERS = [
 	// Lanes: chat is the shared lane the others compose; no lane imports another but chat.
 	["chat/"],
 	["completions/", "embeddings/", "responses/", "messages/", "gemini/"],
+	// The batch lane runs each line on its endpoint's lane (their runners), from a dispatcher per model.
+	["batches/"],
 	// The public API's shapes shared by the routes, the OpenAPI document and the jobs: input schemas, views.
 	["api/"],
 	// The OpenAPI document and the maintenance jobs, then the routes that serve them.

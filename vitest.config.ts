@@ -50,7 +50,7 @@ function workerPlugin(redis: boolean) {
 			main: "./src/index.ts",
 			wrangler: { configPath: "./wrangler.toml" },
 			miniflare: {
-				r2Buckets: ["USAGE_ARCHIVE"],
+				r2Buckets: ["USAGE_ARCHIVE", "BATCH_FILES"],
 				bindings: {
 					GATEWAY_CONFIG: JSON.stringify(testGatewayConfig(engineUrl)),
 					ADMIN_TOKEN: TEST_ADMIN_TOKEN,

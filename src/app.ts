@@ -9,10 +9,13 @@ import { errorText, logEvent } from "./observability/log-event";
 import { requestLog } from "./observability/middleware";
 import { GatewayClock, OVERHEAD_HEADER } from "./observability/overhead";
 import { adminRoutes } from "./routes/admin";
+import { batchesRoutes } from "./routes/batches";
 import { chatCompletions, completions, embeddings } from "./routes/chat";
 import { consoleRoutes } from "./routes/console";
 import { geminiRoutes, isGeminiPath } from "./routes/gemini";
+import { filesRoutes } from "./routes/files";
 import { ownKey } from "./routes/key";
+import { messageBatchesRoutes } from "./routes/message-batches";
 import { isMessagesPath, messagesRoutes } from "./routes/messages";
 import { modelsRoutes } from "./routes/models";
 import { openApiDocument } from "./routes/openapi";
@@ -64,9 +67,12 @@ app.post("/v1/chat/completions", chatCompletions);
 app.post("/v1/completions", completions);
 app.post("/v1/embeddings", embeddings);
 app.route("/v1/responses", responsesRoutes);
+app.route("/v1/messages/batches", messageBatchesRoutes);
 app.route("/v1/messages", messagesRoutes);
 // The Gemini API: Gemini CLI and Google's SDKs (model ids keep their `/`: routes/gemini.ts).
 app.route("/v1beta/models", geminiRoutes);
+app.route("/v1/files", filesRoutes);
+app.route("/v1/batches", batchesRoutes);
 
 app.notFound(() => {
 	throw new GatewayError("not_found", "Unknown route.");

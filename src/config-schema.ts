@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { AlertRules } from "./alerts/rules";
+import { BatchesSchema, BatchMultiplier } from "./config-batches";
 import { DEFAULT_IMAGE_TOKENS_MAX, holdFits, MAX_BATCH_INPUTS, worstCaseHold } from "./money/hold-bound";
 import { MAX_REQUEST_NANOS } from "./money/nanos";
 import { OUTPUT_FIELDS } from "./money/output-fields";
@@ -30,6 +31,8 @@ const NodeSchema = z.union([
 		prefill_tokens_per_s: z.number().positive().max(100_000_000).optional(),
 		/** The node serves `POST {server root}/tokenize` (llama.cpp, vLLM, SGLang): count_tokens asks it for exact counts. */
 		tokenize: z.boolean().optional(),
+		/** The engine schedules by request `priority` (vLLM `--scheduling-policy priority`): batch lines carry a lower one. */
+		priority: z.boolean().optional(),
 	}),
 ]);
 
@@ -104,6 +107,8 @@ const ModelSchema = z
 			output_usd_per_mtok: UsdPerMtok.optional(),
 			/** Prompt tokens served from the engine's prefix cache; default: the input price. */
 			cached_input_usd_per_mtok: UsdPerMtok.optional(),
+			/** The batch lane's price as a share of these (default `batches.price_multiplier`). */
+			batch_multiplier: BatchMultiplier.optional(),
 		}),
 		capabilities: z.array(z.string()).default([]),
 		owned_by: z.string().default("venym"),
@@ -146,13 +151,8 @@ const ModelSchema = z
 	.transform((m) => ({
 		...m,
 		max_output_tokens: m.max_output_tokens ?? 0,
-		pricing: {
-			input_usd_per_mtok: m.pricing.input_usd_per_mtok,
-			output_usd_per_mtok: m.pricing.output_usd_per_mtok ?? 0,
-			...(m.pricing.cached_input_usd_per_mtok !== undefined
-				? { cached_input_usd_per_mtok: m.pricing.cached_input_usd_per_mtok }
-				: {}),
-		},
+		// Optional prices stay absent when not configured (the spread copies only the keys given).
+		pricing: { ...m.pricing, output_usd_per_mtok: m.pricing.output_usd_per_mtok ?? 0 },
 	}));
 
 const WebSearchSchema = z
@@ -235,6 +235,7 @@ export const GatewayConfigSchema = z
 		ledger: LedgerSchema.prefault({}),
 		/** Operator-wide spend alerts: each applies to every key, beside its own (docs/operations.md, "Alerts"). */
 		alerts: AlertRules.default([]),
+		batches: BatchesSchema.prefault({}),
 	})
 	.superRefine((cfg, ctx) => {
 		// Ids are matched exactly, so two that differ only in case would be two models a client

@@ -7,6 +7,7 @@ export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 export type ModelConfig = GatewayConfig["models"][number];
 export type RoutingConfig = GatewayConfig["routing"];
 export type LedgerConfig = GatewayConfig["ledger"];
+export type BatchesConfig = GatewayConfig["batches"];
 export interface EngineNode {
 	/** The node's OpenAI base URL (ending in /v1), without a trailing slash; it names the node everywhere. */
 	url: string;
@@ -21,6 +22,8 @@ export interface EngineNode {
 	prefillTokensPerS?: number;
 	/** Serves `POST {server root}/tokenize`: asked for exact token counts (chat/count-tokens.ts). */
 	tokenize?: true;
+	/** Schedules by request `priority`: batch lines carry a lower one (batches/placement.ts). */
+	priority?: true;
 }
 
 // Normalised once per model object: every request of a model reads the same array.
@@ -39,6 +42,7 @@ export function modelNodes(model: ModelConfig): EngineNode[] {
 			if (n.cache_salt) node.cacheSalt = true;
 			if (n.prefill_tokens_per_s) node.prefillTokensPerS = n.prefill_tokens_per_s;
 			if (n.tokenize) node.tokenize = true;
+			if (n.priority) node.priority = true;
 			return node;
 		});
 		nodesOf.set(model, nodes);

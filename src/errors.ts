@@ -157,8 +157,8 @@ export interface AnthropicErrorBody {
 	request_id: string | null;
 }
 
-/** Anthropic's type for an engine refusal, by the status relayed. */
-function refusalType(status: number): AnthropicErrorType {
+/** Anthropic's error type for an HTTP status (an engine's refusal, a batch line's failure). */
+export function refusalType(status: number): AnthropicErrorType {
 	if (status === 401) return "authentication_error";
 	if (status === 403) return "permission_error";
 	if (status === 404) return "not_found_error";

@@ -1,6 +1,7 @@
 import { app } from "./app";
 import { scheduled } from "./maintenance/scheduled";
 
+export { BatchDispatcher } from "./batches/dispatcher";
 export { KeyLedger } from "./ledger/durable/key-ledger";
 export { ResponseStore } from "./responses/response-store";
 export { NodeHealth } from "./routing/node-health";

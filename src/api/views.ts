@@ -68,6 +68,8 @@ export function usageView(r: UsageRow) {
 		tool_calls_repaired: r.toolCallsRepaired ?? 0,
 		lane: r.lane ?? null,
 		end_user: r.endUser ?? null,
+		batch_id: r.batchId ?? null,
+		custom_id: r.customId ?? null,
 		created_at: Math.floor(r.createdAt / 1000),
 	};
 }

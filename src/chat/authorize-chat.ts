@@ -166,6 +166,7 @@ export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestCo
 		searchCount: 0,
 		// The usage record says which API the request came in on, as the log line does.
 		...(run.log ? { lane: run.log.lane } : {}),
+		...(run.batchLine ? { batch: { batchId: run.batchLine.batchId, customId: run.batchLine.customId } } : {}),
 		// Every lane built here (chat, Responses, legacy completions, embeddings) may be served from an edge allowance.
 		edge: { ledger: run.config.ledger, waitUntil: run.waitUntil },
 	};

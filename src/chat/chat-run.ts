@@ -29,7 +29,24 @@ export interface ChatRun {
 	streamEncoder?: (sources: Source[], search?: SearchRound, underWay?: SearchUnderWay) => StreamEncoder;
 	/** The request's log line (src/observability): the engine call and settlement fill it in. */
 	log?: RequestLog;
+	/** Set when the request is a batch line (src/batches): where it runs and what its usage record names. */
+	batchLine?: BatchLine;
 }
+
+/**
+ * A batch line's placement: the batch dispatcher chose its node (an idle one), so the engine
+ * call goes there only, with the engine's `priority` when the node schedules by it; no fallback
+ * model serves it (its fleet was not checked for room).
+ */
+export interface BatchLine {
+	batchId: string;
+	customId: string;
+	/** The node's URL (config.ts `EngineNode.url`). */
+	node: string;
+}
+
+/** The engine `priority` a batch line carries on a node with `priority: true` (vLLM: lower values run first; interactive requests send none, 0). */
+export const BATCH_LINE_PRIORITY = 1;
 
 export type ChatResult =
 	| {

@@ -16,6 +16,7 @@ import { costNanos } from "../money/pricing";
 import { fallbackChain, type RequestedFallback } from "../routing/fallback-chain";
 import { prefixAffinityKey } from "../routing/prefix-affinity";
 import { promptBound, type UsageBounds } from "../stream/usage-bounds";
+import { BATCH_LINE_PRIORITY, type BatchLine } from "./chat-run";
 import { outputCap, prepareChat } from "./prepare";
 import type { ChatRequest } from "./validate";
 
@@ -119,7 +120,8 @@ interface Authorized {
 }
 
 /** The requested model, then its fallbacks, as the engine call tries them. */
-export function engineTargets(a: Authorized): EngineTarget[] {
+export function engineTargets(a: Authorized, line?: BatchLine): EngineTarget[] {
+	if (line) return [batchLineTarget(a, line)];
 	const primary: EngineTarget = {
 		model: a.req.model.id,
 		nodes: modelNodes(a.req.model),
@@ -130,6 +132,13 @@ export function engineTargets(a: Authorized): EngineTarget[] {
 		primary,
 		...a.fallbacks.map((f) => ({ model: f.model.id, nodes: modelNodes(f.model), body: () => JSON.stringify(f.engineBody) })),
 	];
+}
+
+/** A batch line's one target: its model on the node the dispatcher chose, with a lower `priority` there when the node schedules by it. */
+function batchLineTarget(a: Authorized, line: BatchLine): EngineTarget {
+	const nodes = modelNodes(a.req.model).filter((n) => n.url === line.node);
+	const body = nodes[0]?.priority ? { ...a.prepared.engineBody, priority: BATCH_LINE_PRIORITY } : a.prepared.engineBody;
+	return { model: a.req.model.id, nodes, body: () => JSON.stringify(body) };
 }
 
 /**

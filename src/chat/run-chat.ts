@@ -127,7 +127,7 @@ async function callChatEngine(
 	let events: EngineEventReader | undefined;
 	try {
 		const answer = await callEngine({
-			targets: engineTargets(authorized),
+			targets: engineTargets(authorized, run.batchLine),
 			path: authorized.lane === "completions" ? "/completions" : "/chat/completions",
 			secrets: env,
 			clientSignal,

@@ -67,6 +67,9 @@ export const usageRecords = sqliteTable(
 		 * are already there with an earlier attempt's token, adds nothing to usage_hourly.
 		 */
 		flushId: integer("flush_id"),
+		/** The batch a batch line's record belongs to, and the line's `custom_id`; null on interactive requests. */
+		batchId: text("batch_id"),
+		customId: text("custom_id"),
 	},
 	(t) => [
 		index("usage_key_created_idx").on(t.keyId, t.createdAt),
@@ -97,6 +100,56 @@ export const usageHourly = sqliteTable(
 		cachedTokens: integer("cached_tokens").notNull().default(0),
 	},
 	(t) => [primaryKey({ columns: [t.hour, t.keyId, t.model] }), index("usage_hourly_key_hour_idx").on(t.keyId, t.hour)],
+);
+
+/**
+ * Files uploaded for the batch lane (`/v1/files`) and the output and error files batches write.
+ * The bytes are in R2 (`BATCH_FILES`, key = id); the row says whose they are.
+ */
+export const batchFiles = sqliteTable(
+	"batch_files",
+	{
+		id: text("id").primaryKey(),
+		/** The calling key (a `vk-tmp-` token's own id): only it sees the file. */
+		keyId: text("key_id").notNull(),
+		purpose: text("purpose").notNull(),
+		filename: text("filename").notNull(),
+		bytes: integer("bytes").notNull(),
+		createdAt: integer("created_at").notNull(),
+	},
+	(t) => [index("batch_files_key_idx").on(t.keyId, t.createdAt)],
+);
+
+/**
+ * Batches, as the API shows them. The model's BatchDispatcher Durable Object owns the lines and
+ * their state; it writes status, counts and cost here at each change (batches/dispatcher.ts).
+ */
+export const batches = sqliteTable(
+	"batches",
+	{
+		id: text("id").primaryKey(),
+		keyId: text("key_id").notNull(),
+		model: text("model").notNull(),
+		endpoint: text("endpoint").notNull(),
+		inputFileId: text("input_file_id").notNull(),
+		status: text("status").notNull(),
+		completionWindow: text("completion_window").notNull(),
+		metadata: text("metadata", { mode: "json" }).$type<Record<string, string>>(),
+		/** Validation errors (`{code, message, line, param}`), when the batch failed. */
+		errors: text("errors", { mode: "json" }).$type<Array<Record<string, unknown>>>(),
+		outputFileId: text("output_file_id"),
+		errorFileId: text("error_file_id"),
+		total: integer("total").notNull().default(0),
+		completed: integer("completed").notNull().default(0),
+		failed: integer("failed").notNull().default(0),
+		/** What the batch's lines have been billed so far (nano-dollars). */
+		costNanos: integer("cost_nanos").notNull().default(0),
+		createdAt: integer("created_at").notNull(),
+		expiresAt: integer("expires_at").notNull(),
+		/** When each status was reached (ms): in_progress, finalizing, completed, failed, expired, cancelling, cancelled. */
+		times: text("times", { mode: "json" }).$type<Record<string, number>>(),
+	},
+	(t) => [index("batches_key_idx").on(t.keyId, t.createdAt)],
 );
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
@@ -161,3 +214,5 @@ export const refusedRequests = sqliteTable(
 );
 
 export type RefusedRow = typeof refusedRequests.$inferSelect;
+export type BatchFileRow = typeof batchFiles.$inferSelect;
+export type BatchRow = typeof batches.$inferSelect;

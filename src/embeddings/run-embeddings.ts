@@ -107,7 +107,7 @@ export async function runEmbeddings(run: ChatRun, rawBody: unknown): Promise<Emb
 	let bound: number;
 	try {
 		const answer = await callEngine({
-			targets: engineTargets(authorized),
+			targets: engineTargets(authorized, run.batchLine),
 			path: "/embeddings",
 			secrets: env,
 			clientSignal: run.clientSignal,

@@ -37,6 +37,8 @@ export interface RequestContext {
 	fallbackFrom?: string;
 	/** The API the request came in on, for the usage record (the request log's lane). */
 	lane?: string;
+	/** A batch line's batch and `custom_id`, for its usage record. */
+	batch?: { batchId: string; customId: string };
 	searchCount: number;
 	/** Tool calls whose arguments the gateway repaired (`tool_call_repair`), for the usage record. */
 	toolCallsRepaired?: number;
@@ -180,6 +182,7 @@ export async function settleRequest(env: Env, req: RequestContext, outcome: Outc
 			...(req.toolCallsRepaired ? { tool_calls_repaired: req.toolCallsRepaired } : {}),
 			...(req.lane ? { lane: req.lane } : {}),
 			...(req.endUser !== undefined ? { end_user: req.endUser } : {}),
+			...(req.batch ? { batch_id: req.batch.batchId, custom_id: req.batch.customId } : {}),
 		},
 	});
 }

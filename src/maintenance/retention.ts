@@ -104,6 +104,8 @@ function toUsageRow(r: Record<string, unknown>): UsageRow {
 		lane: (r.lane as string | null) ?? null,
 		endUser: (r.end_user as string | null) ?? null,
 		flushId: (r.flush_id as number | null) ?? null,
+		batchId: (r.batch_id as string | null) ?? null,
+		customId: (r.custom_id as string | null) ?? null,
 	};
 }
 

@@ -6,15 +6,18 @@
  * shows as failed in the dashboard, and the next run tries again.
  */
 import { pruneRefusals } from "./refusal-retention";
+import { type BatchRetentionEnv, deleteOldBatchFiles } from "./batch-retention";
 import { enforceRetention, type RetentionBudget, type RetentionEnv, type RetentionReport } from "./retention";
 
 /** Runs the retention once at `now` and writes its one JSON log line (Workers Logs, `wrangler tail`). */
 export async function runMaintenance(
-	env: RetentionEnv,
+	env: RetentionEnv & BatchRetentionEnv,
 	now: number,
 	budget?: RetentionBudget,
-): Promise<RetentionReport & { refusalsDeleted: number }> {
+): Promise<RetentionReport & { refusalsDeleted: number; batchFilesDeleted: number }> {
 	const report = { ...(await enforceRetention(env, now, budget)), refusalsDeleted: await pruneRefusals(env.DB, now) };
+	// The batch lane's files past `batches.retention_days` (maintenance/batch-retention.ts).
+	const batchFilesDeleted = await deleteOldBatchFiles(env, now);
 	const line = {
 		message: "usage retention",
 		refused_requests_deleted: report.refusalsDeleted,
@@ -22,14 +25,15 @@ export async function runMaintenance(
 		deleted: report.deleted,
 		archived_parts: report.archived.length,
 		done: report.done,
+		batch_files_deleted: batchFilesDeleted,
 		...(report.error ? { level: "error", error: report.error } : {}),
 	};
 	if (report.error) console.error(JSON.stringify(line));
 	else console.log(JSON.stringify(line));
-	return report;
+	return { ...report, batchFilesDeleted };
 }
 
-export async function scheduled(controller: ScheduledController, env: RetentionEnv): Promise<void> {
+export async function scheduled(controller: ScheduledController, env: RetentionEnv & BatchRetentionEnv): Promise<void> {
 	const report = await runMaintenance(env, controller.scheduledTime);
 	if (report.error) throw new Error(`usage retention: ${report.error}`);
 }

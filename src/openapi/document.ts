@@ -2,8 +2,11 @@
  * The OpenAPI 3.1 document of the gateway, served at `GET /openapi.json`. Built on first use
  * and kept for the isolate's life: it depends on code only, never on config or request.
  */
+
+import { batchSchemas } from "./batch-paths";
 import { ANTHROPIC_ERROR_SCHEMA, ERROR_SCHEMA, errorResponseComponents, headerComponents } from "./error-responses";
 import { geminiSchemas, googleErrorResponses } from "./gemini-schemas";
+import { messageBatchSchemas } from "./message-batch-paths";
 import { messagesSchemas } from "./messages-schemas";
 import { outputSchemas } from "./output-schemas";
 import { paths } from "./paths";
@@ -29,6 +32,7 @@ export function buildDocument(): Record<string, unknown> {
 			{ name: "Responses", description: "The Responses API, stored per key for 30 days." },
 			{ name: "Messages", description: "Anthropic Messages (Claude Code, the Anthropic SDKs) over the same engines and keys." },
 			{ name: "Gemini", description: "Google's Gemini API (Gemini CLI, Google's SDKs) over the same engines and keys." },
+			{ name: "Batches", description: "OpenAI's Files and Batch APIs: lines run in idle capacity at the batch price." },
 			{ name: "Models" },
 			{ name: "Keys", description: "The calling key and its browser tokens." },
 			{ name: "Admin", description: "Keys, credits, usage and nodes: `Authorization: Bearer $ADMIN_TOKEN`." },
@@ -59,6 +63,8 @@ export function buildDocument(): Record<string, unknown> {
 				...outputSchemas(),
 				...messagesSchemas(),
 				...geminiSchemas(),
+				...batchSchemas(),
+				...messageBatchSchemas(),
 			},
 			responses: { ...errorResponseComponents(), ...googleErrorResponses() },
 			headers: headerComponents(),

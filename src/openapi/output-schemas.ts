@@ -265,6 +265,7 @@ export function outputSchemas(): Record<string, Json> {
 				error: { type: ["string", "null"], description: "Why the run kept records it should have deleted." },
 			}),
 			refused_requests: obj({ deleted: { type: "integer", description: "Refused requests past their 7 days, deleted." } }),
+			batch_files_deleted: { type: "integer", description: "Batch files past `batches.retention_days` deleted." },
 		}),
 		ServiceInfo: obj({ name: str, docs: str }, true),
 		Health: obj({ ok: { const: true } }),

@@ -5,8 +5,10 @@
  * described by hand here.
  */
 import { adminPaths } from "./admin-paths";
+import { batchPaths } from "./batch-paths";
 import { headerRef, INFERENCE, meteredHeaders } from "./error-responses";
 import { geminiPaths } from "./gemini-schemas";
+import { messageBatchPaths } from "./message-batch-paths";
 import { type Operation, operation, pathParam, query } from "./operation";
 
 type Json = Record<string, unknown>;
@@ -229,5 +231,5 @@ export function paths(): Record<string, Record<string, Json>> {
 		out[path] = {};
 		for (const [method, op] of Object.entries(ops)) (out[path] as Record<string, Json>)[method] = operation(op);
 	}
-	return { ...out, ...geminiPaths() };
+	return { ...out, ...geminiPaths(), ...batchPaths(), ...messageBatchPaths() };
 }

@@ -33,6 +33,8 @@ const usageRecord = obj({
 		description:
 			"The end user the request named (`safety_identifier`, else `user`; Messages' `metadata.user_id`), at most 256 characters; null when none.",
 	},
+	batch_id: { ...nullable("string"), description: "A batch line's batch (null on interactive requests)." },
+	custom_id: { ...nullable("string"), description: "A batch line's `custom_id` (null on interactive requests)." },
 	created_at: int,
 });
 

@@ -26,7 +26,7 @@ import { responsesToChat } from "./to-chat";
  * job stored without its caller (`principal: null`, written before every run had one) runs as
  * the key that queued it, and its parent's when it is a token.
  */
-async function currentPrincipal(env: Env, queued: Principal | null, callerKeyId: string): Promise<Principal> {
+export async function currentPrincipal(env: Env, queued: Principal | null, callerKeyId: string): Promise<Principal> {
 	const store = keyStore(env.DB);
 	const key = await store.byId(queued?.key.id ?? callerKeyId);
 	if (!key) throw new GatewayError("invalid_api_key", "This API key no longer exists.");

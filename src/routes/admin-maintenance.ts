@@ -28,5 +28,6 @@ export const adminMaintenance = new Hono<AppEnv>().post("/run", async (c) => {
 		},
 		// The console's refused requests past their 7 days (maintenance/refusal-retention.ts).
 		refused_requests: { deleted: report.refusalsDeleted },
+		batch_files_deleted: report.batchFilesDeleted,
 	});
 });

@@ -20,6 +20,7 @@ import { randomId } from "../ids";
 import { ledgerFor } from "../ledger/ledger-client";
 import { nanosToUsd, usdToNanos } from "../money/pricing";
 import { adminAlertDeliveries, checkAlerts, keyAlertDeliveries, pushAlerts } from "./admin-alerts";
+import { adminBatches } from "./admin-batches";
 import { adminMaintenance } from "./admin-maintenance";
 import { adminNodes } from "./admin-nodes";
 import { adminRefusals } from "./admin-refusals";
@@ -248,4 +249,5 @@ export const adminRoutes = new Hono<AppEnv>()
 	.get("/usage", listUsage)
 	.route("/nodes", adminNodes)
 	.route("/refusals", adminRefusals)
-	.route("/maintenance", adminMaintenance);
+	.route("/maintenance", adminMaintenance)
+	.route("/batches", adminBatches);

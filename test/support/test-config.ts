@@ -92,6 +92,8 @@ export function testGatewayConfig(engineUrl: string) {
 			// every node of the first fails, the second serves at ten times the price.
 			model("test/fb-down", [node("fail500")], { fallbacks: ["test/fb-dear"] }),
 			model("test/fb-dear", [node()], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
+			// The batch lane's own fleet (test/integration/batches): a named node whose queue a test sets, scheduling by priority.
+			model("test/batch-idle", [{ url: `${engineUrl}/n/batch-idle/v1`, priority: true }]),
 		],
 		// Gemini CLI's helper models, on a served one (every lane resolves them); a prefix for Gemini
 		// CLI 0.61's own (gemini-3.1-pro-preview, gemini-3.5-flash-lite), whose prompts need a long context.

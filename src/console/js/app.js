@@ -1,6 +1,7 @@
 // The console's entry: sign in with the admin token (kept in sessionStorage), the views, auto-refresh, log out.
 import { ApiError, api, session, whenUnauthorized } from "./api.js";
 import { initAutoRefresh, stopAutoRefresh } from "./autorefresh.js";
+import { initBatches, loadBatches } from "./batches.js";
 import { initKeys, loadKeys } from "./keys.js";
 import { initNodes, loadNodes } from "./nodes.js";
 import { initRefused, loadRefused } from "./refused.js";
@@ -18,6 +19,7 @@ const REGISTRY = {
 	usage: { init: initUsage, load: loadUsage },
 	nodes: { init: initNodes, load: loadNodes },
 	refused: { init: initRefused, load: loadRefused },
+	batches: { init: initBatches, load: () => loadBatches() },
 };
 const VIEWS = Object.keys(REGISTRY);
 /** The view on screen (auto-refresh reloads it). */

@@ -25,6 +25,9 @@ export interface UsageRecordInput {
 	lane?: string | null;
 	/** The end user the request named (auth/scopes.ts `endUserOf`, bounded); absent when none. */
 	end_user?: string | null;
+	/** A batch line's batch id and `custom_id`; absent on interactive requests. */
+	batch_id?: string | null;
+	custom_id?: string | null;
 }
 
 // One insert per flush, whatever its size: the records go as one JSON array parameter and
@@ -32,7 +35,7 @@ export interface UsageRecordInput {
 // handful of rows (D1 binds at most 100 parameters per statement). Column names follow
 // src/db/schema.ts (usage_records). Each new row is stamped with the attempt's flush id (?3).
 const INSERT_FROM_JSON = `INSERT INTO usage_records
-	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id, lane, cached_tokens, tool_calls_repaired, end_user)
+	(request_id, key_id, model, requested_model, node, prompt_tokens, completion_tokens, cost_nanos, status, estimated, search_count, created_at, flush_id, lane, cached_tokens, tool_calls_repaired, end_user, batch_id, custom_id)
 SELECT
 	json_extract(value, '$.request_id'), json_extract(value, '$.key_id'), json_extract(value, '$.model'),
 	json_extract(value, '$.requested_model'), json_extract(value, '$.node'), json_extract(value, '$.prompt_tokens'), json_extract(value, '$.completion_tokens'),
@@ -40,7 +43,7 @@ SELECT
 	CASE WHEN json_extract(value, '$.estimated') THEN 1 ELSE 0 END, COALESCE(json_extract(value, '$.search_count'), 0),
 	COALESCE(json_extract(value, '$.created_at'), ?2), ?3, json_extract(value, '$.lane'),
 	COALESCE(json_extract(value, '$.cached_tokens'), 0), COALESCE(json_extract(value, '$.tool_calls_repaired'), 0),
-	json_extract(value, '$.end_user')
+	json_extract(value, '$.end_user'), json_extract(value, '$.batch_id'), json_extract(value, '$.custom_id')
 FROM json_each(?1) WHERE true
 ON CONFLICT (request_id) DO NOTHING`;
 

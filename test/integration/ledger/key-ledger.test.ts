@@ -363,11 +363,13 @@ describe("KeyLedger: usage outbox", () => {
 				search_count: 2,
 				created_at: createdAt,
 				flush_id: expect.any(Number),
-				// No lane, cached tokens, repairs or end user on this hand-made record.
+				// No lane, cached tokens, repairs, end user or batch on this hand-made record.
 				lane: null,
 				cached_tokens: 0,
 				tool_calls_repaired: 0,
 				end_user: null,
+				batch_id: null,
+				custom_id: null,
 			},
 		]);
 		expect((await stub.info()).outboxSize).toBe(0);

@@ -1,0 +1,219 @@
+/**
+ * A model's batch lines in its BatchDispatcher's SQLite: each line's state is written before it
+ * runs (`running`, its node and attempt) and after (`ok` or `error` with its result line), so a
+ * dispatcher that restarts finds the lines it was running and runs them again under the same
+ * attempt's request id, whose hold and settlement the ledger keys by it: billed once.
+ */
+import { type Migration, migrate, type SqlExec } from "../storage/migrations";
+
+export type LineState = "queued" | "running" | "ok" | "error";
+/** `running`: lines go out; `cancelling`/`expiring`: none do, the running ones finish; then the batch ends. */
+export type BatchState = "running" | "cancelling" | "expiring";
+
+export type StoredBatch = {
+	id: string;
+	endpoint: string;
+	principal: string;
+	caller_key_id: string;
+	expires_at: number;
+	state: BatchState;
+};
+
+export type QueuedLine = {
+	batch_id: string;
+	idx: number;
+	custom_id: string;
+	body: string;
+	grp: string;
+	attempt: number;
+	tried: string;
+};
+
+const MIGRATIONS: Migration[] = [
+	{
+		name: "batches and lines",
+		up(sql: SqlExec) {
+			sql.exec(`CREATE TABLE IF NOT EXISTS batch (id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, principal TEXT NOT NULL,
+				caller_key_id TEXT NOT NULL, expires_at INTEGER NOT NULL, state TEXT NOT NULL, seq INTEGER NOT NULL)`);
+			sql.exec(`CREATE TABLE IF NOT EXISTS lines (batch_id TEXT NOT NULL, idx INTEGER NOT NULL, custom_id TEXT NOT NULL,
+				body TEXT NOT NULL, grp TEXT NOT NULL, state TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0,
+				tried TEXT NOT NULL DEFAULT '[]', node TEXT, result TEXT, cost INTEGER NOT NULL DEFAULT 0,
+				PRIMARY KEY (batch_id, idx))`);
+			sql.exec("CREATE INDEX IF NOT EXISTS lines_state ON lines (state, grp)");
+		},
+	},
+];
+
+/** The result of a line that did not run (expired, cancelled), as OpenAI writes it: the part of its line after `custom_id`. */
+export function unrunResult(code: string, message: string): string {
+	return `"response":null,"error":${JSON.stringify({ code, message })}`;
+}
+
+export class LineStore {
+	constructor(
+		private readonly sql: SqlStorage,
+		private readonly storage: DurableObjectStorage,
+	) {
+		migrate(storage, MIGRATIONS);
+	}
+
+	meta(k: string): string | null {
+		const row = this.sql.exec<{ v: string }>("SELECT v FROM meta WHERE k = ?", k).toArray()[0];
+		return row ? String(row.v) : null;
+	}
+
+	setMeta(k: string, v: string): void {
+		this.sql.exec("INSERT INTO meta (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", k, v);
+	}
+
+	hasBatch(id: string): boolean {
+		return this.sql.exec("SELECT 1 FROM batch WHERE id = ?", id).toArray().length > 0;
+	}
+
+	addBatch(b: Omit<StoredBatch, "state">): void {
+		const seq = this.sql.exec<{ n: number }>("SELECT COALESCE(MAX(seq), 0) + 1 AS n FROM batch").one().n;
+		this.sql.exec(
+			"INSERT INTO batch (id, endpoint, principal, caller_key_id, expires_at, state, seq) VALUES (?, ?, ?, ?, ?, 'running', ?)",
+			b.id,
+			b.endpoint,
+			b.principal,
+			b.caller_key_id,
+			b.expires_at,
+			seq,
+		);
+	}
+
+	addLines(batchId: string, lines: Array<{ idx: number; customId: string; body: string; grp: string }>): void {
+		this.storage.transactionSync(() => {
+			for (const l of lines) {
+				this.sql.exec(
+					"INSERT OR IGNORE INTO lines (batch_id, idx, custom_id, body, grp, state) VALUES (?, ?, ?, ?, ?, 'queued')",
+					batchId,
+					l.idx,
+					l.customId,
+					l.body,
+					l.grp,
+				);
+			}
+		});
+	}
+
+	batch(id: string): StoredBatch | null {
+		return this.sql.exec<StoredBatch>("SELECT * FROM batch WHERE id = ?", id).toArray()[0] ?? null;
+	}
+
+	batches(): StoredBatch[] {
+		return this.sql.exec<StoredBatch>("SELECT * FROM batch ORDER BY seq").toArray();
+	}
+
+	setState(id: string, state: BatchState): void {
+		this.sql.exec("UPDATE batch SET state = ? WHERE id = ?", state, id);
+	}
+
+	/** The prefix groups with queued lines of running batches, oldest batch first. */
+	queuedGroups(limit: number): string[] {
+		return this.sql
+			.exec<{ grp: string }>(
+				`SELECT l.grp FROM lines l JOIN batch b ON b.id = l.batch_id WHERE l.state = 'queued' AND b.state = 'running'
+				GROUP BY l.grp ORDER BY MIN(b.seq), MIN(l.idx) LIMIT ?`,
+				limit,
+			)
+			.toArray()
+			.map((r) => r.grp);
+	}
+
+	/** The next queued line of a group, oldest batch first. */
+	nextInGroup(grp: string): QueuedLine | null {
+		return (
+			this.sql
+				.exec<QueuedLine>(
+					`SELECT l.batch_id, l.idx, l.custom_id, l.body, l.grp, l.attempt, l.tried FROM lines l JOIN batch b ON b.id = l.batch_id
+					WHERE l.state = 'queued' AND b.state = 'running' AND l.grp = ? ORDER BY b.seq, l.idx LIMIT 1`,
+					grp,
+				)
+				.toArray()[0] ?? null
+		);
+	}
+
+	/** Stored before the line runs: a restart finds it running and runs it again under the same attempt. */
+	markRunning(batchId: string, idx: number, node: string): void {
+		this.sql.exec("UPDATE lines SET state = 'running', node = ? WHERE batch_id = ? AND idx = ?", node, batchId, idx);
+	}
+
+	/** Stored once its result is in (its settlement is written by then). */
+	finish(batchId: string, idx: number, state: "ok" | "error", result: string, cost: number): void {
+		this.sql.exec(
+			"UPDATE lines SET state = ?, result = ?, cost = ? WHERE batch_id = ? AND idx = ?",
+			state,
+			result,
+			cost,
+			batchId,
+			idx,
+		);
+	}
+
+	/** The line goes back in the queue for another attempt (a new request id), the node it failed on noted. */
+	retry(batchId: string, idx: number, node: string): void {
+		this.sql.exec(
+			"UPDATE lines SET state = 'queued', attempt = attempt + 1, tried = json_insert(tried, '$[#]', ?) WHERE batch_id = ? AND idx = ?",
+			node,
+			batchId,
+			idx,
+		);
+	}
+
+	/** Lines marked running that no run of this instance owns (it restarted): queued again, same attempt. */
+	requeueOrphans(owned: ReadonlySet<string>): number {
+		let n = 0;
+		for (const r of this.sql.exec<{ batch_id: string; idx: number }>("SELECT batch_id, idx FROM lines WHERE state = 'running'")) {
+			if (owned.has(`${r.batch_id}:${r.idx}`)) continue;
+			this.sql.exec("UPDATE lines SET state = 'queued' WHERE batch_id = ? AND idx = ?", r.batch_id, r.idx);
+			n++;
+		}
+		return n;
+	}
+
+	/** Ends every queued line of a batch unrun, with this error (expired, cancelled). */
+	endQueued(batchId: string, error: string): void {
+		this.sql.exec("UPDATE lines SET state = 'error', result = ? WHERE batch_id = ? AND state = 'queued'", error, batchId);
+	}
+
+	counts(batchId: string): { total: number; completed: number; failed: number; pending: number; running: number; cost: number } {
+		const c = { total: 0, completed: 0, failed: 0, pending: 0, running: 0, cost: 0 };
+		for (const r of this.sql.exec<{ state: LineState; n: number; cost: number }>(
+			"SELECT state, COUNT(*) AS n, SUM(cost) AS cost FROM lines WHERE batch_id = ? GROUP BY state",
+			batchId,
+		)) {
+			c.total += r.n;
+			c.cost += r.cost;
+			if (r.state === "ok") c.completed += r.n;
+			else if (r.state === "error") c.failed += r.n;
+			else if (r.state === "running") c.running += r.n;
+			else c.pending += r.n;
+		}
+		return c;
+	}
+
+	/** A batch's ended lines in input order, for its output and error files. */
+	results(batchId: string): Array<{ idx: number; custom_id: string; state: LineState; result: string; attempt: number }> {
+		return this.sql
+			.exec<{ idx: number; custom_id: string; state: LineState; result: string; attempt: number }>(
+				"SELECT idx, custom_id, state, result, attempt FROM lines WHERE batch_id = ? ORDER BY idx",
+				batchId,
+			)
+			.toArray();
+	}
+
+	drop(batchId: string): void {
+		this.sql.exec("DELETE FROM lines WHERE batch_id = ?", batchId);
+		this.sql.exec("DELETE FROM batch WHERE id = ?", batchId);
+	}
+
+	hasQueued(): boolean {
+		return (
+			this.sql
+				.exec("SELECT 1 FROM lines l JOIN batch b ON b.id = l.batch_id WHERE l.state = 'queued' AND b.state = 'running' LIMIT 1")
+				.toArray().length > 0
+		);
+	}
+}

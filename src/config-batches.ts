@@ -1,0 +1,26 @@
+/** The batch lane's settings (docs/batches.md): GATEWAY_CONFIG `batches` and a model's `pricing.batch_multiplier`. */
+import { z } from "zod";
+
+/** A batch price as a share of the interactive one: never above it. */
+export const BatchMultiplier = z.number().positive().max(1);
+
+/** The most lines one batch input file may hold (OpenAI's limit). */
+export const MAX_BATCH_LINES = 50_000;
+
+export const BatchesSchema = z.strictObject({
+	/** The batch lane (/v1/files, /v1/batches) for every model; false turns it off (404). */
+	enabled: z.boolean().default(true),
+	/** A batch line's price as a share of the model's, unless the model sets `pricing.batch_multiplier`. */
+	price_multiplier: BatchMultiplier.default(0.5),
+	/** Lines running at once on one node; a node gets lines only while its engine reports no waiting requests. */
+	max_in_flight_per_node: z.number().int().min(1).max(1024).default(4),
+	/** Largest input file (bytes). */
+	max_file_bytes: z
+		.number()
+		.int()
+		.positive()
+		.max(200 * 1024 * 1024)
+		.default(100 * 1024 * 1024),
+	/** Files and results older than this are deleted by the maintenance job. */
+	retention_days: z.number().int().min(1).max(3650).default(30),
+});

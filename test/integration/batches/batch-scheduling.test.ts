@@ -1,0 +1,192 @@
+import { env, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
+import OpenAI, { toFile } from "openai";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { dispatcherFor } from "../../../src/batches/create";
+import { loadConfig } from "../../../src/config";
+import { nodeHealth, readSharedView } from "../../../src/routing/shared-view";
+import { setNode } from "../../support/fleet";
+import { chat, createKey, engineRequests, releaseEngine, waitFor } from "../../support/gateway";
+import { expectBooks } from "../../support/ledger";
+
+function client(key: string): OpenAI {
+	return new OpenAI({
+		apiKey: key,
+		baseURL: "http://gateway.test/v1",
+		maxRetries: 0,
+		fetch: (input, init) => SELF.fetch(input instanceof Request ? input : String(input), init as RequestInit),
+	});
+}
+
+function chatLine(customId: string, content: string, model: string, maxTokens = 20) {
+	return {
+		custom_id: customId,
+		method: "POST",
+		url: "/v1/chat/completions",
+		body: { model, max_tokens: maxTokens, messages: [{ role: "user", content }] },
+	};
+}
+
+async function submit(openai: OpenAI, lines: unknown[]) {
+	const text = `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`;
+	const file = await openai.files.create({ file: await toFile(new TextEncoder().encode(text), "in.jsonl"), purpose: "batch" });
+	return openai.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+}
+
+async function final(openai: OpenAI, id: string) {
+	return waitFor(async () => {
+		const b = await openai.batches.retrieve(id);
+		return ["completed", "failed", "expired", "cancelled"].includes(b.status) ? b : null;
+	}, 15_000);
+}
+
+async function resultLines(openai: OpenAI, fileId: string | null | undefined) {
+	if (!fileId) return [];
+	const text = await (await openai.files.content(fileId)).text();
+	return text
+		.split("\n")
+		.filter(Boolean)
+		.map((l) => JSON.parse(l) as { custom_id: string; response: { status_code: number } | null; error: { code: string } | null });
+}
+
+const BUSY_NODE = `${env.ENGINE_URL}/n/batch-idle/v1`;
+
+/** Sets the batch node's queue and waits until the fleet view every isolate reads (NodeHealth, probed on its alarm) reports it. */
+async function nodeQueue(waiting: number): Promise<void> {
+	await setNode("batch-idle", { queue: waiting ? { waiting, running: 8 } : null });
+	const config = loadConfig(env.GATEWAY_CONFIG);
+	await waitFor(async () => {
+		await runDurableObjectAlarm(nodeHealth(env));
+		const view = await readSharedView(env, config);
+		return (view.nodes[BUSY_NODE]?.load?.waiting ?? 0) === waiting;
+	});
+}
+
+afterEach(() => {
+	vi.useRealTimers();
+});
+
+describe("batch scheduling", () => {
+	it("gives a busy node no line until its engine reports no queue; lines carry priority, interactive requests none", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `busy-${crypto.randomUUID()}`;
+		await chat(key.key, { model: "test/batch-idle", max_tokens: 5, messages: [{ role: "user", content: `warm ${marker}` }] });
+		await nodeQueue(3);
+		const b = await submit(openai, [
+			chatLine("one", `${marker} a`, "test/batch-idle"),
+			chatLine("two", `${marker} b`, "test/batch-idle"),
+		]);
+		await runDurableObjectAlarm(dispatcherFor(env, "test/batch-idle"));
+		expect((await openai.batches.retrieve(b.id)).status).toBe("in_progress");
+		expect((await engineRequests({ contains: `${marker} ` })).length).toBe(0);
+		await nodeQueue(0);
+		const done = await final(openai, b.id);
+		expect(done.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+		const lines = await engineRequests({ contains: `${marker} ` });
+		expect(lines).toHaveLength(2);
+		for (const l of lines) expect(l.body?.priority).toBe(1);
+		const interactive = await engineRequests({ contains: `warm ${marker}` });
+		expect(interactive).toHaveLength(1);
+		expect(interactive[0]?.body).not.toHaveProperty("priority");
+	});
+
+	it("resumes after the dispatcher restarts mid-batch: every line once in the output, each billed once", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `restart-${crypto.randomUUID()}`;
+		const b = await submit(openai, [
+			chatLine("g1", `${marker} one`, "test/gated"),
+			chatLine("g2", `${marker} two`, "test/gated"),
+		]);
+		const stub = dispatcherFor(env, "test/gated");
+		await waitFor(async () => (await engineRequests({ contains: marker })).length === 2);
+		// The object restarts: its runs are gone, its storage (each line marked running) stays.
+		await runInDurableObject(stub, (_o, state) => state.abort("restart")).catch(() => {});
+		// Its next alarm (a new stub: the old one broke with the object) finds the lines running with no run
+		// and runs them again; the alarm lasts as long as they run, so it is not awaited here.
+		const alarm = runDurableObjectAlarm(dispatcherFor(env, "test/gated")).catch(() => false);
+		await waitFor(async () => (await engineRequests({ contains: marker })).length >= 4);
+		await waitFor(async () => {
+			await releaseEngine(marker);
+			const x = await openai.batches.retrieve(b.id);
+			return x.status === "completed" ? x : null;
+		}, 15_000);
+		await alarm;
+		const done = await openai.batches.retrieve(b.id);
+		const out = await resultLines(openai, done.output_file_id);
+		expect(out.map((l) => l.custom_id).sort()).toEqual(["g1", "g2"]);
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows.map((r) => r.request_id).sort()).toEqual([`${b.id}-0-0`, `${b.id}-1-0`]);
+	});
+
+	it("expires a batch past its window: unrun lines are listed expired, nothing billed for them", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `expiry-${crypto.randomUUID()}`;
+		await nodeQueue(5);
+		const b = await submit(openai, [
+			chatLine("x", `${marker} 1`, "test/batch-idle"),
+			chatLine("y", `${marker} 2`, "test/batch-idle"),
+		]);
+		vi.useFakeTimers({ toFake: ["Date"] });
+		vi.setSystemTime(Date.now() + 25 * 60 * 60 * 1000);
+		await runDurableObjectAlarm(dispatcherFor(env, "test/batch-idle"));
+		vi.useRealTimers();
+		await nodeQueue(0);
+		const done = await final(openai, b.id);
+		expect(done.status).toBe("expired");
+		expect(done.request_counts).toEqual({ total: 2, completed: 0, failed: 2 });
+		expect(done.output_file_id).toBeNull();
+		const errors = await resultLines(openai, done.error_file_id);
+		expect(errors.map((l) => [l.custom_id, l.error?.code])).toEqual([
+			["x", "batch_expired"],
+			["y", "batch_expired"],
+		]);
+		expect(await engineRequests({ contains: marker })).toHaveLength(0);
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows).toHaveLength(0);
+	});
+
+	it("cancels a batch: queued lines end cancelled and cost nothing", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `cancel-${crypto.randomUUID()}`;
+		await nodeQueue(5);
+		const b = await submit(openai, [
+			chatLine("p", `${marker} 1`, "test/batch-idle"),
+			chatLine("q", `${marker} 2`, "test/batch-idle"),
+		]);
+		const cancelled = await openai.batches.cancel(b.id);
+		expect(["cancelling", "cancelled"]).toContain(cancelled.status);
+		await nodeQueue(0);
+		const done = await final(openai, b.id);
+		expect(done.status).toBe("cancelled");
+		expect(done.cancelled_at).toEqual(expect.any(Number));
+		const errors = await resultLines(openai, done.error_file_id);
+		expect(errors.map((l) => l.error?.code)).toEqual(["batch_cancelled", "batch_cancelled"]);
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows).toHaveLength(0);
+	});
+
+	it("goes on when the balance runs out mid-batch: refused lines end insufficient_quota, records = debits", async () => {
+		// test/ok at half price: a 20-token line holds about 20,000 nanos (plus its prompt) and costs less.
+		const key = await createKey({ balance_usd: 0.00004 });
+		const openai = client(key.key);
+		const marker = `broke-${crypto.randomUUID()}`;
+		const lines = Array.from({ length: 8 }, (_, i) => chatLine(`l${i}`, `${marker} line ${i}`, "test/ok"));
+		const b = await submit(openai, lines);
+		const done = await final(openai, b.id);
+		expect(done.status).toBe("completed");
+		expect(done.request_counts?.total).toBe(8);
+		expect(done.request_counts?.completed).toBeGreaterThan(0);
+		expect(done.request_counts?.failed).toBeGreaterThan(0);
+		const errors = await resultLines(openai, done.error_file_id);
+		expect(errors.length).toBe(done.request_counts?.failed);
+		for (const e of errors) expect(e).toMatchObject({ response: null, error: { code: "insufficient_quota" } });
+		const { rows, info, charged } = await expectBooks(key.id, 40_000);
+		expect(rows).toHaveLength(done.request_counts?.completed ?? -1);
+		// Never further below zero than one line's hold, as for interactive requests.
+		expect(info.balanceNanos).toBeGreaterThan(-30_000);
+		expect(charged).toBeGreaterThan(0);
+	});
+});
