@@ -5,8 +5,9 @@
  * could not delete what it should is logged; the scheduled one then throws, so the Cron Trigger
  * shows as failed in the dashboard, and the next run tries again.
  */
-import { pruneRefusals } from "./refusal-retention";
+
 import { type BatchRetentionEnv, deleteOldBatchFiles } from "./batch-retention";
+import { pruneRefusals } from "./refusal-retention";
 import { enforceRetention, type RetentionBudget, type RetentionEnv, type RetentionReport } from "./retention";
 
 /** Runs the retention once at `now` and writes its one JSON log line (Workers Logs, `wrangler tail`). */
