@@ -173,13 +173,22 @@ export class BatchDispatcher extends DurableObject<Env> {
 		}
 	}
 
-	/** The next line for `node`: first of a group whose home it is (its prefix is cached there), else the oldest group's. */
+	/**
+	 * The next line for `node`: first of a group whose home it is (its prefix is cached there), else
+	 * of the oldest group; a line that failed on this node waits for another while one it has not
+	 * tried is left.
+	 */
 	#next(model: ModelConfig, node: string): QueuedLine | null {
 		const nodes = modelNodes(model);
 		const groups = this.#lines.queuedGroups(64);
-		const own = groups.find((g) => homeNode(g, nodes)?.url === node);
-		const grp = own ?? groups[0];
-		return grp === undefined ? null : this.#lines.nextInGroup(grp);
+		const own = groups.filter((g) => homeNode(g, nodes)?.url === node);
+		for (const grp of [...own, ...groups.filter((g) => !own.includes(g))]) {
+			for (const line of this.#lines.nextInGroup(grp, 16)) {
+				const tried = JSON.parse(line.tried) as string[];
+				if (!tried.includes(node) || nodes.every((n) => tried.includes(n.url))) return line;
+			}
+		}
+		return null;
 	}
 
 	/**

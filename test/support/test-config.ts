@@ -94,6 +94,8 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/fb-dear", [node()], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
 			// The batch lane's own fleet (test/integration/batches): a named node whose queue a test sets, scheduling by priority.
 			model("test/batch-idle", [{ url: `${engineUrl}/n/batch-idle/v1`, priority: true }]),
+			// Two nodes, the first of which a test makes fail: a failed line is tried again on the other.
+			model("test/batch-retry", [`${engineUrl}/n/batch-bad/v1`, `${engineUrl}/n/batch-good/v1`]),
 		],
 		web_search: { provider: "searxng", url: `${engineUrl}/search`, price_usd_per_search: 0.005, timeout_ms: 1500 },
 		// Time to the first token (the engine is always asked for a stream): room for a busy 2-core box.
