@@ -121,7 +121,13 @@ export class BatchDispatcher extends DurableObject<Env> {
 				await this.#endDue();
 				await this.#fill();
 				if (this.#running.size === 0) return;
-				await Promise.race([...this.#running.values()].map((r) => r.done));
+				// A line's end frees a slot; a node that went idle meanwhile is seen within the poll.
+				let timer: ReturnType<typeof setTimeout> | undefined;
+				const poll = new Promise<void>((resolve) => {
+					timer = setTimeout(resolve, IDLE_POLL_MS);
+				});
+				await Promise.race([poll, ...[...this.#running.values()].map((r) => r.done)]);
+				clearTimeout(timer);
 			}
 		} finally {
 			this.#pumping = false;
