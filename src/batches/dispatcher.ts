@@ -96,7 +96,7 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Stops dispatching a batch's lines: the queued ones end cancelled, the running ones finish; then it ends `cancelled`. */
 	async cancel(batchId: string, keyId: string): Promise<void> {
 		const b = this.#lines.batch(batchId);
-		if (!b || b.state !== "running") return;
+		if (b?.state !== "running") return;
 		this.#lines.setState(batchId, "cancelling");
 		this.#lines.endQueued(batchId, CANCELLED);
 		await batchesStore(this.env.DB).setStatus(batchId, "cancelling", Date.now());
