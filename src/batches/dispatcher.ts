@@ -96,7 +96,7 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Stops dispatching a batch's lines: the queued ones end cancelled, the running ones finish; then it ends `cancelled`. */
 	async cancel(batchId: string, keyId: string): Promise<void> {
 		const b = this.#lines.batch(batchId);
-		if (!b || b.state !== "running") return;
+		if (b?.state !== "running") return;
 		this.#lines.setState(batchId, "cancelling");
 		this.#lines.endQueued(batchId, CANCELLED);
 		await batchesStore(this.env.DB).setStatus(batchId, "cancelling", Date.now());
@@ -121,7 +121,13 @@ export class BatchDispatcher extends DurableObject<Env> {
 				await this.#endDue();
 				await this.#fill();
 				if (this.#running.size === 0) return;
-				await Promise.race([...this.#running.values()].map((r) => r.done));
+				// A line's end frees a slot; a node that went idle meanwhile is seen within the poll.
+				let timer: ReturnType<typeof setTimeout> | undefined;
+				const poll = new Promise<void>((resolve) => {
+					timer = setTimeout(resolve, IDLE_POLL_MS);
+				});
+				await Promise.race([poll, ...[...this.#running.values()].map((r) => r.done)]);
+				clearTimeout(timer);
 			}
 		} finally {
 			this.#pumping = false;
@@ -173,13 +179,22 @@ export class BatchDispatcher extends DurableObject<Env> {
 		}
 	}
 
-	/** The next line for `node`: first of a group whose home it is (its prefix is cached there), else the oldest group's. */
+	/**
+	 * The next line for `node`: first of a group whose home it is (its prefix is cached there), else
+	 * of the oldest group; a line that failed on this node waits for another while one it has not
+	 * tried is left.
+	 */
 	#next(model: ModelConfig, node: string): QueuedLine | null {
 		const nodes = modelNodes(model);
 		const groups = this.#lines.queuedGroups(64);
-		const own = groups.find((g) => homeNode(g, nodes)?.url === node);
-		const grp = own ?? groups[0];
-		return grp === undefined ? null : this.#lines.nextInGroup(grp);
+		const own = groups.filter((g) => homeNode(g, nodes)?.url === node);
+		for (const grp of [...own, ...groups.filter((g) => !own.includes(g))]) {
+			for (const line of this.#lines.nextInGroup(grp, 16)) {
+				const tried = JSON.parse(line.tried) as string[];
+				if (!tried.includes(node) || nodes.every((n) => tried.includes(n.url))) return line;
+			}
+		}
+		return null;
 	}
 
 	/**

@@ -122,17 +122,16 @@ export class LineStore {
 			.map((r) => r.grp);
 	}
 
-	/** The next queued line of a group, oldest batch first. */
-	nextInGroup(grp: string): QueuedLine | null {
-		return (
-			this.sql
-				.exec<QueuedLine>(
-					`SELECT l.batch_id, l.idx, l.custom_id, l.body, l.grp, l.attempt, l.tried FROM lines l JOIN batch b ON b.id = l.batch_id
-					WHERE l.state = 'queued' AND b.state = 'running' AND l.grp = ? ORDER BY b.seq, l.idx LIMIT 1`,
-					grp,
-				)
-				.toArray()[0] ?? null
-		);
+	/** The next queued lines of a group, oldest batch first. */
+	nextInGroup(grp: string, limit: number): QueuedLine[] {
+		return this.sql
+			.exec<QueuedLine>(
+				`SELECT l.batch_id, l.idx, l.custom_id, l.body, l.grp, l.attempt, l.tried FROM lines l JOIN batch b ON b.id = l.batch_id
+				WHERE l.state = 'queued' AND b.state = 'running' AND l.grp = ? ORDER BY b.seq, l.idx LIMIT ?`,
+				grp,
+				limit,
+			)
+			.toArray();
 	}
 
 	/** Stored before the line runs: a restart finds it running and runs it again under the same attempt. */

@@ -94,6 +94,8 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/fb-dear", [node()], { pricing: { input_usd_per_mtok: 10, output_usd_per_mtok: 20 } }),
 			// The batch lane's own fleet (test/integration/batches): a named node whose queue a test sets, scheduling by priority.
 			model("test/batch-idle", [{ url: `${engineUrl}/n/batch-idle/v1`, priority: true }]),
+			// Two nodes, the first of which a test makes fail: a failed line is tried again on the other.
+			model("test/batch-retry", [`${engineUrl}/n/batch-bad/v1`, `${engineUrl}/n/batch-good/v1`]),
 		],
 		// Gemini CLI's helper models, on a served one (every lane resolves them); a prefix for Gemini
 		// CLI 0.61's own (gemini-3.1-pro-preview, gemini-3.5-flash-lite), whose prompts need a long context.

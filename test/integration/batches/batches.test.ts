@@ -1,4 +1,4 @@
-import { env, runDurableObjectAlarm, SELF } from "cloudflare:test";
+import { env, SELF } from "cloudflare:test";
 import OpenAI, { toFile } from "openai";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { batchesStore } from "../../../src/db/batches";
