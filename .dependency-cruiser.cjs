@@ -8,7 +8,7 @@
 const LAYERS = [
 	// Leaves: no I/O, imported by anyone.
 	["errors", "ids", "redact", "secrets", "memo", "types", "money/", "estimate"],
-	["alerts/rules", "config-batches", "config-schema", "config", "observability/log-event"],
+	["alerts/rules", "config-batches", "config-node", "config-schema", "config", "observability/log-event"],
 	// Platform: HTTP helpers, D1, Durable Object storage, Redis, the Hono context's types; alert
 	// deliveries (signing, the outbox a Durable Object sends them from).
 	["http/", "db/", "storage/", "redis/", "app-env", "alerts/"],

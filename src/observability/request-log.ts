@@ -10,10 +10,12 @@ import { nanosToUsd } from "../money/pricing";
 import type { Route } from "../routing/picker";
 import type { Outcome, SettleStatus } from "../types";
 import { hostOf } from "./log-event";
+import { type GenAiOperation, type Lane, type LegacyLogFields, OPERATIONS, PROVIDER_NAME, serverOf } from "./log-names";
 import { GatewayClock } from "./overhead";
 import type { Refusal } from "./refusals";
 
-export type Lane = "chat" | "responses" | "embeddings" | "completions" | "messages" | "gemini";
+export type { GenAiOperation, Lane, LegacyLogFields } from "./log-names";
+export { PROVIDER_NAME } from "./log-names";
 
 /**
  * How the request ended: settlement's status when money was held; `refused` when a check (or
@@ -74,42 +76,6 @@ export interface RequestLogLine {
 	cost_usd: number;
 	/** The `x-venym-web-search` status (`ok`, `empty`, `failed`, …); null when search was not asked for. */
 	web_search: string | null;
-}
-
-/**
- * The names the line used before it took OpenTelemetry's (docs/operations.md, "Renamed fields"),
- * still written beside the new ones so that saved queries and alerts keep working.
- */
-export interface LegacyLogFields {
-	model: string | null;
-	requested_model: string | null;
-	status: number;
-	error_code: string | null;
-	/** `host[:port]`, as `server.address` and `server.port` together. */
-	node: string | null;
-	prompt_tokens: number;
-	completion_tokens: number;
-}
-
-/** `gen_ai.operation.name`'s well-known values the lanes map to. */
-export type GenAiOperation = "chat" | "text_completion" | "embeddings" | "generate_content";
-
-export const PROVIDER_NAME = "venym";
-
-const OPERATIONS: Record<Lane, GenAiOperation> = {
-	chat: "chat",
-	responses: "chat",
-	messages: "chat",
-	completions: "text_completion",
-	embeddings: "embeddings",
-	gemini: "generate_content",
-};
-
-/** `host[:port]` as `server.address` and `server.port`. */
-function serverOf(host: string | null): { address: string | null; port: number | null } {
-	if (host === null) return { address: null, port: null };
-	const m = /^(.*):(\d+)$/.exec(host);
-	return m ? { address: m[1] as string, port: Number(m[2]) } : { address: host, port: null };
 }
 
 /** The fields of a RequestContext (ledger-client) the line takes from settlement. */
