@@ -114,10 +114,20 @@ export const MAX_END_USER = 256;
 
 /**
  * The end user a request names: OpenAI's `safety_identifier`, else its `user` (Messages'
- * `metadata.user_id` arrives as `user`, messages/to-chat.ts); bounded, undefined when none.
+ * `metadata.user_id` arrives as `user`, messages/to-chat.ts); bounded, undefined when none. A
+ * non-string one (an object, a number) is refused: it would pass every per-user cap uncounted.
  */
 export function endUserOf(body: object): string | undefined {
 	const { user, safety_identifier } = body as { user?: unknown; safety_identifier?: unknown };
+	// As OpenAI: a non-string end user is a 400, not a request no per-user cap counts.
+	for (const [param, v] of [
+		["safety_identifier", safety_identifier],
+		["user", user],
+	] as const) {
+		if (v !== undefined && v !== null && typeof v !== "string") {
+			throw new GatewayError("invalid_request", `Invalid type for '${param}': expected a string.`, { param });
+		}
+	}
 	const raw = [safety_identifier, user].find((v): v is string => typeof v === "string" && v.length > 0);
 	if (raw === undefined) return undefined;
 	if (raw.length <= MAX_END_USER) return raw;

@@ -7,6 +7,7 @@
  * longer than a hold lives, the hold lapses instead of being pinned by an open socket.
  */
 
+import { MAX_WAIT_MS } from "../config-schema";
 import type { ScopeLimits } from "../ledger/durable/limits";
 import { SLOT_LEASE_MS } from "../ledger/durable/slots";
 import { errorText, logEvent } from "../observability/log-event";
@@ -26,6 +27,18 @@ export function keepAliveEvery(scopes: readonly ScopeLimits[] | undefined): numb
 	return scopes?.some((s) => s.maxConcurrent) ? SLOT_KEEPALIVE_MS : HOLD_KEEPALIVE_MS;
 }
 
+/**
+ * How long a request may stall (move nothing) and still be renewed. A request holding a
+ * concurrency slot still holds its engine request while it stalls, until its own timeouts end it
+ * (client_idle_timeout_ms, stream_idle_timeout_ms, first_byte_timeout_ms: at most MAX_WAIT_MS
+ * each): its slot must count that long, or a client that stops reading would free its slot after
+ * one lease and open more engine requests than `max_concurrent`. Past that, it is a lost socket.
+ * Other requests are renewed only while they move.
+ */
+export function keepAliveStallMs(scopes: readonly ScopeLimits[] | undefined): number {
+	return scopes?.some((s) => s.maxConcurrent) ? MAX_WAIT_MS : 0;
+}
+
 export interface HoldKeepAlive {
 	/** Settlement: no more renewals. */
 	stop(): void;
@@ -33,18 +46,22 @@ export interface HoldKeepAlive {
 
 /**
  * Calls `renew` every `everyMs` while `progress()` (a count that grows as the request moves:
- * frames taken by its client, engine data read) has grown since the previous tick; never throws.
+ * frames taken by its client, engine data read) has grown since the previous tick, or it has
+ * stalled for at most `stallMs` (keepAliveStallMs); never throws.
  */
 export function keepHoldAlive(opts: {
 	everyMs: number;
 	progress: () => number;
 	renew: () => Promise<void>;
 	requestId: string;
+	stallMs?: number;
 }): HoldKeepAlive {
 	let seen = opts.progress();
+	let stalled = 0;
 	const timer = setInterval(() => {
 		const now = opts.progress();
-		if (now === seen) {
+		stalled = now === seen ? stalled + opts.everyMs : 0;
+		if (now === seen && stalled > (opts.stallMs ?? 0)) {
 			logEvent("warn", "hold not renewed: the request made no progress since the last renewal", {
 				request_id: opts.requestId,
 			});

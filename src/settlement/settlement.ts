@@ -22,7 +22,7 @@ import type { RequestLog } from "../observability/request-log";
 import type { StreamEnd } from "../stream/chat-reducer";
 import { sumUsage } from "../stream/usage-bounds";
 import type { Outcome, Usage } from "../types";
-import { type HoldKeepAlive, keepAliveEvery, keepHoldAlive } from "./hold-keep-alive";
+import { type HoldKeepAlive, keepAliveEvery, keepAliveStallMs, keepHoldAlive } from "./hold-keep-alive";
 
 /** What a settlement resolves with: the ledger's answer, or null when nothing was settled here (or it failed). */
 export type Settled = Awaited<ReturnType<typeof settleSafely>>;
@@ -100,6 +100,7 @@ export class Settlement {
 		if (!opts.keepAlive) return;
 		this.#keepAlive = keepHoldAlive({
 			everyMs: keepAliveEvery(req.scopes),
+			stallMs: keepAliveStallMs(req.scopes),
 			progress: () => this.#progressNow(),
 			// A request served from an edge allowance first moves its hold into the ledger (docs/allowances.md).
 			renew: () => keepReservationAlive(this.#env, this.#req),

@@ -46,6 +46,16 @@ describe("the hold keep-alive", () => {
 		ka.stop();
 	});
 
+	it("renews a stalled request for at most stallMs (a request holding a concurrency slot), then stops", async () => {
+		const renew = vi.fn(async () => {});
+		const ka = keepHoldAlive({ everyMs: EVERY, progress: () => 7, renew, requestId: "req_ka4", stallMs: EVERY * 3 });
+		await vi.advanceTimersByTimeAsync(EVERY * 3);
+		expect(renew).toHaveBeenCalledTimes(3);
+		await vi.advanceTimersByTimeAsync(EVERY * 3);
+		expect(renew).toHaveBeenCalledTimes(3);
+		ka.stop();
+	});
+
 	it("survives a renewal that fails", async () => {
 		let progress = 0;
 		const renew = vi.fn(async () => {

@@ -13,6 +13,24 @@ describe("RefusalSampler", () => {
 	});
 });
 
+describe("RefusalSampler's share per source", () => {
+	it("keeps a share of the bound for each source: a flood of bad keys cannot take it all", () => {
+		const s = new RefusalSampler(5, 2);
+		const t0 = 10 * 60_000;
+		expect(s.admit(t0, null)).toEqual({ suppressed: 0 });
+		expect(s.admit(t0, null)).toEqual({ suppressed: 0 });
+		expect(s.admit(t0, null)).toBeNull();
+		expect(s.admit(t0, null)).toBeNull();
+		expect(s.admit(t0, "key_a")).toEqual({ suppressed: 2 });
+		expect(s.admit(t0, "key_a")).toEqual({ suppressed: 0 });
+		expect(s.admit(t0, "key_a")).toBeNull();
+		expect(s.admit(t0, "key_b")).toEqual({ suppressed: 1 });
+		// The isolate's bound still holds over all sources.
+		expect(s.admit(t0, "key_c")).toBeNull();
+		expect(s.admit(t0 + 60_000, null)).toEqual({ suppressed: 1 });
+	});
+});
+
 describe("recordRefusal", () => {
 	/** A D1 stand-in that keeps what was bound to each insert. */
 	function fakeD1(fail = false) {
