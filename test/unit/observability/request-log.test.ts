@@ -28,6 +28,14 @@ const FIELDS: Record<string, string[]> = {
 	estimated: ["boolean"],
 	cost_usd: ["number"],
 	web_search: ["string", "null"],
+	// The names before OpenTelemetry's, kept beside them (docs/operations.md "Renamed fields").
+	model: ["string", "null"],
+	requested_model: ["string", "null"],
+	status: ["number"],
+	error_code: ["string", "null"],
+	node: ["string", "null"],
+	prompt_tokens: ["number"],
+	completion_tokens: ["number"],
 };
 
 function typeOf(v: unknown): string {
@@ -112,6 +120,13 @@ describe("RequestLog", () => {
 			estimated: true,
 			cost_usd: 0.001234,
 			web_search: "ok",
+			model: "venym/b",
+			requested_model: "venym/a:online",
+			status: 200,
+			error_code: null,
+			node: "10.0.0.5:8000",
+			prompt_tokens: 12,
+			completion_tokens: 34,
 		});
 		expect(JSON.stringify(all)).not.toContain("SECRET PROMPT");
 	});
