@@ -160,7 +160,9 @@ describe("a node in trouble, and the node actions", () => {
 			return (await row(a)).last_error !== null ? true : null;
 		});
 		const failing = await row(a);
-		expect(failing).toMatchObject({ state: "failing", last_error: "status 500" });
+		// Failing at once; a probe round that ran meanwhile (its /health answers 500 too) may have marked it unhealthy.
+		expect(["failing", "unhealthy"]).toContain(failing.state);
+		expect(failing.last_error).toBe("status 500");
 		expect(failing.last_error_at).toBeGreaterThanOrEqual(Math.floor(Date.now() / 1000) - 60);
 		expect((await row(b)).state).toBe("healthy");
 	});
