@@ -1,4 +1,5 @@
 // The console's entry: sign in with the admin token (kept in sessionStorage), the views, auto-refresh, log out.
+import { initAlerts, loadAlerts } from "./alerts.js";
 import { ApiError, api, session, whenUnauthorized } from "./api.js";
 import { initAutoRefresh, stopAutoRefresh } from "./autorefresh.js";
 import { initKeys, loadKeys } from "./keys.js";
@@ -18,6 +19,7 @@ const REGISTRY = {
 	usage: { init: initUsage, load: loadUsage },
 	nodes: { init: initNodes, load: loadNodes },
 	refused: { init: initRefused, load: loadRefused },
+	alerts: { init: initAlerts, load: loadAlerts },
 };
 const VIEWS = Object.keys(REGISTRY);
 /** The view on screen (auto-refresh reloads it). */
