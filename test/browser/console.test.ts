@@ -479,11 +479,22 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 				.getByRole("button", { name: `Edit ${name}` })
 				.click();
 			await p.getByRole("button", { name: "Add rule" }).click();
-			const dialog = await p
-				.locator("#scopes-dialog")
-				.evaluate((d) => ({ scroll: d.scrollWidth, client: d.clientWidth, right: d.getBoundingClientRect().right }));
-			expect(dialog.scroll).toBeLessThanOrEqual(dialog.client);
-			expect(dialog.right).toBeLessThanOrEqual(390);
+			// Nothing sticks out of the dialog (what scrolls inside a table's frame is clipped by it).
+			const sticking = await p.locator("#scopes-dialog").evaluate((d) => {
+				const box = d.getBoundingClientRect();
+				const out: string[] = [];
+				for (const el of d.querySelectorAll("*")) {
+					if (el.closest(".table-wrap") && !el.classList.contains("table-wrap")) continue;
+					const r = el.getBoundingClientRect();
+					if (r.width > 0 && (r.right > box.right + 0.5 || r.left < box.left - 0.5)) {
+						out.push(`${el.tagName.toLowerCase()}#${el.id}.${el.className} ${Math.round(r.left)}-${Math.round(r.right)}`);
+					}
+				}
+				return { out, right: box.right, scroll: d.scrollWidth, client: d.clientWidth };
+			});
+			expect(sticking.out).toEqual([]);
+			expect(sticking.scroll).toBeLessThanOrEqual(sticking.client);
+			expect(sticking.right).toBeLessThanOrEqual(390);
 			await p.screenshot({ path: `${SHOTS}edit-alerts-390x844.png` });
 			await p.getByRole("button", { name: "Cancel" }).click();
 		} finally {
@@ -501,8 +512,11 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 	});
 
 	it("ran without page errors or Content-Security-Policy violations", () => {
-		// The wrong token's 401 is the one console error a browser logs for a failed fetch.
+		// The wrong token's 401 and the refused alert rule's 400 are the console errors a browser logs
+		// for a failed fetch; the 400 once only.
 		const unexpected = problems.filter((p) => !/401 \(Unauthorized\)/.test(p));
+		const refusedRule = unexpected.findIndex((p) => /400 \(Bad Request\)/.test(p));
+		if (refusedRule >= 0) unexpected.splice(refusedRule, 1);
 		expect(unexpected).toEqual([]);
 	});
 });

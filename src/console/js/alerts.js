@@ -24,7 +24,6 @@ const STATE_CLASS = { failed: "bad", retrying: "warn", delivered: "status-active
 
 /** Its last attempt: the HTTP status the webhook answered, or why it could not be reached. */
 function lastAttempt(d) {
-	if (d.last_status_code !== null && d.last_error) return `${d.last_status_code}: ${d.last_error}`;
 	if (d.last_status_code !== null) return String(d.last_status_code);
 	return d.last_error ?? "—";
 }
@@ -46,7 +45,7 @@ export function deliveryRow(d, { subject = true } = {}) {
 		h("td", { class: "mono", dataset: { field: "target" } }, d.target ?? "no webhook"),
 		h("td", { class: STATE_CLASS[state] ?? "", dataset: { field: "status" } }, state === "failed" ? "⚠ failed" : state),
 		h("td", { class: "num", dataset: { field: "attempts" } }, String(d.attempts)),
-		h("td", { class: "wrap", dataset: { field: "last" } }, lastAttempt(d)),
+		h("td", { class: "wrap", title: d.last_error ?? "", dataset: { field: "last" } }, lastAttempt(d)),
 		h("td", { dataset: { field: "delivered" } }, d.delivered_at ? time(d.delivered_at) : "—"),
 	];
 	return h(
