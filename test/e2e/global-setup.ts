@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { startEngine } from "../../dev/engine.mjs";
 import { startGateway } from "../../dev/gateway-process.mjs";
-import { TEST_ADMIN_TOKEN, TEST_NODE_KEY, TEST_SEAL_SECRET, testGatewayConfig } from "../support/test-config";
+import { TEST_ADMIN_TOKEN, TEST_ALERT_SECRET, TEST_NODE_KEY, TEST_SEAL_SECRET, testGatewayConfig } from "../support/test-config";
 
 declare module "vitest" {
 	export interface ProvidedContext {
@@ -58,6 +58,8 @@ export async function startE2eStack() {
 				ADMIN_TOKEN: TEST_ADMIN_TOKEN,
 				NODE_KEY: TEST_NODE_KEY,
 				REASONING_SEAL_SECRET: TEST_SEAL_SECRET,
+				// Keys may set spend alerts (each rule names its webhook: no operator-wide target here).
+				ALERT_WEBHOOK_SECRET: TEST_ALERT_SECRET,
 			},
 		});
 	} catch (err) {

@@ -1,4 +1,5 @@
 // The console's entry: sign in with the admin token (kept in sessionStorage), the views, auto-refresh, log out.
+import { initAlerts, loadAlerts } from "./alerts.js";
 import { ApiError, api, session, whenUnauthorized } from "./api.js";
 import { initAutoRefresh, stopAutoRefresh } from "./autorefresh.js";
 import { initBatches, loadBatches } from "./batches.js";
@@ -20,6 +21,7 @@ const REGISTRY = {
 	nodes: { init: initNodes, load: loadNodes },
 	refused: { init: initRefused, load: loadRefused },
 	batches: { init: initBatches, load: () => loadBatches() },
+	alerts: { init: initAlerts, load: loadAlerts },
 };
 const VIEWS = Object.keys(REGISTRY);
 /** The view on screen (auto-refresh reloads it). */

@@ -1,5 +1,6 @@
 // The keys view: the table (GET /admin/keys with its balances), search by name, create (the
 // secret shown once), top up, edit scopes, revoke, credit history.
+import { alertRulesBody, alertRulesFailed, openAlertRules } from "./alert-rules.js";
 import { api, newIdempotencyKey, query } from "./api.js";
 import { count, h, time, usd } from "./format.js";
 import { rememberName } from "./names.js";
@@ -222,6 +223,7 @@ function openScopes(k) {
 	$("scopes-spend").value = k.spend_limit_usd ?? "";
 	$("scopes-period").value = k.spend_limit_period ?? "";
 	$("scopes-expires").value = localIso(k.expires_at);
+	openAlertRules(k);
 	$("scopes-dialog").showModal();
 	$("scopes-name").focus();
 }
@@ -242,6 +244,7 @@ async function submitScopes() {
 			max_tokens: num($("scopes-max").value),
 			spend_limit_usd: num($("scopes-spend").value),
 			spend_limit_period: $("scopes-period").value || null,
+			alerts: alertRulesBody(),
 		});
 		// datetime-local has no zone and no seconds: the console reads and writes it as UTC, and
 		// sends it only when it was changed, so saving other fields never moves the expiry.
@@ -249,7 +252,7 @@ async function submitScopes() {
 			body.expires_at = expires ? Math.floor(Date.parse(`${expires}Z`) / 1000) : null;
 		}
 	}
-	await api(`/keys/${encodeURIComponent(k.id)}`, { method: "PATCH", body });
+	await api(`/keys/${encodeURIComponent(k.id)}`, { method: "PATCH", body }).catch(alertRulesFailed);
 	$("scopes-dialog").close();
 	await refreshRow(k.id);
 	app.say(`${body.name}: saved.`, "ok");
