@@ -1,8 +1,9 @@
 // The keys view: the table (GET /admin/keys with its balances), search by name, create (the
 // secret shown once), top up, edit scopes, revoke, credit history.
 import { alertRulesBody, alertRulesFailed, openAlertRules } from "./alert-rules.js";
-import { api, newIdempotencyKey, query } from "./api.js";
+import { api, query } from "./api.js";
 import { count, h, time, usd } from "./format.js";
+import { isolated, openCredits, openTopUp, submitTopUp } from "./key-credits.js";
 import { rememberName } from "./names.js";
 
 const PAGE = 50;
@@ -40,9 +41,6 @@ function limitsOf(k) {
 }
 
 const money = (value, field) => h("td", { class: "num", dataset: { field, usd: value ?? "" } }, usd(value));
-
-/** A name inside a sentence, isolated (FSI … PDI) so no direction control in it can reorder the words around it. */
-const isolated = (name) => `\u2068${name}\u2069`;
 
 function row(k) {
 	const status = statusOf(k);
@@ -168,31 +166,6 @@ async function copySecret() {
 	}
 }
 
-// Top up: one idempotency key per opened form, so a double submit or a retry of the same top-up
-// is credited once; the next top-up gets a new key.
-let topUp = null;
-
-function openTopUp(k) {
-	topUp = { key: k, idempotencyKey: newIdempotencyKey() };
-	$("topup-form").reset();
-	$("topup-key").textContent = `${isolated(k.name)} (${k.id}), balance ${usd(k.balance_usd)}`;
-	$("topup-dialog").showModal();
-	$("topup-amount").focus();
-}
-
-async function submitTopUp() {
-	const { key, idempotencyKey } = topUp;
-	const note = $("topup-note").value.trim();
-	const result = await api(`/keys/${encodeURIComponent(key.id)}/credits`, {
-		method: "POST",
-		headers: { "idempotency-key": idempotencyKey },
-		body: { amount_usd: Number($("topup-amount").value), ...(note ? { note } : {}) },
-	});
-	$("topup-dialog").close();
-	await refreshRow(key.id);
-	app.say(`${key.name}: balance now ${usd(result.balance_usd)}${result.applied ? "" : " (already applied)"}.`, "ok");
-}
-
 // Scopes: the fields PATCH /admin/keys/{id} accepts; empty means none (null).
 let editing = null;
 
@@ -277,36 +250,6 @@ async function submitRevoke() {
 	app.say(`${isolated(k.name)} is revoked.`, "ok");
 }
 
-// Credit history: GET /admin/keys/{id}/credits, newest first.
-async function openCredits(k) {
-	const tbody = $("credits-table").tBodies[0];
-	tbody.replaceChildren();
-	$("credits-key").textContent = `${isolated(k.name)} (${k.id})`;
-	$("credits-empty").hidden = true;
-	$("credits-dialog").showModal();
-	try {
-		const page = await api(`/keys/${encodeURIComponent(k.id)}/credits${query({ limit: 100 })}`);
-		for (const c of page.data) {
-			tbody.append(
-				h(
-					"tr",
-					{},
-					h("td", {}, time(c.created_at)),
-					h("td", { class: "num" }, usd(c.amount_usd)),
-					h("td", { class: "num" }, usd(c.balance_usd)),
-					h("td", { class: "wrap" }, c.note ?? ""),
-				),
-			);
-		}
-		$("credits-empty").textContent = "No credits yet.";
-		$("credits-empty").hidden = page.data.length > 0;
-	} catch (err) {
-		$("credits-empty").textContent =
-			err.status === 404 ? "This gateway does not serve credit history yet." : `Credit history failed: ${err.message}`;
-		$("credits-empty").hidden = false;
-	}
-}
-
 export function initKeys(context) {
 	app = context;
 	$("new-key").addEventListener("click", openCreate);
@@ -322,7 +265,7 @@ export function initKeys(context) {
 		searchTimer = setTimeout(() => loadKeys().catch((err) => app.say(err.message, "error")), 250);
 	});
 	onSubmit($("create-form"), create);
-	onSubmit($("topup-form"), submitTopUp);
+	onSubmit($("topup-form"), () => submitTopUp(app, refreshRow));
 	onSubmit($("scopes-form"), submitScopes);
 	onSubmit($("revoke-form"), submitRevoke);
 	for (const button of document.querySelectorAll("dialog [data-close]")) {
