@@ -193,8 +193,16 @@ export class Engine {
 		}
 	}
 
+	/**
+	 * Queues a request. With `priority` set (vLLM's `--scheduling-policy priority`: lower runs
+	 * first), it goes ahead of every waiting request of a higher number: a batch line (1) never
+	 * makes an interactive request (0) wait in the queue.
+	 */
 	enqueue(req) {
-		this.queue.push(req);
+		const p = req.priority ?? 0;
+		const at = this.queue.findIndex((q) => (q.priority ?? 0) > p);
+		if (at < 0) this.queue.push(req);
+		else this.queue.splice(at, 0, req);
 		this.queuedPrefill += req.prompt - (req.expectedHit ?? 0);
 		if (this.trackQueue) for (const k of req.keys) this.queuedKeys.set(k, (this.queuedKeys.get(k) ?? 0) + 1);
 	}
@@ -253,6 +261,7 @@ export class Engine {
 	 */
 	plan(now) {
 		const s = this.spec;
+		this.preemptFor(this.queue[0]);
 		let budget = s.maxBatchedTokens;
 		let ctx = 0;
 		const decode = [];
@@ -265,30 +274,88 @@ export class Engine {
 				budget--;
 			}
 		}
-		for (const r of this.running) {
-			if (r.prefillLeft === 0 || budget <= 0) continue;
-			const n = Math.min(r.prefillLeft, budget);
-			prefill.push([r, n]);
-			budget -= n;
-			prefillTokens += n;
-		}
-		while (budget > 0 && this.queue.length && this.running.length < s.maxSeqs && this.headFits()) {
-			const r = this.admitHead(now);
-			ctx += r.cached;
-			const n = Math.min(r.prefillLeft, budget);
-			prefill.push([r, n]);
-			budget -= n;
-			prefillTokens += n;
-		}
+		// Prefills by priority (vLLM's priority policy; without priorities, one class in order): the
+		// running ones of a class, then that class's waiting ones, then the next class. `lowPrefill`
+		// (when set) caps the prefill tokens of lower-priority requests a step, as vLLM's
+		// long_prefill_token_threshold caps a long prefill's chunk.
+		let low = s.lowPrefill ?? Number.POSITIVE_INFINITY;
+		const take = (r) => {
+			const n = Math.min(r.prefillLeft, budget, r.priority ? low : budget);
+			if (r.priority) low -= n;
+			return n;
+		};
+		const prefillRunning = (cls) => {
+			for (const r of this.running) {
+				if (r.prefillLeft === 0 || budget <= 0 || (r.priority ?? 0) !== cls) continue;
+				const n = take(r);
+				if (n <= 0) continue;
+				prefill.push([r, n]);
+				budget -= n;
+				prefillTokens += n;
+			}
+		};
+		const admit = (cls) => {
+			while (
+				budget > 0 &&
+				this.queue.length &&
+				(this.queue[0].priority ?? 0) <= cls &&
+				(!cls || low > 0) &&
+				this.running.length < s.maxSeqs &&
+				this.headFits()
+			) {
+				const r = this.admitHead(now);
+				ctx += r.cached;
+				const n = take(r);
+				prefill.push([r, n]);
+				budget -= n;
+				prefillTokens += n;
+			}
+		};
+		prefillRunning(0);
+		admit(0);
+		prefillRunning(1);
+		admit(1);
 		if (!decode.length && !prefill.length) return null;
 		const duration = s.stepBaseS + prefillTokens / s.prefillTps + ctx * s.ctxReadS;
 		return { duration, decode, prefill };
+	}
+
+	/**
+	 * vLLM's priority preemption: while a waiting request cannot start (no room in the KV cache, or
+	 * `maxSeqs` running) and a running request of a higher priority number holds room, the latest
+	 * admitted of those stops, frees its blocks (kept cached, so it recomputes little) and waits again
+	 * behind the requests of its priority's betters.
+	 */
+	preemptFor(head) {
+		if (!head) return;
+		const p = head.priority ?? 0;
+		for (;;) {
+			if (this.running.length < this.spec.maxSeqs && this.fits(head)) return;
+			let victim = -1;
+			for (let i = this.running.length - 1; i >= 0; i--) {
+				if ((this.running[i].priority ?? 0) > p) {
+					victim = i;
+					break;
+				}
+			}
+			if (victim < 0) return;
+			const [r] = this.running.splice(victim, 1);
+			for (const k of r.computing) this.computing.delete(k);
+			this.release(r);
+			r.preempted = (r.preempted ?? 0) + 1;
+			r.firstToken = undefined;
+			this.enqueue(r);
+		}
 	}
 
 	/** Applies a planned step ending at `end`; returns the requests that finished and the tokens produced. */
 	apply(step, end) {
 		const finished = [];
 		let produced = 0;
+		// Tokens computed (prefill and decode) by interactive requests [0] and batch lines [1].
+		this.tokens ??= [0, 0];
+		for (const r of step.decode) this.tokens[r.priority ? 1 : 0]++;
+		for (const [r, n] of step.prefill) this.tokens[r.priority ? 1 : 0] += n;
 		for (const r of step.decode) {
 			r.generated++;
 			produced++;

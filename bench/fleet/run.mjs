@@ -10,10 +10,12 @@
  *   npm run bench:fleet -- --write               also writes it into bench/README.md (then
  *                                                `npx biome check --write bench/README.md` aligns it)
  *   npm run bench:fleet -- --workload llmd --loads 0.5,1 --kv-tokens 200000
+ *   npm run bench:fleet -- --batch [--write]     the batch lane on a day of interactive load (batch.mjs)
  *   npm run bench:fleet -- --help
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { build } from "esbuild";
+import { batchMain } from "./batch.mjs";
 import { ENGINES, kvArithmetic } from "./engine.mjs";
 import { makePolicies } from "./policies.mjs";
 import { simulate, summarize } from "./sim.mjs";
@@ -56,6 +58,7 @@ function parseArgs(argv) {
 	for (let i = 0; i < argv.length; i++) {
 		const a = argv[i];
 		if (a === "--write") opts.write = true;
+		else if (a === "--batch") opts.batch = true;
 		else if (a === "--help") {
 			const flags = Object.entries(DEFAULTS).map(
 				([k, v]) => `--${k.replace(/S$/, "").replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} ${v}`,
@@ -88,6 +91,10 @@ async function load(relative) {
 
 const routing = await load("./routing-entry.ts");
 const o = parseArgs(process.argv.slice(2));
+if (o.batch) {
+	batchMain(routing, o);
+	process.exit(0);
+}
 const started = Date.now();
 const fmt = (v, d = 2) => (Number.isFinite(v) ? v.toFixed(d) : "—");
 const pct = (v) => (Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : "—");

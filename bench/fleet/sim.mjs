@@ -105,13 +105,14 @@ export function simulate(workload, policy, opts) {
 		events.push(now + step.duration, (t) => endStep(e, step, t));
 	};
 	const endStep = (e, step, t) => {
+		e.busyS = (e.busyS ?? 0) + step.duration;
 		const { finished, produced: n } = e.apply(step, t);
 		if (inWindow(t)) produced += n;
 		for (const r of finished) {
 			const answerKeys = r.answerKeys?.() ?? [];
 			e.release(r, answerKeys);
 			for (const k of answerKeys) seen.add(k);
-			fleet.inflight[e.index]--;
+			if (r.node !== undefined) fleet.inflight[e.index]--;
 			policy.finished?.(e.index);
 			r.onFinish?.(t);
 		}
@@ -120,10 +121,19 @@ export function simulate(workload, policy, opts) {
 
 	const rng = prng(opts.seed);
 	const sim = {
+		fleet,
 		rng,
 		fork: (salt) => prng(opts.seed * 7919 + salt),
 		at(t, fn) {
 			if (t <= end) events.push(t, fn);
+		},
+		/** Hands a request straight to node `i` (a batch line: the dispatcher picked it, not `policy`). */
+		submitTo(req, i, now) {
+			req.arrival ??= now;
+			req.sent = now;
+			const e = engines[i];
+			e.enqueue(req);
+			if (!e.busy) startStep(e, now);
 		},
 		submit(req, now) {
 			req.arrival = now;
@@ -150,7 +160,7 @@ export function simulate(workload, policy, opts) {
 		now = ev.time;
 		ev.fn(now);
 	}
-	return { records, produced, kv, routed, end: Math.max(now, opts.durationS) };
+	return { records, produced, kv, routed, engines, end: Math.max(now, opts.durationS) };
 }
 
 function percentile(sorted, p) {
