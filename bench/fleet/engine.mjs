@@ -327,8 +327,8 @@ export class Engine {
 	 * behind the requests of its priority's betters.
 	 */
 	preemptFor(head) {
-		if (!head) return;
-		const p = head.priority ?? 0;
+		const p = head?.priority ?? 0;
+		if (!head || !this.running.some((r) => (r.priority ?? 0) > p)) return;
 		for (;;) {
 			if (this.running.length < this.spec.maxSeqs && this.fits(head)) return;
 			let victim = -1;

@@ -1,15 +1,17 @@
 // The fleet simulator (bench/fleet, `npm run bench:fleet`) in seconds: its engine's KV cache, its
 // determinism, and the ordering of its policies on llm-d's workload, routed by the gateway's own code.
 import { describe, expect, it } from "vitest";
+import { DAY, runDay } from "../../bench/fleet/batch.mjs";
 import { BLOCK, ENGINES, Engine } from "../../bench/fleet/engine.mjs";
 import { makePolicies } from "../../bench/fleet/policies.mjs";
 import { simulate, summarize } from "../../bench/fleet/sim.mjs";
 import { WORKLOADS } from "../../bench/fleet/workloads.mjs";
+import { homeNode, prefixGroup, roomOn } from "../../src/batches/schedule";
 import { pickRoute, powerOfTwo } from "../../src/routing/picker";
 import { prefixAffinityKey } from "../../src/routing/prefix-affinity";
 import { rendezvousPick } from "../../src/routing/rendezvous";
 
-const routing = { pickRoute, powerOfTwo, prefixAffinityKey, rendezvousPick };
+const routing = { pickRoute, powerOfTwo, prefixAffinityKey, rendezvousPick, homeNode, prefixGroup, roomOn };
 
 interface Req {
 	prompt: number;
@@ -118,5 +120,51 @@ describe("fleet simulator", () => {
 		expect(gateway.hit).toBeGreaterThan(2 * random.hit);
 		expect(gateway.p90).toBeLessThan(random.p90);
 		expect(gateway.busiest).toBeLessThan(2);
+	});
+});
+
+describe("fleet simulator: the batch lane (--batch)", () => {
+	const base = {
+		...DAY,
+		nodes: 2,
+		dayS: 96,
+		peakRate: 12,
+		spec: ENGINES[DAY.engine],
+		seed: 36,
+		drainS: 30,
+		metricsS: 1,
+		factor: 1.25,
+	};
+	const run = (maxInFlight: number) => runDay(routing, makePolicies(routing, base).gateway(), base, maxInFlight);
+
+	it("finishes lines in the idle capacity and keeps interactive TTFT bounded", () => {
+		const off = run(0);
+		const on = run(4);
+		expect(on).toEqual(run(4));
+		expect(off.lines).toBe(0);
+		expect(on.requests).toBe(off.requests);
+		expect(on.lines).toBeGreaterThan(100);
+		expect(on.batchTps).toBeGreaterThan(0);
+		// Lines take no interactive tokens away, and interactive TTFT stays within a step or two.
+		expect(on.interactiveTps).toBeCloseTo(off.interactiveTps, -2);
+		expect(on.p99).toBeLessThan(2 * off.p99);
+		expect(on.p99).toBeLessThan(0.5);
+	});
+
+	it("runs an interactive request ahead of queued lines and preempts a line for it", () => {
+		const e = new Engine(0, { ...ENGINES["h100-llama-8b"], kvTokens: 12 * BLOCK, maxSeqs: 8 });
+		const lines = [request([1, 2, 3, 4], 50), request([5, 6, 7, 8], 50)].map((r) => ({ ...r, reserve: 1, priority: 1 }));
+		for (const l of lines) e.enqueue(l);
+		const first = e.plan(0);
+		expect(first).not.toBeNull();
+		e.apply(first as NonNullable<typeof first>, 0.01);
+		const user = request([20, 21, 22, 23, 24], 2);
+		user.reserve = 2;
+		e.enqueue(user);
+		expect(e.queue[0]).toBe(user);
+		drain(e, 0.01);
+		expect(user.firstToken).toBeLessThan(Math.min(...lines.map((l) => l.done ?? 0)));
+		expect(lines.some((l) => (l as { preempted?: number }).preempted)).toBe(true);
+		for (const l of lines) expect(l.done).toBeDefined();
 	});
 });
