@@ -152,14 +152,17 @@ describe("fleet simulator: the batch lane (--batch)", () => {
 	});
 
 	it("runs an interactive request ahead of queued lines and preempts a line for it", () => {
-		const e = new Engine(0, { ...ENGINES["h100-llama-8b"], kvTokens: 12 * BLOCK, maxSeqs: 8 });
-		const lines = [request([1, 2, 3, 4], 50), request([5, 6, 7, 8], 50)].map((r) => ({ ...r, reserve: 1, priority: 1 }));
+		// Two sequences at once: two lines run, a third waits.
+		const e = new Engine(0, { ...ENGINES["h100-llama-8b"], kvTokens: 40 * BLOCK, maxSeqs: 2 });
+		const lines = [request([1, 2, 3, 4], 50), request([5, 6, 7, 8], 50), request([9, 10, 11, 12], 50)].map((r) =>
+			Object.assign(r, { priority: 1 }),
+		);
 		for (const l of lines) e.enqueue(l);
 		const first = e.plan(0);
 		expect(first).not.toBeNull();
 		e.apply(first as NonNullable<typeof first>, 0.01);
+		expect(e.queue).toEqual([lines[2]]);
 		const user = request([20, 21, 22, 23, 24], 2);
-		user.reserve = 2;
 		e.enqueue(user);
 		expect(e.queue[0]).toBe(user);
 		drain(e, 0.01);
