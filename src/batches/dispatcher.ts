@@ -241,7 +241,9 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Stores the line's result (after its settlement), or queues another attempt; updates the batch's progress in D1. */
 	async #record(line: QueuedLine, node: string, a: LineAnswer, maxAttempts: number, keyId: string): Promise<void> {
 		const requestId = `${line.batch_id}-${line.idx}-${line.attempt}`;
-		if (a.retryable && line.attempt + 1 < maxAttempts) {
+		// A batch cancelled or expired meanwhile runs nothing more: its failed line is written as it ended, not queued again.
+		const running = this.#lines.batch(line.batch_id)?.state === "running";
+		if (a.retryable && running && line.attempt + 1 < maxAttempts) {
 			this.#lines.retry(line.batch_id, line.idx, node);
 		} else if (a.status === 200) {
 			const result = `"response":{"status_code":200,"request_id":${JSON.stringify(requestId)},"body":${JSON.stringify(a.body)}},"error":null`;

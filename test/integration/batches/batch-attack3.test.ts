@@ -1,0 +1,74 @@
+/** Attack round seven on the batch lane: races and names the lane's own tests did not try. */
+import { SELF } from "cloudflare:test";
+import OpenAI, { toFile } from "openai";
+import { describe, expect, it } from "vitest";
+import { callsWith, setNode } from "../../support/fleet";
+import { createKey, waitFor } from "../../support/gateway";
+import { expectBooks } from "../../support/ledger";
+
+function client(key: string): OpenAI {
+	return new OpenAI({
+		apiKey: key,
+		baseURL: "http://gateway.test/v1",
+		maxRetries: 0,
+		fetch: (input, init) => SELF.fetch(input instanceof Request ? input : String(input), init as RequestInit),
+	});
+}
+
+function chatLine(customId: string, content: string, model: string) {
+	return {
+		custom_id: customId,
+		method: "POST",
+		url: "/v1/chat/completions",
+		body: { model, max_tokens: 20, messages: [{ role: "user", content }] },
+	};
+}
+
+async function submit(openai: OpenAI, lines: unknown[]) {
+	const text = `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`;
+	const file = await openai.files.create({ file: await toFile(new TextEncoder().encode(text), "in.jsonl"), purpose: "batch" });
+	return openai.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+}
+
+async function final(openai: OpenAI, id: string) {
+	return waitFor(async () => {
+		const b = await openai.batches.retrieve(id);
+		return ["completed", "failed", "expired", "cancelled"].includes(b.status) ? b : null;
+	}, 15_000);
+}
+
+describe("batch lane, attack round seven", () => {
+	it("ends a cancelled batch whose running line then fails retryably: it is not queued again in a batch that runs nothing", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `cancel-retry-${crypto.randomUUID()}`;
+		await setNode("batch-bad", { scenario: "hang" });
+		await setNode("batch-good", { scenario: "hang" });
+		try {
+			const b = await submit(openai, [chatLine("h1", `${marker} 1`, "test/batch-retry")]);
+			await waitFor(async () => (await callsWith(marker)).length >= 1);
+			expect((await openai.batches.cancel(b.id)).status).toBe("cancelling");
+			// The hung engine times out (first_byte_timeout_ms): a retryable failure, after the cancel.
+			const done = await final(openai, b.id);
+			expect(done.status).toBe("cancelled");
+			expect(done.request_counts).toEqual({ total: 1, completed: 0, failed: 1 });
+			const { charged } = await expectBooks(key.id, 10e9);
+			expect(charged).toBe(0);
+		} finally {
+			await setNode("batch-bad", { reset: true });
+			await setNode("batch-good", { reset: true });
+		}
+	});
+
+	it("runs a batch whose lines name a model by its alias (the dispatcher is the served model's)", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `alias-${crypto.randomUUID()}`;
+		const b = await submit(openai, [chatLine("a1", `${marker} 1`, "gemini-3-flash-preview")]);
+		const done = await final(openai, b.id);
+		expect(done.status).toBe("completed");
+		expect(done.request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows).toHaveLength(1);
+	});
+});
