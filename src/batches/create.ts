@@ -75,8 +75,10 @@ export async function createBatch(env: Env, config: GatewayConfig, principal: Pr
 	if (!file) throw notFound(input.inputFileId);
 	if (file.purpose !== "batch")
 		throw new GatewayError("invalid_request", "The input file's purpose must be 'batch'.", { param: "input_file_id" });
-	const { errors, model } = await validateFile(env, config, file.id, input.endpoint);
-	if (model && errors.length === 0) errors.push(...modelErrors(config, principal, model, input.endpoint));
+	const { errors, model: named } = await validateFile(env, config, file.id, input.endpoint);
+	if (named && errors.length === 0) errors.push(...modelErrors(config, principal, named, input.endpoint));
+	// The served model's id (an alias resolved): its dispatcher is the one whose fleet runs the lines.
+	const model = named && errors.length === 0 ? resolveModel(config, named).model.id : named;
 	const now = Date.now();
 	const row: BatchRow = {
 		id: randomId("batch_", 12),
