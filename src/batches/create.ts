@@ -7,6 +7,7 @@
 import type { Principal } from "../app-env";
 import { assertModelAllowed, callerKeyId } from "../auth/scopes";
 import { type GatewayConfig, resolveModel } from "../config";
+import { batchLineBytes } from "../config-batches";
 import { EMBEDDINGS } from "../config-schema";
 import { batchesStore, batchFilesStore } from "../db/batches";
 import type { BatchRow } from "../db/schema";
@@ -42,7 +43,7 @@ async function validateFile(env: Env, config: GatewayConfig, id: string, endpoin
 	if (!object) throw notFound(id);
 	const check = new BatchInputCheck(endpoint);
 	try {
-		for await (const { text, n } of jsonlLines(object.body, config.max_body_bytes)) check.line(text, n);
+		for await (const { text, n } of jsonlLines(object.body, batchLineBytes(config.max_body_bytes))) check.line(text, n);
 	} catch (err) {
 		if (!(err instanceof LineTooLong)) throw err;
 		check.errors.push({ code: "line_too_large", message: err.message, line: err.line, param: null });

@@ -10,6 +10,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Principal } from "../app-env";
 import { loadConfig, type ModelConfig, modelNodes } from "../config";
+import { batchLineBytes } from "../config-batches";
 import { batchesStore } from "../db/batches";
 import { errorText, logEvent } from "../observability/log-event";
 import { isolateFleet } from "../routing/fleet";
@@ -70,7 +71,7 @@ export class BatchDispatcher extends DurableObject<Env> {
 				caller_key_id: b.callerKeyId,
 				expires_at: b.expiresAt,
 			});
-			for await (const { text, n } of jsonlLines(object.body, config.max_body_bytes)) {
+			for await (const { text, n } of jsonlLines(object.body, batchLineBytes(config.max_body_bytes))) {
 				const line = check.line(text, n);
 				if (!line) continue;
 				chunk.push({ idx: idx++, ...line, grp: prefixGroup(JSON.parse(line.body)) });

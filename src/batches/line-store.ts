@@ -139,10 +139,10 @@ export class LineStore {
 		this.sql.exec("UPDATE lines SET state = 'running', node = ? WHERE batch_id = ? AND idx = ?", node, batchId, idx);
 	}
 
-	/** Stored once its result is in (its settlement is written by then). */
+	/** Stored once its result is in (its settlement is written by then); its body, no longer needed, leaves the row room. */
 	finish(batchId: string, idx: number, state: "ok" | "error", result: string, cost: number): void {
 		this.sql.exec(
-			"UPDATE lines SET state = ?, result = ?, cost = ? WHERE batch_id = ? AND idx = ?",
+			"UPDATE lines SET state = ?, result = ?, cost = ?, body = '' WHERE batch_id = ? AND idx = ?",
 			state,
 			result,
 			cost,

@@ -71,4 +71,18 @@ describe("batch lane, attack round seven", () => {
 		const { rows } = await expectBooks(key.id, 10e9);
 		expect(rows).toHaveLength(1);
 	});
+
+	it("a line under max_body_bytes but over the dispatcher's row bound does not leave the batch validating forever", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `big-${crypto.randomUUID()}`;
+		// 2.5 MB: under max_body_bytes (4 MiB), over a Durable Object SQLite row (2 MB).
+		const big = chatLine("big", `${marker} ${"x".repeat(2_500_000)}`, "test/ok");
+		const refused = await submit(openai, [chatLine("small", `${marker} small`, "test/ok"), big]).catch((err: unknown) => err);
+		// Refused at upload (413, nothing stored), not a 500 that leaves a batch row validating.
+		expect(refused).toMatchObject({ status: 413 });
+		expect(String((refused as Error).message)).toContain("Line 2 is over 1048576 bytes");
+		const list = await openai.batches.list();
+		expect(list.data).toHaveLength(0);
+	});
 });
