@@ -178,7 +178,9 @@ export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestCo
  * and the usage record.
  */
 export function withScopes(run: ChatRun, req: RequestContext, tokenEstimate: number, endUser?: string): void {
-	req.scopes = ledgerScopes(run.principal, endUser);
+	const scopes = ledgerScopes(run.principal, endUser);
+	// A batch line takes no concurrency slot (max_concurrent counts interactive requests): its own bound is the dispatcher's.
+	req.scopes = run.batchLine ? scopes.map(({ maxConcurrent: _, ...s }) => s) : scopes;
 	req.tokenEstimate = tokenEstimate;
 	if (endUser !== undefined) req.endUser = endUser;
 }

@@ -3,7 +3,7 @@ import { SELF } from "cloudflare:test";
 import OpenAI, { toFile } from "openai";
 import { describe, expect, it } from "vitest";
 import { callsWith, setNode } from "../../support/fleet";
-import { createKey, waitFor } from "../../support/gateway";
+import { chat, createKey, releaseEngine, waitFor } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
 
 function client(key: string): OpenAI {
@@ -84,5 +84,26 @@ describe("batch lane, attack round seven", () => {
 		expect(String((refused as Error).message)).toContain("Line 2 is over 1048576 bytes");
 		const list = await openai.batches.list();
 		expect(list.data).toHaveLength(0);
+	});
+
+	it("batch lines take no max_concurrent slot: an interactive request gets through while lines run, and every line runs", async () => {
+		const key = await createKey({ balance_usd: 10, max_concurrent: 1 });
+		const openai = client(key.key);
+		const marker = `slots-${crypto.randomUUID()}`;
+		const b = await submit(openai, [
+			chatLine("s1", `${marker} one`, "test/gated"),
+			chatLine("s2", `${marker} two`, "test/gated"),
+		]);
+		await waitFor(async () => (await callsWith(marker)).length >= 2);
+		const res = await chat(key.key, { model: "test/ok", max_tokens: 5, messages: [{ role: "user", content: "interactive" }] });
+		expect(res.status).toBe(200);
+		await res.text();
+		const done = await waitFor(async () => {
+			await releaseEngine(marker);
+			const x = await openai.batches.retrieve(b.id);
+			return x.status === "completed" ? x : null;
+		}, 15_000);
+		expect(done.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+		await expectBooks(key.id, 10e9);
 	});
 });
