@@ -1,9 +1,11 @@
 /** Attack round seven on the batch lane: races and names the lane's own tests did not try. */
-import { SELF } from "cloudflare:test";
+import { env, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
 import OpenAI, { toFile } from "openai";
 import { describe, expect, it } from "vitest";
+import { dispatcherFor } from "../../../src/batches/create";
+import { batchesStore } from "../../../src/db/batches";
 import { callsWith, setNode } from "../../support/fleet";
-import { chat, createKey, releaseEngine, waitFor } from "../../support/gateway";
+import { chat, createKey, engineRequests, releaseEngine, waitFor } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
 
 function client(key: string): OpenAI {
@@ -105,5 +107,31 @@ describe("batch lane, attack round seven", () => {
 		}, 15_000);
 		expect(done.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
 		await expectBooks(key.id, 10e9);
+	});
+
+	it("a cancel between a dispatcher restart and its next alarm: the lines it was running run again (billed once), the batch ends", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `restart-cancel-${crypto.randomUUID()}`;
+		const b = await submit(openai, [
+			chatLine("k1", `${marker} one`, "test/gated"),
+			chatLine("k2", `${marker} two`, "test/gated"),
+		]);
+		await waitFor(async () => (await engineRequests({ contains: marker })).length === 2);
+		await runInDurableObject(dispatcherFor(env, "test/gated"), (_o, state) => state.abort("restart")).catch(() => {});
+		expect((await openai.batches.cancel(b.id)).status).toBe("cancelling");
+		const alarm = runDurableObjectAlarm(dispatcherFor(env, "test/gated")).catch(() => false);
+		const done = await waitFor(async () => {
+			await releaseEngine(marker);
+			const x = await openai.batches.retrieve(b.id);
+			return x.status === "cancelled" ? x : null;
+		}, 15_000);
+		await alarm;
+		const { rows, charged } = await expectBooks(key.id, 10e9);
+		expect(done.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+		// Every debit is a line the batch reports, at the cost it reports.
+		expect(done.request_counts?.completed).toBe(rows.length);
+		const row = await batchesStore(env.DB).get(key.id, b.id);
+		expect(row?.costNanos).toBe(charged);
 	});
 });
