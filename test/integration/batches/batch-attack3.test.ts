@@ -134,4 +134,27 @@ describe("batch lane, attack round seven", () => {
 		const row = await batchesStore(env.DB).get(key.id, b.id);
 		expect(row?.costNanos).toBe(charged);
 	});
+
+	it("a spend cap reached mid-batch: the refused lines end unbilled in the error file, the spend never over the cap", async () => {
+		const key = await createKey({ balance_usd: 10, spend_limit_usd: 0.00004 });
+		const openai = client(key.key);
+		const marker = `cap-${crypto.randomUUID()}`;
+		const b = await submit(
+			openai,
+			Array.from({ length: 8 }, (_, i) => chatLine(`p${i}`, `${marker} ${i}`, "test/ok")),
+		);
+		const done = await final(openai, b.id);
+		expect(done.status).toBe("completed");
+		expect(done.request_counts?.failed).toBeGreaterThan(0);
+		const text = await (await openai.files.content(done.error_file_id ?? "none")).text();
+		const errors = text
+			.split("\n")
+			.filter(Boolean)
+			.map((l) => JSON.parse(l) as { error: { code: string } | null; response: { status_code: number } | null });
+		// As docs/batches.md says: the interactive refusal (403, the cap named), not run.
+		for (const e of errors) expect(e).toMatchObject({ error: null, response: { status_code: 403 } });
+		const { rows, charged } = await expectBooks(key.id, 10e9);
+		expect(rows).toHaveLength(done.request_counts?.completed ?? -1);
+		expect(charged).toBeLessThanOrEqual(40_000);
+	});
 });
