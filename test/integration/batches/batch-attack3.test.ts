@@ -157,4 +157,21 @@ describe("batch lane, attack round seven", () => {
 		expect(rows).toHaveLength(done.request_counts?.completed ?? -1);
 		expect(charged).toBeLessThanOrEqual(40_000);
 	});
+
+	it("a key's rpm neither fails batch lines nor is used up by them: every line runs, interactive requests keep the window", async () => {
+		const key = await createKey({ balance_usd: 10, rpm: 2 });
+		const openai = client(key.key);
+		const marker = `rpm-${crypto.randomUUID()}`;
+		const b = await submit(
+			openai,
+			Array.from({ length: 5 }, (_, i) => chatLine(`r${i}`, `${marker} ${i}`, "test/ok")),
+		);
+		const done = await final(openai, b.id);
+		expect(done.request_counts).toEqual({ total: 5, completed: 5, failed: 0 });
+		const res = await chat(key.key, { model: "test/ok", max_tokens: 5, messages: [{ role: "user", content: "interactive" }] });
+		expect(res.status).toBe(200);
+		await res.text();
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows.filter((r) => r.cost_nanos > 0)).toHaveLength(6);
+	});
 });
