@@ -245,7 +245,7 @@ export class BatchDispatcher extends DurableObject<Env> {
 		// A batch cancelled or expired meanwhile runs nothing more: its failed line is written as it ended, not queued again.
 		const running = this.#lines.batch(line.batch_id)?.state === "running";
 		if (a.retryable && running && line.attempt + 1 < maxAttempts) {
-			this.#lines.retry(line.batch_id, line.idx, node);
+			this.#lines.retry(line.batch_id, line.idx, node, a.costNanos);
 		} else if (a.status === 200) {
 			const result = `"response":{"status_code":200,"request_id":${JSON.stringify(requestId)},"body":${JSON.stringify(a.body)}},"error":null`;
 			this.#lines.finish(line.batch_id, line.idx, "ok", result, a.costNanos);

@@ -143,10 +143,10 @@ export class LineStore {
 		this.sql.exec("UPDATE lines SET state = 'running', node = ? WHERE batch_id = ? AND idx = ?", node, batchId, idx);
 	}
 
-	/** Stored once its result is in (its settlement is written by then); its body, no longer needed, leaves the row room. */
+	/** Stored once its result is in (its settlement is written by then), its cost added to its earlier attempts'; its body, no longer needed, leaves the row room. */
 	finish(batchId: string, idx: number, state: "ok" | "error", result: string, cost: number): void {
 		this.sql.exec(
-			"UPDATE lines SET state = ?, result = ?, cost = ?, body = '' WHERE batch_id = ? AND idx = ?",
+			"UPDATE lines SET state = ?, result = ?, cost = cost + ?, body = '' WHERE batch_id = ? AND idx = ?",
 			state,
 			result,
 			cost,
@@ -155,10 +155,11 @@ export class LineStore {
 		);
 	}
 
-	/** The line goes back in the queue for another attempt (a new request id), the node it failed on noted in `tried`. */
-	retry(batchId: string, idx: number, node: string): void {
+	/** The line goes back in the queue for another attempt (a new request id), the node it failed on noted in `tried`, what the failed attempt debited kept in its cost. */
+	retry(batchId: string, idx: number, node: string, cost: number): void {
 		this.sql.exec(
-			"UPDATE lines SET state = 'queued', node = NULL, attempt = attempt + 1, tried = json_insert(tried, '$[#]', ?) WHERE batch_id = ? AND idx = ?",
+			"UPDATE lines SET state = 'queued', node = NULL, attempt = attempt + 1, cost = cost + ?, tried = json_insert(tried, '$[#]', ?) WHERE batch_id = ? AND idx = ?",
+			cost,
 			node,
 			batchId,
 			idx,

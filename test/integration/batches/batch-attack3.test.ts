@@ -174,4 +174,24 @@ describe("batch lane, attack round seven", () => {
 		const { rows } = await expectBooks(key.id, 10e9);
 		expect(rows.filter((r) => r.cost_nanos > 0)).toHaveLength(6);
 	});
+
+	it("a line whose attempts each fail after some output: the batch's cost is every attempt's debit", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `cut-${crypto.randomUUID()}`;
+		await setNode("batch-bad", { scenario: "cut" });
+		await setNode("batch-good", { scenario: "cut" });
+		try {
+			const b = await submit(openai, [chatLine("c1", `${marker} 1`, "test/batch-retry")]);
+			const done = await final(openai, b.id);
+			expect(done.request_counts).toEqual({ total: 1, completed: 0, failed: 1 });
+			const { rows, charged } = await expectBooks(key.id, 10e9);
+			expect(rows.length).toBeGreaterThan(1);
+			const row = await batchesStore(env.DB).get(key.id, b.id);
+			expect(row?.costNanos).toBe(charged);
+		} finally {
+			await setNode("batch-bad", { reset: true });
+			await setNode("batch-good", { reset: true });
+		}
+	});
 });
