@@ -83,6 +83,20 @@ export class BatchDispatcher extends DurableObject<Env> {
 			this.#lines.addLines(b.id, chunk);
 		}
 		const c = this.#lines.counts(b.id);
+		// A cancel that came before or while the lines were stored: they end cancelled, none runs.
+		if (this.#lines.meta(`cancel:${b.id}`) !== null || this.#lines.batch(b.id)?.state !== "running") {
+			this.#lines.setState(b.id, "cancelling");
+			this.#lines.endQueued(b.id, CANCELLED);
+			await batchesStore(this.env.DB).progress(b.id, {
+				status: "cancelling",
+				total: c.total,
+				completed: 0,
+				failed: 0,
+				costNanos: 0,
+			});
+			await this.#endIfIdle(b.id, b.callerKeyId);
+			return { total: c.total };
+		}
 		await batchesStore(this.env.DB).progress(b.id, {
 			status: "in_progress",
 			total: c.total,
@@ -97,7 +111,13 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Stops dispatching a batch's lines: the queued ones end cancelled, the running ones finish; then it ends `cancelled`. */
 	async cancel(batchId: string, keyId: string): Promise<void> {
 		const b = this.#lines.batch(batchId);
-		if (b?.state !== "running") return;
+		if (!b) {
+			// Still validating (its submit on its way): kept for the submit, which ends its lines cancelled.
+			this.#lines.setMeta(`cancel:${batchId}`, "1");
+			await batchesStore(this.env.DB).setStatus(batchId, "cancelling", Date.now());
+			return;
+		}
+		if (b.state !== "running") return;
 		this.#lines.setState(batchId, "cancelling");
 		this.#lines.endQueued(batchId, CANCELLED);
 		await batchesStore(this.env.DB).setStatus(batchId, "cancelling", Date.now());

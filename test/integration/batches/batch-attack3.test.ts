@@ -4,6 +4,7 @@ import OpenAI, { toFile } from "openai";
 import { describe, expect, it } from "vitest";
 import { dispatcherFor } from "../../../src/batches/create";
 import { batchesStore } from "../../../src/db/batches";
+import { keyStore } from "../../../src/db/keys";
 import { callsWith, setNode } from "../../support/fleet";
 import { chat, createKey, engineRequests, releaseEngine, waitFor } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
@@ -193,5 +194,56 @@ describe("batch lane, attack round seven", () => {
 			await setNode("batch-bad", { reset: true });
 			await setNode("batch-good", { reset: true });
 		}
+	});
+
+	it("a cancel that lands before the dispatcher has the batch (still validating) is kept: the batch ends cancelled, nothing run", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `cancel-early-${crypto.randomUUID()}`;
+		const lines = Array.from({ length: 3 }, (_, i) => chatLine(`e${i}`, `${marker} ${i}`, "test/ok"));
+		const text = `${lines.map((l) => JSON.stringify(l)).join("\n")}\n`;
+		const file = await openai.files.create({ file: await toFile(new TextEncoder().encode(text), "in.jsonl"), purpose: "batch" });
+		const keyRow = await keyStore(env.DB).byId(key.id);
+		if (!keyRow) throw new Error("no key row");
+		// What createBatch has stored when its submit is on its way to the dispatcher: the row, validating.
+		const id = `batch_early${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+		const now = Date.now();
+		await batchesStore(env.DB).insert({
+			id,
+			keyId: key.id,
+			model: "test/ok",
+			endpoint: "/v1/chat/completions",
+			inputFileId: file.id,
+			status: "validating",
+			completionWindow: "24h",
+			metadata: null,
+			errors: null,
+			outputFileId: null,
+			errorFileId: null,
+			total: 0,
+			completed: 0,
+			failed: 0,
+			costNanos: 0,
+			createdAt: now,
+			expiresAt: now + 86_400_000,
+			times: {},
+		});
+		const cancelled = await openai.batches.cancel(id);
+		expect(cancelled.status).toBe("cancelling");
+		await dispatcherFor(env, "test/ok").submit({
+			id,
+			model: "test/ok",
+			endpoint: "/v1/chat/completions",
+			inputFileId: file.id,
+			principal: { key: keyRow },
+			callerKeyId: key.id,
+			expiresAt: now + 86_400_000,
+		});
+		const done = await final(openai, id);
+		expect(done.status).toBe("cancelled");
+		expect(done.request_counts).toEqual({ total: 3, completed: 0, failed: 3 });
+		expect(await engineRequests({ contains: marker })).toHaveLength(0);
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows).toHaveLength(0);
 	});
 });
