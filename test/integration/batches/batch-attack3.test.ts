@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { dispatcherFor } from "../../../src/batches/create";
 import { batchesStore } from "../../../src/db/batches";
 import { keyStore } from "../../../src/db/keys";
+import { APP, mint } from "../../support/admin-input";
 import { callsWith, setNode } from "../../support/fleet";
 import { chat, createKey, engineRequests, releaseEngine, waitFor } from "../../support/gateway";
 import { expectBooks } from "../../support/ledger";
@@ -245,5 +246,58 @@ describe("batch lane, attack round seven", () => {
 		expect(await engineRequests({ contains: marker })).toHaveLength(0);
 		const { rows } = await expectBooks(key.id, 10e9);
 		expect(rows).toHaveLength(0);
+	});
+
+	it("a vk-tmp- token's batch draws on its parent: the lines are billed once to the parent, the batch is the token's alone", async () => {
+		const parent = await createKey({ balance_usd: 10 });
+		const minted = await mint(parent.key, {});
+		const body = (await minted.json()) as { token?: string; key?: string };
+		const token = body.token ?? body.key ?? "";
+		expect(token).toMatch(/^vk-tmp-/);
+		const openai = new OpenAI({
+			apiKey: token,
+			baseURL: "http://gateway.test/v1",
+			maxRetries: 0,
+			defaultHeaders: { origin: APP },
+			fetch: (input, init) => SELF.fetch(input instanceof Request ? input : String(input), init as RequestInit),
+		});
+		const marker = `tmp-${crypto.randomUUID()}`;
+		const b = await submit(openai, [chatLine("t1", `${marker} 1`, "test/ok"), chatLine("t2", `${marker} 2`, "test/ok")]);
+		const done = await final(openai, b.id);
+		expect(done.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+		const { rows, charged } = await expectBooks(parent.id, 10e9);
+		expect(rows).toHaveLength(2);
+		expect(charged).toBeGreaterThan(0);
+		await expect(client(parent.key).batches.retrieve(b.id)).rejects.toMatchObject({ status: 404 });
+	});
+
+	it("lines carrying fields the interactive lane refuses (priority, n_cmpl) end 400, unbilled; stream: true runs unstreamed", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `fields-${crypto.randomUUID()}`;
+		const line = (id: string, extra: Record<string, unknown>) => {
+			const l = chatLine(id, `${marker} ${id}`, "test/ok");
+			return { ...l, body: { ...l.body, ...extra } };
+		};
+		const b = await submit(openai, [
+			line("prio", { priority: -100 }),
+			line("ncmpl", { n_cmpl: 4 }),
+			line("stream", { stream: true }),
+		]);
+		const done = await final(openai, b.id);
+		expect(done.request_counts).toEqual({ total: 3, completed: 1, failed: 2 });
+		const text = await (await openai.files.content(done.error_file_id ?? "none")).text();
+		const errors = text
+			.split("\n")
+			.filter(Boolean)
+			.map((l) => JSON.parse(l) as { custom_id: string; response: { status_code: number } | null });
+		expect(errors.map((e) => [e.custom_id, e.response?.status_code])).toEqual([
+			["prio", 400],
+			["ncmpl", 400],
+		]);
+		const calls = await engineRequests({ contains: marker });
+		expect(calls).toHaveLength(1);
+		const { rows } = await expectBooks(key.id, 10e9);
+		expect(rows.filter((r) => r.cost_nanos > 0)).toHaveLength(1);
 	});
 });
