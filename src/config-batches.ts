@@ -7,6 +7,18 @@ export const BatchMultiplier = z.number().positive().max(1);
 /** The most lines one batch input file may hold (OpenAI's limit). */
 export const MAX_BATCH_LINES = 50_000;
 
+/**
+ * The most bytes one batch line may hold: a line is a row of its model's BatchDispatcher's SQLite,
+ * which holds at most 2 MB a row (its body while queued, its result once ended), so a line is
+ * bounded by this as well as by `max_body_bytes`.
+ */
+export const MAX_BATCH_LINE_BYTES = 1024 * 1024;
+
+/** A batch line's bound: the gateway's `max_body_bytes`, at most MAX_BATCH_LINE_BYTES. */
+export function batchLineBytes(maxBodyBytes: number): number {
+	return Math.min(maxBodyBytes, MAX_BATCH_LINE_BYTES);
+}
+
 export const BatchesSchema = z.strictObject({
 	/** The batch lane (/v1/files, /v1/batches) for every model; false turns it off (404). */
 	enabled: z.boolean().default(true),

@@ -14,7 +14,7 @@ import { GatewayError } from "../errors";
 const CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/;
 
 export interface MessageBatchLimits {
-	/** A line's bound (the gateway's `max_body_bytes`). */
+	/** A line's bound (the gateway's `max_body_bytes`, at most MAX_BATCH_LINE_BYTES: config-batches.ts). */
 	maxLineBytes: number;
 	/** The batch's bound (`batches.max_file_bytes`). */
 	maxFileBytes: number;
@@ -75,7 +75,7 @@ export function messageBatchInput(body: unknown, limits: MessageBatchLimits): Me
 			);
 		const line = encoder.encode(`${JSON.stringify({ custom_id: customId, method: "POST", url: "/v1/messages", body: p })}\n`);
 		if (line.length > limits.maxLineBytes)
-			throw tooLarge(`${at} is over ${limits.maxLineBytes} bytes (max_body_bytes).`, `${at}.params`);
+			throw tooLarge(`${at} is over ${limits.maxLineBytes} bytes (a batch line's bound).`, `${at}.params`);
 		size += line.length;
 		if (size > limits.maxFileBytes) throw tooLarge(`A batch may be at most ${limits.maxFileBytes} bytes.`, "requests");
 		lines.push(line);

@@ -7,6 +7,7 @@
 import type { Principal } from "../app-env";
 import { assertModelAllowed, callerKeyId } from "../auth/scopes";
 import { type GatewayConfig, resolveModel } from "../config";
+import { batchLineBytes } from "../config-batches";
 import { EMBEDDINGS } from "../config-schema";
 import { batchesStore, batchFilesStore } from "../db/batches";
 import type { BatchRow } from "../db/schema";
@@ -42,7 +43,7 @@ async function validateFile(env: Env, config: GatewayConfig, id: string, endpoin
 	if (!object) throw notFound(id);
 	const check = new BatchInputCheck(endpoint);
 	try {
-		for await (const { text, n } of jsonlLines(object.body, config.max_body_bytes)) check.line(text, n);
+		for await (const { text, n } of jsonlLines(object.body, batchLineBytes(config.max_body_bytes))) check.line(text, n);
 	} catch (err) {
 		if (!(err instanceof LineTooLong)) throw err;
 		check.errors.push({ code: "line_too_large", message: err.message, line: err.line, param: null });
@@ -75,8 +76,10 @@ export async function createBatch(env: Env, config: GatewayConfig, principal: Pr
 	if (!file) throw notFound(input.inputFileId);
 	if (file.purpose !== "batch")
 		throw new GatewayError("invalid_request", "The input file's purpose must be 'batch'.", { param: "input_file_id" });
-	const { errors, model } = await validateFile(env, config, file.id, input.endpoint);
-	if (model && errors.length === 0) errors.push(...modelErrors(config, principal, model, input.endpoint));
+	const { errors, model: named } = await validateFile(env, config, file.id, input.endpoint);
+	if (named && errors.length === 0) errors.push(...modelErrors(config, principal, named, input.endpoint));
+	// The served model's id (an alias resolved): its dispatcher is the one whose fleet runs the lines.
+	const model = named && errors.length === 0 ? resolveModel(config, named).model.id : named;
 	const now = Date.now();
 	const row: BatchRow = {
 		id: randomId("batch_", 12),

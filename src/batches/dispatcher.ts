@@ -10,6 +10,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Principal } from "../app-env";
 import { loadConfig, type ModelConfig, modelNodes } from "../config";
+import { batchLineBytes } from "../config-batches";
 import { batchesStore } from "../db/batches";
 import { errorText, logEvent } from "../observability/log-event";
 import { isolateFleet } from "../routing/fleet";
@@ -70,7 +71,7 @@ export class BatchDispatcher extends DurableObject<Env> {
 				caller_key_id: b.callerKeyId,
 				expires_at: b.expiresAt,
 			});
-			for await (const { text, n } of jsonlLines(object.body, config.max_body_bytes)) {
+			for await (const { text, n } of jsonlLines(object.body, batchLineBytes(config.max_body_bytes))) {
 				const line = check.line(text, n);
 				if (!line) continue;
 				chunk.push({ idx: idx++, ...line, grp: prefixGroup(JSON.parse(line.body)) });
@@ -82,6 +83,20 @@ export class BatchDispatcher extends DurableObject<Env> {
 			this.#lines.addLines(b.id, chunk);
 		}
 		const c = this.#lines.counts(b.id);
+		// A cancel that came before or while the lines were stored: they end cancelled, none runs.
+		if (this.#lines.meta(`cancel:${b.id}`) !== null || this.#lines.batch(b.id)?.state !== "running") {
+			this.#lines.setState(b.id, "cancelling");
+			this.#lines.endQueued(b.id, CANCELLED);
+			await batchesStore(this.env.DB).progress(b.id, {
+				status: "cancelling",
+				total: c.total,
+				completed: 0,
+				failed: 0,
+				costNanos: 0,
+			});
+			await this.#endIfIdle(b.id, b.callerKeyId);
+			return { total: c.total };
+		}
 		await batchesStore(this.env.DB).progress(b.id, {
 			status: "in_progress",
 			total: c.total,
@@ -96,7 +111,13 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Stops dispatching a batch's lines: the queued ones end cancelled, the running ones finish; then it ends `cancelled`. */
 	async cancel(batchId: string, keyId: string): Promise<void> {
 		const b = this.#lines.batch(batchId);
-		if (b?.state !== "running") return;
+		if (!b) {
+			// Still validating (its submit on its way): kept for the submit, which ends its lines cancelled.
+			this.#lines.setMeta(`cancel:${batchId}`, "1");
+			await batchesStore(this.env.DB).setStatus(batchId, "cancelling", Date.now());
+			return;
+		}
+		if (b.state !== "running") return;
 		this.#lines.setState(batchId, "cancelling");
 		this.#lines.endQueued(batchId, CANCELLED);
 		await batchesStore(this.env.DB).setStatus(batchId, "cancelling", Date.now());
@@ -241,8 +262,10 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Stores the line's result (after its settlement), or queues another attempt; updates the batch's progress in D1. */
 	async #record(line: QueuedLine, node: string, a: LineAnswer, maxAttempts: number, keyId: string): Promise<void> {
 		const requestId = `${line.batch_id}-${line.idx}-${line.attempt}`;
-		if (a.retryable && line.attempt + 1 < maxAttempts) {
-			this.#lines.retry(line.batch_id, line.idx, node);
+		// A batch cancelled or expired meanwhile runs nothing more: its failed line is written as it ended, not queued again.
+		const running = this.#lines.batch(line.batch_id)?.state === "running";
+		if (a.retryable && running && line.attempt + 1 < maxAttempts) {
+			this.#lines.retry(line.batch_id, line.idx, node, a.costNanos);
 		} else if (a.status === 200) {
 			const result = `"response":{"status_code":200,"request_id":${JSON.stringify(requestId)},"body":${JSON.stringify(a.body)}},"error":null`;
 			this.#lines.finish(line.batch_id, line.idx, "ok", result, a.costNanos);

@@ -10,7 +10,7 @@ export class LineTooLong extends Error {
 		readonly line: number,
 		readonly maxBytes: number,
 	) {
-		super(`Line ${line} is over ${maxBytes} bytes (max_body_bytes).`);
+		super(`Line ${line} is over ${maxBytes} bytes (a batch line's bound: max_body_bytes, at most 1 MiB).`);
 	}
 }
 

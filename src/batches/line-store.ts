@@ -110,11 +110,15 @@ export class LineStore {
 		this.sql.exec("UPDATE batch SET state = ? WHERE id = ?", state, id);
 	}
 
-	/** The prefix groups with queued lines of running batches, oldest batch first. */
+	/**
+	 * The prefix groups with queued lines of running batches, oldest batch first. A line requeued after
+	 * a restart (`node` set: its attempt may have been settled) runs again whatever its batch's state:
+	 * its rerun replays that settlement, so what was billed is reported.
+	 */
 	queuedGroups(limit: number): string[] {
 		return this.sql
 			.exec<{ grp: string }>(
-				`SELECT l.grp FROM lines l JOIN batch b ON b.id = l.batch_id WHERE l.state = 'queued' AND b.state = 'running'
+				`SELECT l.grp FROM lines l JOIN batch b ON b.id = l.batch_id WHERE l.state = 'queued' AND (b.state = 'running' OR l.node IS NOT NULL)
 				GROUP BY l.grp ORDER BY MIN(b.seq), MIN(l.idx) LIMIT ?`,
 				limit,
 			)
@@ -127,7 +131,7 @@ export class LineStore {
 		return this.sql
 			.exec<QueuedLine>(
 				`SELECT l.batch_id, l.idx, l.custom_id, l.body, l.grp, l.attempt, l.tried FROM lines l JOIN batch b ON b.id = l.batch_id
-				WHERE l.state = 'queued' AND b.state = 'running' AND l.grp = ? ORDER BY b.seq, l.idx LIMIT ?`,
+				WHERE l.state = 'queued' AND (b.state = 'running' OR l.node IS NOT NULL) AND l.grp = ? ORDER BY b.seq, l.idx LIMIT ?`,
 				grp,
 				limit,
 			)
@@ -139,10 +143,10 @@ export class LineStore {
 		this.sql.exec("UPDATE lines SET state = 'running', node = ? WHERE batch_id = ? AND idx = ?", node, batchId, idx);
 	}
 
-	/** Stored once its result is in (its settlement is written by then). */
+	/** Stored once its result is in (its settlement is written by then), its cost added to its earlier attempts'; its body, no longer needed, leaves the row room. */
 	finish(batchId: string, idx: number, state: "ok" | "error", result: string, cost: number): void {
 		this.sql.exec(
-			"UPDATE lines SET state = ?, result = ?, cost = ? WHERE batch_id = ? AND idx = ?",
+			"UPDATE lines SET state = ?, result = ?, cost = cost + ?, body = '' WHERE batch_id = ? AND idx = ?",
 			state,
 			result,
 			cost,
@@ -151,10 +155,11 @@ export class LineStore {
 		);
 	}
 
-	/** The line goes back in the queue for another attempt (a new request id), the node it failed on noted. */
-	retry(batchId: string, idx: number, node: string): void {
+	/** The line goes back in the queue for another attempt (a new request id), the node it failed on noted in `tried`, what the failed attempt debited kept in its cost. */
+	retry(batchId: string, idx: number, node: string, cost: number): void {
 		this.sql.exec(
-			"UPDATE lines SET state = 'queued', attempt = attempt + 1, tried = json_insert(tried, '$[#]', ?) WHERE batch_id = ? AND idx = ?",
+			"UPDATE lines SET state = 'queued', node = NULL, attempt = attempt + 1, cost = cost + ?, tried = json_insert(tried, '$[#]', ?) WHERE batch_id = ? AND idx = ?",
+			cost,
 			node,
 			batchId,
 			idx,
@@ -172,9 +177,13 @@ export class LineStore {
 		return n;
 	}
 
-	/** Ends every queued line of a batch unrun, with this error (expired, cancelled). */
+	/** Ends every queued line of a batch unrun, with this error (expired, cancelled); one requeued after a restart runs again. */
 	endQueued(batchId: string, error: string): void {
-		this.sql.exec("UPDATE lines SET state = 'error', result = ? WHERE batch_id = ? AND state = 'queued'", error, batchId);
+		this.sql.exec(
+			"UPDATE lines SET state = 'error', result = ? WHERE batch_id = ? AND state = 'queued' AND node IS NULL",
+			error,
+			batchId,
+		);
 	}
 
 	counts(batchId: string): { total: number; completed: number; failed: number; pending: number; running: number; cost: number } {
@@ -211,7 +220,9 @@ export class LineStore {
 	hasQueued(): boolean {
 		return (
 			this.sql
-				.exec("SELECT 1 FROM lines l JOIN batch b ON b.id = l.batch_id WHERE l.state = 'queued' AND b.state = 'running' LIMIT 1")
+				.exec(
+					"SELECT 1 FROM lines l JOIN batch b ON b.id = l.batch_id WHERE l.state = 'queued' AND (b.state = 'running' OR l.node IS NOT NULL) LIMIT 1",
+				)
 				.toArray().length > 0
 		);
 	}

@@ -9,6 +9,7 @@
 import type { Principal } from "../app-env";
 import { assertModelAllowed, callerKeyId } from "../auth/scopes";
 import { type GatewayConfig, resolveModel } from "../config";
+import { batchLineBytes } from "../config-batches";
 import { EMBEDDINGS } from "../config-schema";
 import { batchFilesStore } from "../db/batches";
 import { messageBatchesStore } from "../db/message-batches";
@@ -51,7 +52,10 @@ export async function createMessageBatch(
 	principal: Principal,
 	body: unknown,
 ): Promise<BatchRow> {
-	const input = messageBatchInput(body, { maxLineBytes: config.max_body_bytes, maxFileBytes: config.batches.max_file_bytes });
+	const input = messageBatchInput(body, {
+		maxLineBytes: batchLineBytes(config.max_body_bytes),
+		maxFileBytes: config.batches.max_file_bytes,
+	});
 	checkModel(config, principal, input.model);
 	const file = {
 		id: randomId("file-", 12),

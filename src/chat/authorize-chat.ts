@@ -178,7 +178,10 @@ export function requestContext(run: ChatRun, resolved: ResolvedModel): RequestCo
  * and the usage record.
  */
 export function withScopes(run: ChatRun, req: RequestContext, tokenEstimate: number, endUser?: string): void {
-	req.scopes = ledgerScopes(run.principal, endUser);
+	const scopes = ledgerScopes(run.principal, endUser);
+	// A batch line counts against spend caps only: rpm, tpm and max_concurrent pace interactive
+	// requests, which lines must not take from nor be refused by (the dispatcher paces them).
+	req.scopes = run.batchLine ? scopes.map(({ rpm: _r, tpm: _t, maxConcurrent: _c, ...s }) => s) : scopes;
 	req.tokenEstimate = tokenEstimate;
 	if (endUser !== undefined) req.endUser = endUser;
 }

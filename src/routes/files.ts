@@ -5,7 +5,7 @@ import { callerKeyId } from "../auth/scopes";
 import { fileKey } from "../batches/finalize";
 import { jsonlLines, LineTooLong } from "../batches/jsonl";
 import { fileObject } from "../batches/objects";
-import { MAX_BATCH_LINES } from "../config-batches";
+import { batchLineBytes, MAX_BATCH_LINES } from "../config-batches";
 import { batchFilesStore } from "../db/batches";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
@@ -54,7 +54,7 @@ export const filesRoutes = new Hono<AppEnv>()
 				param: "file",
 			});
 		}
-		await checkBatchFile(file, config.max_body_bytes);
+		await checkBatchFile(file, batchLineBytes(config.max_body_bytes));
 		const row = {
 			id: randomId("file-", 12),
 			keyId: callerKeyId(c.get("principal")),
