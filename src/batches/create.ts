@@ -104,15 +104,22 @@ export async function createBatch(env: Env, config: GatewayConfig, principal: Pr
 	const store = batchesStore(env.DB);
 	await store.insert(row);
 	if (errors.length) return row;
-	await dispatcherFor(env, row.model).submit({
-		id: row.id,
-		model: row.model,
-		endpoint: input.endpoint,
-		inputFileId: file.id,
-		principal,
-		callerKeyId: keyId,
-		expiresAt: row.expiresAt,
-	});
+	try {
+		await dispatcherFor(env, row.model).submit({
+			id: row.id,
+			model: row.model,
+			endpoint: input.endpoint,
+			inputFileId: file.id,
+			principal,
+			callerKeyId: keyId,
+			expiresAt: row.expiresAt,
+		});
+	} catch (err) {
+		// Never left `validating`: a hand-off that failed (the input file deleted meanwhile, the
+		// dispatcher unreachable) ends the batch failed, nothing run or billed.
+		await store.setStatus(row.id, "failed", Date.now());
+		throw err;
+	}
 	return (await store.get(keyId, row.id)) ?? row;
 }
 

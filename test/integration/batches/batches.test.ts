@@ -173,6 +173,27 @@ describe("batches (OpenAI Batch API)", () => {
 		expect(rows).toHaveLength(0);
 	});
 
+	it("refuses metadata of more than 16 pairs, as OpenAI does, before a batch is made", async () => {
+		const key = await createKey({ balance_usd: 1 });
+		const openai = client(key.key);
+		const file = await upload(openai, jsonl([chatLine("a", "x")]));
+		const metadata = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"]));
+		const err = await openai.batches
+			.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata })
+			.catch((e: unknown) => e);
+		expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+		expect((err as InstanceType<typeof OpenAI.BadRequestError>).param).toBe("metadata");
+		expect((await openai.batches.list()).data).toHaveLength(0);
+		// Sixteen are fine.
+		const ok = await openai.batches.create({
+			input_file_id: file.id,
+			endpoint: "/v1/chat/completions",
+			completion_window: "24h",
+			metadata: Object.fromEntries(Object.entries(metadata).slice(0, 16)),
+		});
+		expect(Object.keys(ok.metadata ?? {})).toHaveLength(16);
+	});
+
 	it("keeps files and batches to their key: another key gets 404", async () => {
 		const owner = client((await createKey()).key);
 		const other = client((await createKey()).key);
