@@ -100,7 +100,7 @@ describe("fleet simulator", () => {
 		factor: 1.25,
 	};
 	const policies = makePolicies(routing, opts);
-	const run = (name: string) => summarize(simulate(w, policies[name](), opts), opts);
+	const run = (name: keyof typeof policies) => summarize(simulate(w, policies[name](), opts), opts);
 
 	it("is deterministic for a seed", () => {
 		expect(run("gateway")).toEqual(run("gateway"));
@@ -129,7 +129,7 @@ describe("fleet simulator: the batch lane (--batch)", () => {
 		nodes: 2,
 		dayS: 96,
 		peakRate: 12,
-		spec: ENGINES[DAY.engine],
+		spec: ENGINES[DAY.engine as keyof typeof ENGINES],
 		seed: 36,
 		drainS: 30,
 		metricsS: 1,
@@ -147,7 +147,7 @@ describe("fleet simulator: the batch lane (--batch)", () => {
 		expect(on.batchTps).toBeGreaterThan(0);
 		// Lines take no interactive tokens away, and interactive TTFT stays within a step or two.
 		expect(on.interactiveTps).toBeCloseTo(off.interactiveTps, -2);
-		expect(on.p99).toBeLessThan(2 * off.p99);
+		expect(on.p99).toBeLessThan(2 * (off.p99 ?? 0));
 		expect(on.p99).toBeLessThan(0.5);
 	});
 
