@@ -96,9 +96,9 @@ const median = (xs) => {
 	return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-/** `[single:|split:]<dir>` → {layout, dir}. */
+/** `[single:|split:|split-router:]<dir>` → {layout, dir}. */
 const specOf = (arg) => {
-	const m = /^(single|split):(.*)$/.exec(arg);
+	const m = /^(single|split|split-router):(.*)$/.exec(arg);
 	return m ? { layout: m[1], dir: m[2] } : { layout: checkLayout(argv.layout), dir: arg };
 };
 const specs = bundles.map(specOf);

@@ -111,13 +111,14 @@ export const VARIANT_PRESETS = {
 /**
  * Where a gateway target's Durable Objects and D1 run (bench/README.md "Layouts"): "split", the
  * production layout, puts them in a second workerd process; "single" keeps them on the gateway's
- * one workerd thread (the rig before issue 39).
+ * one workerd thread (the rig before issue 39). "split-router" is "split" with the static-assets
+ * router left in the gateway's process (to measure what moving it saves).
  */
-export const LAYOUTS = ["split", "single"];
+export const LAYOUTS = ["split", "single", "split-router"];
 export const DEFAULT_LAYOUT = "split";
 
 /** Variant presets that change the layout, not the config: the same bundle and GATEWAY_CONFIG. */
-const LAYOUT_PRESETS = { "gateway-single": "single", "gateway-split": "split" };
+const LAYOUT_PRESETS = { "gateway-single": "single", "gateway-split": "split", "gateway-split-router": "split-router" };
 
 export function checkLayout(layout) {
 	if (!LAYOUTS.includes(layout)) throw new Error(`layout ${layout}: one of ${LAYOUTS.join(", ")}`);

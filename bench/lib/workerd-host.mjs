@@ -147,8 +147,13 @@ async function migrate(instance) {
  * serves key lookups, which the isolate's key memo keeps off the warm path, and admin calls.
  */
 async function startGateway({ name, bundleDir, workerOptions, bindings, stateDir, inspectorPort, layout }) {
-	if (layout === "split") {
-		const { assets: _assets, ...hostOptions } = workerOptions;
+	if (layout === "split" || layout === "split-router") {
+		const { assets, ...hostOptions } = workerOptions;
+		// "split": the static-assets router (Miniflare's rpc-proxy and router workers, which every request
+		// of a Worker with `[assets]` passes through before it) runs in the second process too, as on
+		// Cloudflare, where it is the platform's and not the Worker's; the gateway's ASSETS binding reaches
+		// a Worker there that serves the console. "split-router" keeps it in the gateway's process.
+		const moveAssets = layout === "split" && assets;
 		const ledger = await startInstance({
 			d1Persist: path.join(stateDir, name, "ledger-d1"),
 			durableObjectsPersist: path.join(stateDir, name, "ledger-do"),
@@ -162,10 +167,24 @@ async function startGateway({ name, bundleDir, workerOptions, bindings, stateDir
 					unsafeDirectSockets: [{ entrypoint: "DoGate" }],
 				}),
 				probeWorker(workerOptions),
+				...(moveAssets
+					? [
+							{
+								name: "assets",
+								modules: true,
+								script: "export default { fetch: (request, env) => env.ASSETS.fetch(request) };",
+								compatibilityDate: workerOptions.compatibilityDate,
+								compatibilityFlags: workerOptions.compatibilityFlags,
+								assets,
+								unsafeDirectSockets: [{}],
+							},
+						]
+					: []),
 			],
 		});
 		await migrate(ledger);
 		const gate = await ledger.mf.unsafeGetDirectURL("gateway", "DoGate");
+		const assetsAt = moveAssets ? await ledger.mf.unsafeGetDirectURL("assets") : null;
 		ledgers.set(name, ledger);
 		const durableObjects = Object.fromEntries(
 			Object.entries(workerOptions.durableObjects ?? {}).filter(([b]) => !REMOTE_DO.includes(b)),
@@ -176,12 +195,16 @@ async function startGateway({ name, bundleDir, workerOptions, bindings, stateDir
 			durableObjectsPersist: path.join(stateDir, name, "do"),
 			workers: [
 				bundleWorker({
-					workerOptions: { ...workerOptions, durableObjects },
+					workerOptions: { ...(moveAssets ? hostOptions : workerOptions), durableObjects },
 					bundleDir,
 					entrySource: wrapperSource,
 					entryName: "__bench_ledger_distance.mjs",
 					bindings: { ...bindings, __BENCH_REMOTE_DO: REMOTE_DO.join(",") },
-					serviceBindings: { ...workerOptions.serviceBindings, __BENCH_DO_GATE: { external: { address: gate.host, http: {} } } },
+					serviceBindings: {
+						...workerOptions.serviceBindings,
+						__BENCH_DO_GATE: { external: { address: gate.host, http: {} } },
+						...(assetsAt ? { [assets.binding ?? "ASSETS"]: { external: { address: assetsAt.host, http: {} } } } : {}),
+					},
 				}),
 			],
 		});
