@@ -49,6 +49,9 @@ function childWorkerdPids() {
 	return out;
 }
 
+// Every instance pipes its workerd's stderr here: two per gateway in the split layout, more than Node's default 10 listeners.
+process.stderr.setMaxListeners(64);
+
 async function startInstance(options) {
 	const before = new Set(childWorkerdPids());
 	const mf = new Miniflare({

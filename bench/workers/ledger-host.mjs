@@ -16,13 +16,15 @@ export * from "./index.js";
 
 export class DoGate extends WorkerEntrypoint {
 	/** `env[binding].getByName(name)[method](...args)`: a Durable Object call made for the gateway's process. */
-	relay(binding, name, method, args) {
+	async relay(binding, name, method, args) {
 		// A stub per call: a stub belongs to the request that made it (workerd refuses I/O across requests).
 		const ns = this.env[binding];
 		if (!ns?.idFromName) throw new Error(`bench ledger host: no Durable Object binding ${binding}`);
 		const stub = ns.get(ns.idFromName(name));
-		// Reflect.apply: on an RPC stub every property, `apply` included, is a remote method.
-		return Reflect.apply(stub[method], stub, args);
+		// Reflect.apply: on an RPC stub every property, `apply` included, is a remote method. Awaited, so
+		// the gateway gets the answer's data, not a pipelined promise whose capability it would have to
+		// dispose ("An RPC result was not disposed properly").
+		return await Reflect.apply(stub[method], stub, args);
 	}
 }
 
