@@ -9,7 +9,7 @@
 //   - the floor: bench/workers/floor.mjs, a bare pass-through to the engine.
 // Each is its own Miniflare instance, hence its own workerd process and /proc CPU account.
 // Requests go straight to workerd's socket (mf.ready), never through wrangler dev.
-import { readdirSync, readFileSync } from "node:fs";
+import { createWriteStream, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -67,7 +67,9 @@ async function startInstance(options) {
 		// (that is the feature's cost, measured), the host drains it instead of printing thousands
 		// of lines; stderr (errors) is still shown.
 		handleRuntimeStdio(stdout, stderr) {
-			stdout.resume();
+			// BENCH_WORKERD_LOG=<file>: keep what the Workers log (one JSON line a request, warnings) for a diagnosis.
+			if (process.env.BENCH_WORKERD_LOG) stdout.pipe(createWriteStream(process.env.BENCH_WORKERD_LOG, { flags: "a" }));
+			else stdout.resume();
 			stderr.pipe(process.stderr);
 		},
 		...options,
