@@ -4,7 +4,12 @@
 // the targets take turns in short windows: this box's speed drifts by tens of percent from one
 // minute to the next, and a window of each target in every round cancels most of it.
 //
-//   node bench/ablate.mjs [--rounds 8] [--sequential 300] [--seconds 2] [--streams 10] [--long-chunks N] [--streams-only] <bundle-dir> …
+//   node bench/ablate.mjs [--rounds 8] [--sequential 300] [--seconds 2] [--streams 10] [--long-chunks N] [--streams-only] [--layout split|single] [single:|split:]<bundle-dir> …
+//
+// Each bundle runs in the layout `--layout` names (default split: the production layout, its Durable
+// Objects and D1 in a second workerd; bench/README.md "Layouts"), or the one its `single:`/`split:`
+// prefix names: `split:<dir> single:<dir>` runs one build in both layouts, taking turns. A split
+// target's CPU per request is its gateway process's; its second process's is reported beside it.
 //
 // The first bundle is "gateway", the others "b1", "b2", … Bundles come from
 // `wrangler deploy --dry-run --outdir <dir>`; a copy with one line patched out measures what that
@@ -21,7 +26,7 @@ import { parseArgs } from "node:util";
 import { send } from "./lib/http.mjs";
 import { closedLoop, sequential, turnOrder } from "./lib/load.mjs";
 import { cpuDelta, cpuSample } from "./lib/proc.mjs";
-import { ENGINE_MODEL, GW_MODEL, GW_PACED_MODEL, killChildren, startRig } from "./lib/rig.mjs";
+import { checkLayout, DEFAULT_LAYOUT, ENGINE_MODEL, GW_MODEL, GW_PACED_MODEL, killChildren, startRig } from "./lib/rig.mjs";
 import { summarize } from "./lib/stats.mjs";
 
 const { values: argv, positionals: bundles } = parseArgs({
@@ -34,6 +39,7 @@ const { values: argv, positionals: bundles } = parseArgs({
 		"long-chunks": { type: "string", default: "0" },
 		"streams-only": { type: "boolean", default: false },
 		json: { type: "string" },
+		layout: { type: "string", default: DEFAULT_LAYOUT },
 	},
 });
 const ROUNDS = Number(argv.rounds);
@@ -90,10 +96,25 @@ const median = (xs) => {
 	return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-const variants = bundles.slice(1).map((dir, i) => ({ name: `b${i + 1}`, bundleDir: dir }));
-const rig = await startRig({ paceMs: PACE_MS, maxSockets: 256, bundleDir: bundles[0], variants, portkey: false });
+/** `[single:|split:|split-router:]<dir>` → {layout, dir}. */
+const specOf = (arg) => {
+	const m = /^(single|split|split-router):(.*)$/.exec(arg);
+	return m ? { layout: m[1], dir: m[2] } : { layout: checkLayout(argv.layout), dir: arg };
+};
+const specs = bundles.map(specOf);
+const variants = specs.slice(1).map((b, i) => ({ name: `b${i + 1}`, bundleDir: b.dir, layout: b.layout }));
+const rig = await startRig({
+	paceMs: PACE_MS,
+	maxSockets: 256,
+	bundleDir: specs[0].dir,
+	layout: specs[0].layout,
+	variants,
+	portkey: false,
+});
 const names = ["gateway", ...variants.map((v) => v.name)];
-const dirOf = Object.fromEntries(names.map((n, i) => [n, bundles[i]]));
+const dirOf = Object.fromEntries(names.map((n, i) => [n, `${specs[i].layout}:${specs[i].dir}`]));
+/** The pid name of a split target's second process (Durable Objects, D1), or null. */
+const ledgerPidOf = (n) => rig.targets.find((t) => t.name === n)?.ledgerPidName ?? null;
 try {
 	const floor = rig.targets.find((t) => t.name === "floor");
 	const direct = rig.targets.find((t) => t.name === "direct");
@@ -103,7 +124,10 @@ try {
 	await sequential(all, 300, request);
 	const measured = ["minimal", ...names];
 	const rows = Object.fromEntries(
-		measured.map((n) => [n, { name: n, cpu: [], rps: [], p50: [], seqCpu: [], first: [], afterLong: [] }]),
+		measured.map((n) => [
+			n,
+			{ name: n, cpu: [], rps: [], p50: [], seqCpu: [], ledgerCpu: [], ledgerSeqCpu: [], first: [], afterLong: [] },
+		]),
 	);
 	const directFirst = [];
 	const directAfterLong = [];
@@ -146,7 +170,9 @@ try {
 			const r = await closedLoop(t, 16, MS, request);
 			await quiet(rig.pids);
 			const b = cpuSample(rig.pids);
-			load[t.name] = { rps: r.rps, cpu: cpuDelta(a, b)[t.name].stat / r.done, errors: r.errors };
+			const d = cpuDelta(a, b);
+			const lp = ledgerPidOf(t.name);
+			load[t.name] = { rps: r.rps, cpu: d[t.name].stat / r.done, ledgerCpu: lp ? d[lp].stat / r.done : null, errors: r.errors };
 		}
 		// Sequential latency, targets interleaved request by request; CPU per request over the window.
 		await quiet(rig.pids);
@@ -163,8 +189,19 @@ try {
 			row.rps.push((100 * load[n].rps) / load.floor.rps);
 			row.p50.push(summarize(seq[n].latency).p50 - floorP50);
 			row.seqCpu.push(seqCpu[n].stat / SEQ);
+			const lp = ledgerPidOf(n);
+			if (lp) {
+				row.ledgerCpu.push(load[n].ledgerCpu);
+				row.ledgerSeqCpu.push(seqCpu[lp].stat / SEQ);
+			}
 			row.raw ??= [];
-			row.raw.push({ rps: load[n].rps, cpu: load[n].cpu, seqP50: summarize(seq[n].latency).p50, seqCpu: seqCpu[n].stat / SEQ });
+			row.raw.push({
+				rps: load[n].rps,
+				cpu: load[n].cpu,
+				seqP50: summarize(seq[n].latency).p50,
+				seqCpu: seqCpu[n].stat / SEQ,
+				...(lp ? { ledgerCpu: load[n].ledgerCpu, ledgerSeqCpu: seqCpu[lp].stat / SEQ } : {}),
+			});
 			const errors = load[n].errors + seq[n].errors;
 			line.push(
 				`${n} ${load[n].rps.toFixed(0)} rps ${load[n].cpu.toFixed(3)} ms/req, seq +${row.p50.at(-1).toFixed(3)} ms${errors ? ` ERRORS ${errors}` : ""}`,
@@ -194,10 +231,13 @@ try {
 			const vsMinimal =
 				n === "minimal"
 					? ""
-					: ` | vs minimal: cpu/req @16 ${(median(r.cpu) / median(m.cpu)).toFixed(2)}×, req/s ${((100 * median(r.rps)) / median(m.rps)).toFixed(0)}%, seq p50 ${signed(median(r.p50) - median(m.p50), 3)} ms`;
+					: ` | vs minimal: cpu/req @16 ${(median(r.cpu) / median(m.cpu)).toFixed(2)}×, seq cpu/req ${(median(r.seqCpu) / median(m.seqCpu)).toFixed(2)}×, req/s ${((100 * median(r.rps)) / median(m.rps)).toFixed(0)}%, seq p50 ${signed(median(r.p50) - median(m.p50), 3)} ms`;
+			const second = r.ledgerCpu.length
+				? ` | its Durable Objects' and D1's workerd: cpu/req @16 ${median(r.ledgerCpu).toFixed(3)} ms, seq ${median(r.ledgerSeqCpu).toFixed(3)} ms`
+				: "";
 			console.log(
 				`${n.padEnd(8)} ${dirOf[n] ?? "bench/workers/minimal.mjs"}: cpu/req @16 ${median(r.cpu).toFixed(2)}× floor, ${median(r.rps).toFixed(1)}% of floor's req/s, ` +
-					`seq p50 +${median(r.p50).toFixed(3)} ms over floor, seq cpu/req ${median(r.seqCpu).toFixed(3)} ms, ${firstBytes(r)}${vsMinimal}`,
+					`seq p50 +${median(r.p50).toFixed(3)} ms over floor, seq cpu/req ${median(r.seqCpu).toFixed(3)} ms, ${firstBytes(r)}${vsMinimal}${second}`,
 			);
 		}
 	}

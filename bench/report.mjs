@@ -87,7 +87,9 @@ function capacityRows(r, row) {
 	// Worker itself costs, and so its capacity against the floor's.
 	const pair = r.ledger?.[16]?.cpuPerSettlementMs;
 	const at16 = cpu.inflight16;
-	if (pair !== undefined && at16) {
+	// Only for the single layout: in the split one the ledger's work is in its own process already.
+	const single = (r.meta?.layouts?.gateway ?? "single") === "single";
+	if (single && pair !== undefined && at16) {
 		const workerOnly = at16.gateway - pair;
 		row(
 			"  est. without the ledger DO and D1 (ms CPU)",
@@ -343,9 +345,14 @@ function gatewayTargetRows(r) {
 		row(`req/s @${inflight} in flight (% of floor)`, (n) => `${f(c[n].rps, 0)} (${f((100 * c[n].rps) / c.floor.rps, 0)}%)`);
 	}
 	const cpu = r.cpuPerRequest;
+	row('layout (README "Layouts")', (n) => r.meta.layouts?.[n] ?? "single");
 	row("workerd CPU/request, sequential (ms)", (n) => cpu.sequential[n]);
 	for (const inflight of Object.keys(r.capacity))
 		row(`workerd CPU/request @${inflight} in flight (ms)`, (n) => cpu[`inflight${inflight}`][n]);
+	// The split layout's second workerd (Durable Objects, D1): on Cloudflare, not the Worker's CPU.
+	row("  2nd workerd (DOs, D1) CPU/request, sequential (ms)", (n) => cpu.sequential[`${n}-ledger`]);
+	for (const inflight of Object.keys(r.capacity))
+		row(`  2nd workerd (DOs, D1) CPU/request @${inflight} (ms)`, (n) => cpu[`inflight${inflight}`][`${n}-ledger`]);
 	const lc = r.ledgerCalls ?? {};
 	const methods = (c) =>
 		Object.entries(c.byMethod)

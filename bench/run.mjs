@@ -8,7 +8,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { clockTicksPerSecond } from "./lib/proc.mjs";
-import { parseVariant, startRig } from "./lib/rig.mjs";
+import { checkLayout, DEFAULT_LAYOUT, parseVariant, startRig } from "./lib/rig.mjs";
 import { roundAll } from "./lib/stats.mjs";
 import { capacityPhase } from "./phases/capacity.mjs";
 import { createContext } from "./phases/context.mjs";
@@ -38,6 +38,8 @@ const { values: argv } = parseArgs({
 		"ledger-delay-ms": { type: "string" },
 		// Leave Portkey's gateway out.
 		"no-portkey": { type: "boolean", default: false },
+		// Where the gateway's Durable Objects and D1 run: "split" (a second workerd, as in production) or "single" (lib/rig.mjs LAYOUTS).
+		layout: { type: "string", default: DEFAULT_LAYOUT },
 		// Where D1 and Durable Object storage live (lib/rig.mjs stateRoot: /dev/shm when there is one).
 		"state-dir": { type: "string" },
 	},
@@ -135,6 +137,8 @@ function meta(ctx) {
 		params: P,
 		targets: ctx.targets.map((t) => ({ name: t.name, kind: t.kind, ...(t.config ? { gatewayConfig: t.config } : {}) })),
 		variants: VARIANTS,
+		layout: argv.layout,
+		layouts: Object.fromEntries(ctx.targets.filter((t) => t.layout).map((t) => [t.name, t.layout])),
 		portkey: info.portkeyVersion,
 		idleCpuMsPerSecond: ctx.idleCpuMsPerSecond(),
 		// D1 and Durable Object storage (a tmpfs unless --state-dir says otherwise): see README "How the rig works".
@@ -169,6 +173,7 @@ async function main() {
 		bundleDir: argv["skip-build"],
 		variants: VARIANTS,
 		portkey: PORTKEY,
+		layout: checkLayout(argv.layout),
 		stateRoot: argv["state-dir"],
 		log,
 	});

@@ -108,17 +108,37 @@ export const VARIANT_PRESETS = {
 	},
 };
 
-/** `name=<json>` or a preset name → {name, patch}. */
+/**
+ * Where a gateway target's Durable Objects and D1 run (bench/README.md "Layouts"): "split", the
+ * production layout, puts them in a second workerd process; "single" keeps them on the gateway's
+ * one workerd thread (the rig before issue 39). "split-router" is "split" with the static-assets
+ * router left in the gateway's process (to measure what moving it saves).
+ */
+export const LAYOUTS = ["split", "single", "split-router"];
+export const DEFAULT_LAYOUT = "split";
+
+/** Variant presets that change the layout, not the config: the same bundle and GATEWAY_CONFIG. */
+const LAYOUT_PRESETS = { "gateway-single": "single", "gateway-split": "split", "gateway-split-router": "split-router" };
+
+export function checkLayout(layout) {
+	if (!LAYOUTS.includes(layout)) throw new Error(`layout ${layout}: one of ${LAYOUTS.join(", ")}`);
+	return layout;
+}
+
+/** `name=<json>` or a preset name → {name, patch, layout?}. */
 export function parseVariant(arg) {
 	const eq = arg.indexOf("=");
 	const name = eq < 0 ? arg : arg.slice(0, eq);
 	if (!/^[a-z0-9][a-z0-9-]*$/i.test(name) || ["direct", "floor", "gateway", "portkey", "engine"].includes(name)) {
 		throw new Error(`--variant ${arg}: the name must be [a-z0-9-]+ and not a target's name`);
 	}
+	if (eq < 0 && LAYOUT_PRESETS[name]) return { name, patch: {}, layout: LAYOUT_PRESETS[name] };
 	if (eq < 0) {
 		const patch = VARIANT_PRESETS[name];
 		if (!patch)
-			throw new Error(`--variant ${name}: no such preset (${Object.keys(VARIANT_PRESETS).join(", ")}); use name=<json>`);
+			throw new Error(
+				`--variant ${name}: no such preset (${[...Object.keys(VARIANT_PRESETS), ...Object.keys(LAYOUT_PRESETS)].join(", ")}); use name=<json>`,
+			);
 		return { name, patch };
 	}
 	return { name, patch: JSON.parse(arg.slice(eq + 1)) };
@@ -175,7 +195,8 @@ function defaultStateRoot() {
  * Builds the bundle, starts engine, floor, gateway (and its variants) and Portkey, and creates
  * a funded key on each gateway. `maxSockets` sizes each target's keep-alive pool;
  * `inspectorPort` opens the main gateway's DevTools inspector (bench/profile.mjs only: it slows
- * workerd down). `variants`: [{name, patch, bundleDir?}] (parseVariant; a bundleDir runs another build, bench/ablate.mjs). `portkey`: start Portkey's gateway.
+ * workerd down). `variants`: [{name, patch, bundleDir?, layout?}] (parseVariant; a bundleDir runs another build, bench/ablate.mjs). `portkey`: start Portkey's gateway.
+ * `layout`: the gateways' layout ("split" or "single", LAYOUTS; a variant's own `layout` wins).
  *
  * Each target: {name, kind: "direct"|"floor"|"gateway"|"portkey", url, key, agent, headers,
  * stream (false: not in stream phases), instance (gateways: the workerd-host instance name)}.
@@ -187,6 +208,7 @@ export async function startRig({
 	inspectorPort,
 	variants = [],
 	portkey = false,
+	layout = DEFAULT_LAYOUT,
 	stateRoot = defaultStateRoot(),
 	log = () => {},
 }) {
@@ -216,6 +238,7 @@ export async function startRig({
 				name: v.name,
 				gatewayConfig: mergeConfig(base, v.patch ?? {}, engineInfo.url),
 				...(v.bundleDir ? { bundleDir: v.bundleDir } : {}),
+				...(v.layout ? { layout: checkLayout(v.layout) } : {}),
 			})),
 		];
 		const info = await host.rpc("start", {
@@ -225,6 +248,7 @@ export async function startRig({
 			adminToken: ADMIN_TOKEN,
 			gateways: specs,
 			inspectorPort,
+			layout: checkLayout(layout),
 			minimalBindings: { KEY: MINIMAL_KEY, GW_MODEL, GW_PACED_MODEL, ENGINE_MODEL, PACE_MS: String(paceMs) },
 		});
 		const pkInfo = pk ? await pk.ready : null;
@@ -232,7 +256,10 @@ export async function startRig({
 			`engine ${engineInfo.url} (pid ${engineInfo.pid}); floor ${info.floorUrl} (workerd pid ${info.floorPid}); ` +
 				[
 					`minimal ${info.minimalUrl} (workerd pid ${info.minimalPid})`,
-					...info.gateways.map((g) => `${g.name} ${g.url} (workerd pid ${g.pid})`),
+					...info.gateways.map(
+						(g) =>
+							`${g.name} ${g.url} (${g.layout}: workerd pid ${g.pid}${g.ledgerPid ? `, its Durable Objects and D1 pid ${g.ledgerPid}` : ""})`,
+					),
 				].join("; ") +
 				(pkInfo ? `; portkey ${pkInfo.version} ${pkInfo.url} (node pid ${pkInfo.pid})` : ""),
 		);
@@ -258,6 +285,9 @@ export async function startRig({
 				url: g.url,
 				key: keys[g.name].key,
 				instance: g.name,
+				layout: g.layout,
+				// The split layout's second process (Durable Objects, D1): its CPU is `pids[ledgerPidName]`.
+				ledgerPidName: g.ledgerPid ? `${g.name}-ledger` : null,
 				config: specs.find((s) => s.name === g.name).gatewayConfig,
 			});
 		}
@@ -269,7 +299,10 @@ export async function startRig({
 			t.stream ??= true;
 		}
 		const pids = { floor: info.floorPid, minimal: info.minimalPid, engine: engineInfo.pid };
-		for (const g of info.gateways) pids[g.name] = g.pid;
+		for (const g of info.gateways) {
+			pids[g.name] = g.pid;
+			if (g.ledgerPid) pids[`${g.name}-ledger`] = g.ledgerPid;
+		}
 		if (pkInfo) pids.portkey = pkInfo.pid;
 		return {
 			targets,

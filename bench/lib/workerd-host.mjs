@@ -9,7 +9,7 @@
 //   - the floor: bench/workers/floor.mjs, a bare pass-through to the engine.
 // Each is its own Miniflare instance, hence its own workerd process and /proc CPU account.
 // Requests go straight to workerd's socket (mf.ready), never through wrangler dev.
-import { readdirSync, readFileSync } from "node:fs";
+import { createWriteStream, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -49,6 +49,9 @@ function childWorkerdPids() {
 	return out;
 }
 
+// Every instance pipes its workerd's stderr here: two per gateway in the split layout, more than Node's default 10 listeners.
+process.stderr.setMaxListeners(64);
+
 async function startInstance(options) {
 	const before = new Set(childWorkerdPids());
 	const mf = new Miniflare({
@@ -64,7 +67,9 @@ async function startInstance(options) {
 		// (that is the feature's cost, measured), the host drains it instead of printing thousands
 		// of lines; stderr (errors) is still shown.
 		handleRuntimeStdio(stdout, stderr) {
-			stdout.resume();
+			// BENCH_WORKERD_LOG=<file>: keep what the Workers log (one JSON line a request, warnings) for a diagnosis.
+			if (process.env.BENCH_WORKERD_LOG) stdout.pipe(createWriteStream(process.env.BENCH_WORKERD_LOG, { flags: "a" }));
+			else stdout.resume();
 			stderr.pipe(process.stderr);
 		},
 		...options,
@@ -88,42 +93,146 @@ function migrationStatements() {
 
 /** The gateway instances by name ("gateway", then one per --variant), each its own workerd. */
 const gateways = new Map();
+/** Production layout ("split"): the second workerd of each gateway, hosting its Durable Objects and D1. */
+const ledgers = new Map();
 let floor;
 let minimal;
 
 /** The entry module: bench/workers/ledger-distance.mjs, loaded as if it sat beside the bundle's index.js. */
 const wrapperSource = readFileSync(path.join(BENCH, "workers", "ledger-distance.mjs"), "utf8");
+/** The second process's entry module (split layout): bench/workers/ledger-host.mjs, beside the bundle's index.js. */
+const ledgerHostSource = readFileSync(path.join(BENCH, "workers", "ledger-host.mjs"), "utf8");
 
-async function startGateway({ name, bundleDir, workerOptions, bindings, stateDir, inspectorPort }) {
+/**
+ * The Durable Object bindings the split layout moves to the second process: every one the gateway
+ * declares (KeyLedger, ResponseStore, NodeHealth). On Cloudflare none of them runs on the Worker's thread.
+ */
+const REMOTE_DO = ["LEDGER", "RESPONSES", "NODE_HEALTH"];
+
+/** The bundle as a Worker of a Miniflare instance, `entrySource` its entry module (loaded beside index.js). */
+function bundleWorker({ workerOptions, bundleDir, entrySource, entryName, bindings, ...more }) {
+	return {
+		...workerOptions,
+		name: "gateway",
+		modules: true,
+		script: entrySource,
+		scriptPath: path.join(bundleDir, entryName),
+		modulesRoot: bundleDir,
+		// The bundle's index.js is an ES module (it was the entry, which is always one; imported, a .js is CommonJS by default).
+		modulesRules: [...(workerOptions.modulesRules ?? []), { type: "ESModule", include: ["**/*.js"] }],
+		bindings,
+		...more,
+	};
+}
+
+/** The probe worker (bench/workers/probe.mjs), bound to the KeyLedger class and D1 of the instance it runs in. */
+function probeWorker(workerOptions) {
+	return {
+		name: "probe",
+		modules: true,
+		scriptPath: path.join(BENCH, "workers", "probe.mjs"),
+		compatibilityDate: workerOptions.compatibilityDate,
+		compatibilityFlags: workerOptions.compatibilityFlags,
+		durableObjects: { LEDGER: { className: "KeyLedger", scriptName: "gateway", useSQLite: true } },
+		d1Databases: workerOptions.d1Databases,
+	};
+}
+
+async function migrate(instance) {
+	const db = await instance.mf.getD1Database("DB");
+	await db.batch(migrationStatements().map((s) => db.prepare(s)));
+}
+
+/**
+ * One gateway target. "single": one workerd runs the gateway, its Durable Objects and D1 (the
+ * rig before issue 39). "split" (production): a first workerd hosts the Durable Objects and the D1
+ * database their alarms flush to (bench/workers/ledger-host.mjs), a second the gateway, whose
+ * Durable Object bindings reach the first through one cross-process JS RPC service binding
+ * (bench/workers/ledger-distance.mjs). The gateway's own D1 binding stays in its process: it
+ * serves key lookups, which the isolate's key memo keeps off the warm path, and admin calls.
+ */
+async function startGateway({ name, bundleDir, workerOptions, bindings, stateDir, inspectorPort, layout }) {
+	if (layout === "split" || layout === "split-router") {
+		const { assets, ...hostOptions } = workerOptions;
+		// "split": the static-assets router (Miniflare's rpc-proxy and router workers, which every request
+		// of a Worker with `[assets]` passes through before it) runs in the second process too, as on
+		// Cloudflare, where it is the platform's and not the Worker's; the gateway's ASSETS binding reaches
+		// a Worker there that serves the console. "split-router" keeps it in the gateway's process.
+		const moveAssets = layout === "split" && assets;
+		const ledger = await startInstance({
+			d1Persist: path.join(stateDir, name, "ledger-d1"),
+			durableObjectsPersist: path.join(stateDir, name, "ledger-do"),
+			workers: [
+				bundleWorker({
+					workerOptions: hostOptions,
+					bundleDir,
+					entrySource: ledgerHostSource,
+					entryName: "__bench_ledger_host.mjs",
+					bindings,
+					unsafeDirectSockets: [{ entrypoint: "DoGate" }],
+				}),
+				probeWorker(workerOptions),
+				...(moveAssets
+					? [
+							{
+								name: "assets",
+								modules: true,
+								script: "export default { fetch: (request, env) => env.ASSETS.fetch(request) };",
+								compatibilityDate: workerOptions.compatibilityDate,
+								compatibilityFlags: workerOptions.compatibilityFlags,
+								assets,
+								unsafeDirectSockets: [{}],
+							},
+						]
+					: []),
+			],
+		});
+		await migrate(ledger);
+		const gate = await ledger.mf.unsafeGetDirectURL("gateway", "DoGate");
+		const assetsAt = moveAssets ? await ledger.mf.unsafeGetDirectURL("assets") : null;
+		ledgers.set(name, ledger);
+		const durableObjects = Object.fromEntries(
+			Object.entries(workerOptions.durableObjects ?? {}).filter(([b]) => !REMOTE_DO.includes(b)),
+		);
+		const instance = await startInstance({
+			inspectorPort,
+			d1Persist: path.join(stateDir, name, "d1"),
+			durableObjectsPersist: path.join(stateDir, name, "do"),
+			workers: [
+				bundleWorker({
+					workerOptions: { ...(moveAssets ? hostOptions : workerOptions), durableObjects },
+					bundleDir,
+					entrySource: wrapperSource,
+					entryName: "__bench_ledger_distance.mjs",
+					bindings: { ...bindings, __BENCH_REMOTE_DO: REMOTE_DO.join(",") },
+					serviceBindings: {
+						...workerOptions.serviceBindings,
+						__BENCH_DO_GATE: { external: { address: gate.host, http: {} } },
+						...(assetsAt ? { [assets.binding ?? "ASSETS"]: { external: { address: assetsAt.host, http: {} } } } : {}),
+					},
+				}),
+			],
+		});
+		await migrate(instance);
+		gateways.set(name, instance);
+		return { ...instance, ledgerPid: ledger.pid };
+	}
 	const instance = await startInstance({
 		inspectorPort,
 		d1Persist: path.join(stateDir, name, "d1"),
 		durableObjectsPersist: path.join(stateDir, name, "do"),
 		workers: [
-			{
-				...workerOptions,
-				name: "gateway",
-				modules: true,
-				script: wrapperSource,
-				scriptPath: path.join(bundleDir, "__bench_ledger_distance.mjs"),
-				modulesRoot: bundleDir,
-				// The bundle's index.js is an ES module (it was the entry, which is always one; imported, a .js is CommonJS by default).
-				modulesRules: [...(workerOptions.modulesRules ?? []), { type: "ESModule", include: ["**/*.js"] }],
+			bundleWorker({
+				workerOptions,
+				bundleDir,
+				entrySource: wrapperSource,
+				entryName: "__bench_ledger_distance.mjs",
 				bindings,
-			},
-			{
-				name: "probe",
-				modules: true,
-				scriptPath: path.join(BENCH, "workers", "probe.mjs"),
-				compatibilityDate: workerOptions.compatibilityDate,
-				compatibilityFlags: workerOptions.compatibilityFlags,
-				durableObjects: { LEDGER: { className: "KeyLedger", scriptName: "gateway", useSQLite: true } },
-				d1Databases: workerOptions.d1Databases,
-			},
+			}),
+			probeWorker(workerOptions),
 		],
 	});
-	const db = await instance.mf.getD1Database("DB");
-	await db.batch(migrationStatements().map((s) => db.prepare(s)));
+	await migrate(instance);
 	gateways.set(name, instance);
 	return instance;
 }
@@ -132,7 +241,7 @@ async function startGateway({ name, bundleDir, workerOptions, bindings, stateDir
  * `gateways`: [{name, gatewayConfig}], the first is the main "gateway". Each gets its own
  * Miniflare instance (workerd process, CPU account, D1 and Durable Object storage).
  */
-async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: specs, inspectorPort, minimalBindings }) {
+async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: specs, inspectorPort, minimalBindings, layout }) {
 	const configPath = path.join(ROOT, "wrangler.toml");
 	const { workerOptions } = wrangler.unstable_getMiniflareWorkerOptions(configPath);
 	const config = wrangler.unstable_readConfig({ config: configPath });
@@ -149,8 +258,15 @@ async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: spe
 			bindings,
 			stateDir,
 			inspectorPort: i === 0 ? inspectorPort : undefined,
+			layout: spec.layout ?? layout,
 		});
-		started.push({ name: spec.name, url: instance.url, pid: instance.pid });
+		started.push({
+			name: spec.name,
+			url: instance.url,
+			pid: instance.pid,
+			ledgerPid: instance.ledgerPid ?? null,
+			layout: spec.layout ?? layout,
+		});
 	}
 	floor = await startInstance({
 		name: "floor",
@@ -190,9 +306,12 @@ async function start({ bundleDir, engineUrl, stateDir, adminToken, gateways: spe
 	};
 }
 
-/** A request to the probe worker (bench/workers/probe.mjs), inside the gateway's workerd. */
+/** The workerd that holds a gateway's Durable Objects and usage records: its second process in the split layout. */
+const stateOf = (instance) => ledgers.get(instance) ?? gateways.get(instance);
+
+/** A request to the probe worker (bench/workers/probe.mjs), inside the workerd that hosts the gateway's KeyLedger. */
 async function probe({ instance = "gateway", path: probePath, query = {}, method = "GET" }) {
-	const worker = await gateways.get(instance).mf.getWorker("probe");
+	const worker = await stateOf(instance).mf.getWorker("probe");
 	const res = await worker.fetch(`http://probe${probePath}?${new URLSearchParams(query)}`, { method });
 	const text = await res.text();
 	if (!res.ok) throw new Error(`probe ${probePath}: ${res.status} ${text}`);
@@ -200,13 +319,17 @@ async function probe({ instance = "gateway", path: probePath, query = {}, method
 }
 
 async function usageCount({ instance = "gateway", keyId }) {
-	const db = await gateways.get(instance).mf.getD1Database("DB");
+	const db = await stateOf(instance).mf.getD1Database("DB");
 	const row = await db.prepare("SELECT COUNT(*) AS n FROM usage_records WHERE key_id = ?").bind(keyId).first();
 	return { count: row?.n ?? 0 };
 }
 
 async function stop() {
-	await Promise.allSettled([...[...gateways.values()].map((g) => g.mf.dispose()), floor?.mf.dispose(), minimal?.mf.dispose()]);
+	await Promise.allSettled([
+		...[...gateways.values(), ...ledgers.values()].map((g) => g.mf.dispose()),
+		floor?.mf.dispose(),
+		minimal?.mf.dispose(),
+	]);
 	return {};
 }
 

@@ -36,7 +36,8 @@ export async function capacityPhase(ctx, results) {
 		}
 		const perRequest = {};
 		for (const [name, d] of Object.entries(measured.cpu)) {
-			if (name !== "engine") perRequest[name] = d.stat / Math.max(1, acc[name].done);
+			// A split-layout gateway's second process ("<name>-ledger") is per request of its gateway.
+			if (name !== "engine") perRequest[name] = d.stat / Math.max(1, acc[ctx.targetOfPid(name)].done);
 		}
 		results.cpuPerRequest[`inflight${inflight}`] = {
 			...perRequest,

@@ -144,6 +144,10 @@ export function createContext({ rig, params, smoke, log }) {
 			});
 			return { result, calls };
 		},
+		/** The target a pid name counts for: a split-layout gateway's second process ("<name>-ledger") is its gateway's. */
+		targetOfPid: (name) => targets.find((t) => t.ledgerPidName === name)?.name ?? name,
+		/** The pid name of the workerd that hosts gateway `name`'s Durable Objects and D1 (and the probe worker). */
+		statePid: (name) => targets.find((t) => t.name === name)?.ledgerPidName ?? name,
 		/** Time for waitUntil settlement and the ledger's usage flush after a burst of requests. */
 		settle: () => sleep(SETTLE_MS),
 

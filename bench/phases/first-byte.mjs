@@ -43,8 +43,14 @@ export async function firstBytePhase(ctx, results) {
 					ctx.count(t, 1);
 					ctx.check(r.ok, `first byte: long stream ${t.name}: status ${r.status}`);
 				} else if (situation === "afterWave") {
-					await streams(t, waveConcurrent, waveConcurrent, short);
+					const wave = await streams(t, waveConcurrent, waveConcurrent, short);
 					ctx.count(t, waveConcurrent);
+					// A wave stream that failed left no usage record: say so here, not only as a count mismatch.
+					const failed = wave.filter((r) => !r.ok);
+					ctx.check(
+						failed.length === 0,
+						`first byte: wave ${t.name}: ${failed.length} of ${waveConcurrent} failed (${[...new Set(failed.map((r) => r.error ?? r.status))].join(", ")})`,
+					);
 				}
 				await measure(situation, t);
 			}

@@ -1,5 +1,6 @@
 // Phase 6: the ledger Durable Object alone (authorize+settle pairs for one key), then the hot
-// path's other pieces one at a time, inside the gateway's workerd (bench/workers/probe.mjs).
+// path's other pieces one at a time, inside the workerd that hosts the gateway's KeyLedger
+// (bench/workers/probe.mjs): the gateway's own in the single layout, its second one in the split.
 import { createHash } from "node:crypto";
 
 export async function ledgerPhase(ctx, results) {
@@ -21,7 +22,7 @@ export async function ledgerPhase(ctx, results) {
 			settlementsPerSecond: r.perSecond,
 			settled: r.settled,
 			failed: r.failed,
-			cpuPerSettlementMs: measured.cpu.gateway.sched / Math.max(1, r.settled),
+			cpuPerSettlementMs: measured.cpu[ctx.statePid("gateway")].sched / Math.max(1, r.settled),
 			outboxBacklogAtEnd: after.outboxSize,
 			outboxDrainMs: measured.drainMs,
 		};
@@ -41,7 +42,7 @@ export async function componentsPhase(ctx, results) {
 			rpc("probe", { path: "/op", query: { name, n: P.componentOps, key: componentKey, hash, prefix } }),
 		);
 		results.components[name] = {
-			cpuMsEach: measured.cpu.gateway.sched / P.componentOps,
+			cpuMsEach: measured.cpu[ctx.statePid("gateway")].sched / P.componentOps,
 			wallMsEach: measured.result.elapsedMs / P.componentOps,
 		};
 	}

@@ -87,9 +87,15 @@ export async function responsesPhase(ctx, results) {
 	const { concurrent: bc, chunks: bLong, shortChunks: bShort } = P.burst;
 	ctx.log("responses streams: warm-up");
 	const gw = ctx.byName.gateway;
-	await streams(gw, 4, 4, responsesRequest(P.pacedShortChunks, true));
-	await streams(gw, 2, 2, responsesRequest(bShort, false));
+	const warm = [
+		...(await streams(gw, 4, 4, responsesRequest(P.pacedShortChunks, true))),
+		...(await streams(gw, 2, 2, responsesRequest(bShort, false))),
+	];
 	ctx.countGateway(6);
+	ctx.check(
+		warm.every((r) => r.ok),
+		`responses warm-up: ${warm.filter((r) => !r.ok).length} of 6 failed`,
+	);
 	await ctx.settle();
 	results.responsesStreams = { unit: "µs", paceMs: P.paceMs };
 	ctx.log(

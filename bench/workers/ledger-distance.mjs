@@ -14,6 +14,12 @@
 //   POST /__bench/ledger?delay_ms=N      set the delay (0: calls go straight through)
 //   GET  /__bench/ledger/rtt?n=          time n info() calls through the wrapped binding (mechanism check)
 // Nothing else under /__bench/ reaches the gateway.
+//
+// In the production layout ("split", bench/README.md "Layouts") the gateway's Durable Objects live
+// in a second workerd process (bench/workers/ledger-host.mjs): the env then carries
+// `__BENCH_DO_GATE`, a service binding to that process, and `__BENCH_REMOTE_DO`, the names of the
+// bindings it serves. Each becomes a namespace whose stubs send every method call there as one JS
+// RPC call, as a Durable Object stub's call leaves a Worker on Cloudflare.
 import * as bundle from "./index.js";
 
 export * from "./index.js";
@@ -51,12 +57,45 @@ function wrapNamespace(ns) {
 	});
 }
 
+/** A stub whose every method call is `gate.relay(binding, name, method, args)` in the other process. */
+function remoteStub(gate, binding, name, id) {
+	return new Proxy(
+		{},
+		{
+			get(_target, prop) {
+				if (prop === "then" || typeof prop === "symbol") return undefined;
+				if (prop === "id") return id;
+				if (prop === "name") return name;
+				return (...args) => gate.relay(binding, name, prop, args);
+			},
+		},
+	);
+}
+
+/** The Durable Object namespace `binding` of the other process, as far as the gateway uses one: idFromName, get, getByName. */
+function remoteNamespace(gate, binding) {
+	const idFromName = (name) => ({ name, toString: () => name, equals: (other) => other?.name === name });
+	return {
+		idFromName,
+		get: (id) => remoteStub(gate, binding, id.name, id),
+		getByName: (name) => remoteStub(gate, binding, name, idFromName(name)),
+	};
+}
+
 /** One wrapped env per original env object: the gateway may cache per env (WeakMap). */
 const wrapped = new WeakMap();
 function wrapEnv(env) {
 	let w = wrapped.get(env);
 	if (!w) {
-		w = env.LEDGER ? { ...env, LEDGER: wrapNamespace(env.LEDGER) } : env;
+		w = env;
+		if (env.__BENCH_DO_GATE) {
+			w = { ...env };
+			for (const b of String(env.__BENCH_REMOTE_DO ?? "")
+				.split(",")
+				.filter(Boolean))
+				w[b] = remoteNamespace(env.__BENCH_DO_GATE, b);
+		}
+		if (w.LEDGER) w = { ...w, LEDGER: wrapNamespace(w.LEDGER) };
 		wrapped.set(env, w);
 	}
 	return w;
