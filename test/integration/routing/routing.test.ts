@@ -174,8 +174,10 @@ describe("remembering sick nodes", () => {
 		const m2 = marker();
 		// Traffic until the node gets some back: a passing probe ends its 60-second cooldown, which
 		// the wait's bound (a failing test's only) is well below.
+		// Each with a prompt of its own: one prompt's prefix has one home node, which may be the other
+		// (1 time in 11 at these weights), and would never show the recovered node any traffic.
 		await waitFor(async () => {
-			await send(gw, 1, () => ({ model: "fleet", messages: user(m2) }));
+			await send(gw, 1, () => ({ model: "fleet", messages: user(`${marker()} ${m2}`) }));
 			return (perNode(await callsWith(m2))[dead] ?? 0) > 0;
 		}, 20_000);
 		const row = await waitForNode(gw, nodeUrl(dead), (r) => r.healthy);
