@@ -12,6 +12,7 @@
  * sideways (tables scroll in their frame). Nothing is blocked by the page's Content-Security-Policy. Screenshots go to test/browser/screenshots/ (gitignored).
  */
 import { mkdirSync } from "node:fs";
+import { request } from "node:http";
 import { fileURLToPath } from "node:url";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -49,6 +50,30 @@ interface Key {
 	key: string;
 	name: string;
 	balance_usd: number;
+}
+
+/**
+ * A POST on a connection of its own (no keep-alive): a reused connection that the local server
+ * closed between two requests failed this setup now and then ("other side closed").
+ */
+function postOnNewConnection(url: string, secret: string, body: string): Promise<{ status: number; requestId: string }> {
+	return new Promise((resolve, reject) => {
+		const req = request(
+			url,
+			{
+				method: "POST",
+				agent: false,
+				headers: { authorization: `Bearer ${secret}`, "content-type": "application/json", connection: "close" },
+			},
+			(res) => {
+				res.resume();
+				res.on("end", () => resolve({ status: res.statusCode ?? 0, requestId: String(res.headers["x-request-id"]) }));
+				res.on("error", reject);
+			},
+		);
+		req.on("error", reject);
+		req.end(body);
+	});
 }
 
 describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
@@ -125,13 +150,8 @@ describe.skipIf(!haveChromium)("the operator console in a real browser", () => {
 			[fleet.key, { model: "test/all-down", messages: [{ role: "user", content: "fail" }] }],
 		];
 		for (const [secret, body] of refusals) {
-			const res = await fetch(`${gatewayUrl()}/v1/chat/completions`, {
-				method: "POST",
-				headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-				body: JSON.stringify(body),
-			});
-			await res.text();
-			refusedIds[res.status] = res.headers.get("x-request-id") as string;
+			const res = await postOnNewConnection(`${gatewayUrl()}/v1/chat/completions`, secret, JSON.stringify(body));
+			refusedIds[res.status] = res.requestId;
 		}
 		expect(Object.keys(refusedIds).map(Number).sort()).toEqual([200, 400, 401, 402, 429, 502]);
 		// Settlement and the ledger's outbox flush to D1 run after the answers, on the ledger's alarm.
