@@ -1,14 +1,7 @@
-/**
- * The Gemini lane: a Gemini `GenerateContentRequest` translated to a chat body, run through the
- * chat pipeline (authorizeChat → runAuthorized: the same keys, scopes, hold, fleet routing,
- * fallbacks, settlement and usage record), answered as a `GenerateContentResponse` or its frames.
- */
-import { assertModelAllowed, ledgerScopes, payerKeyId } from "../auth/scopes";
-import { assertServes } from "../chat/authorize-chat";
+import { admitTokenCount } from "../chat/admit-count";
 import { countTokens } from "../chat/count-tokens";
 import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
 import { resolveModel } from "../config";
-import { countRequest } from "../ledger/ledger-client";
 import type { Source } from "../types";
 import { type GenerateContentResponse, responseFromCompletion } from "./from-chat";
 import { validateCountTokens, validateGenerateContent } from "./request-schema";
@@ -46,14 +39,7 @@ export async function countGeminiTokens(
 ): Promise<{ body: { totalTokens: number }; headers: Record<string, string> }> {
 	const resolved = resolveModel(run.config, model).model;
 	const { req } = validateCountTokens(body, resolved.pass_through_fields);
-	assertServes(resolved, "chat");
-	assertModelAllowed(run.principal, resolved.id);
-	// The engine tokenizes for free: the call still counts against the key's requests per minute.
-	const rateHeaders = await countRequest(run.env, {
-		payerKeyId: payerKeyId(run.principal),
-		requestId: run.requestId,
-		scopes: ledgerScopes(run.principal),
-	});
+	const { rateHeaders } = await admitTokenCount(run, model);
 	const count = await countTokens(resolved, geminiToChat(model, req, false, { reasoning: false, passed: {} }), {
 		fetch: fetcher,
 		secrets: run.env,

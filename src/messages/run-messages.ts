@@ -1,15 +1,8 @@
-/**
- * The Messages lane: an Anthropic request translated to a chat body, run through the chat
- * pipeline (authorizeChat → runAuthorized: the same keys, scopes, hold, fleet routing,
- * fallbacks, settlement and usage record), answered as an Anthropic `message` or its events.
- */
-import { assertModelAllowed, ledgerScopes, payerKeyId } from "../auth/scopes";
-import { assertServes } from "../chat/authorize-chat";
+import { admitTokenCount } from "../chat/admit-count";
 import { countTokens, type TokenCount } from "../chat/count-tokens";
 import { authorizeChat, type ChatRun, runAuthorized } from "../chat/run-chat";
 import type { SearchRound, SearchUnderWay } from "../chat/search-tool";
 import { resolveModel } from "../config";
-import { countRequest } from "../ledger/ledger-client";
 import type { Source } from "../types";
 import { type AnthropicMessageOut, messageFromCompletion } from "./from-chat";
 import { validateCountTokensRequest, validateMessagesRequest } from "./request-schema";
@@ -67,15 +60,7 @@ export async function countMessageTokens(
 	fetcher: typeof fetch = fetch,
 ): Promise<{ body: { input_tokens: number }; headers: Record<string, string> }> {
 	const { req, ignored } = validateCountTokensRequest(body);
-	const { model } = resolveModel(run.config, req.model);
-	assertServes(model, "chat");
-	assertModelAllowed(run.principal, model.id);
-	// The engine tokenizes for free: the call still counts against the key's requests per minute.
-	const rateHeaders = await countRequest(run.env, {
-		payerKeyId: payerKeyId(run.principal),
-		requestId: run.requestId,
-		scopes: ledgerScopes(run.principal),
-	});
+	const { model, rateHeaders } = await admitTokenCount(run, req.model);
 	const chatBody = messagesToChat({ ...req, max_tokens: 1 }, { reasoning: false, webSearch: !!run.config.web_search });
 	const count: TokenCount = await countTokens(model, chatBody, {
 		fetch: fetcher,

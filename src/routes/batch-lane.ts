@@ -11,6 +11,18 @@ export function batchLane(c: Context<AppEnv>) {
 	return config;
 }
 
+/** OpenAI's list object of a page: `rows` holds up to `limit + 1`, the one past telling `has_more`. */
+export function listPage<R, O extends { id: string }>(rows: R[], limit: number, toObject: (row: R) => O) {
+	const data = rows.slice(0, limit).map(toObject);
+	return {
+		object: "list" as const,
+		data,
+		first_id: data[0]?.id ?? null,
+		last_id: data[data.length - 1]?.id ?? null,
+		has_more: rows.length > limit,
+	};
+}
+
 /** `limit` of a list: 1 to `max`, 20 when absent. */
 export function listLimit(raw: string | undefined, max = 100): number {
 	if (raw === undefined) return 20;

@@ -7,7 +7,7 @@ import { cancelBatch, createBatch, getBatch } from "../batches/create";
 import { batchObject } from "../batches/objects";
 import { batchesStore } from "../db/batches";
 import { jsonBody } from "../http/json-body";
-import { batchLane, listLimit } from "./batch-lane";
+import { batchLane, listLimit, listPage } from "./batch-lane";
 
 export const batchesRoutes = new Hono<AppEnv>()
 	.post("/", jsonBody(CreateBatchSchema), async (c) => {
@@ -26,14 +26,7 @@ export const batchesRoutes = new Hono<AppEnv>()
 		const limit = listLimit(c.req.query("limit"));
 		const after = c.req.query("after");
 		const rows = await batchesStore(c.env.DB).list(callerKeyId(c.get("principal")), { limit, ...(after ? { after } : {}) });
-		const data = rows.slice(0, limit).map(batchObject);
-		return c.json({
-			object: "list",
-			data,
-			first_id: data[0]?.id ?? null,
-			last_id: data[data.length - 1]?.id ?? null,
-			has_more: rows.length > limit,
-		});
+		return c.json(listPage(rows, limit, batchObject));
 	})
 	.get("/:id", async (c) => {
 		batchLane(c);

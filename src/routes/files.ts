@@ -9,7 +9,7 @@ import { batchLineBytes, MAX_BATCH_LINES } from "../config-batches";
 import { batchFilesStore } from "../db/batches";
 import { GatewayError } from "../errors";
 import { randomId } from "../ids";
-import { batchLane, listLimit } from "./batch-lane";
+import { batchLane, listLimit, listPage } from "./batch-lane";
 
 function notFound(id: string): GatewayError {
 	return new GatewayError("not_found", `No such File object: ${id}`, { param: "file_id" });
@@ -77,14 +77,7 @@ export const filesRoutes = new Hono<AppEnv>()
 			...(after ? { after } : {}),
 			...(purpose ? { purpose } : {}),
 		});
-		const data = rows.slice(0, limit).map(fileObject);
-		return c.json({
-			object: "list",
-			data,
-			first_id: data[0]?.id ?? null,
-			last_id: data[data.length - 1]?.id ?? null,
-			has_more: rows.length > limit,
-		});
+		return c.json(listPage(rows, limit, fileObject));
 	})
 	.get("/:id", async (c) => {
 		batchLane(c);
