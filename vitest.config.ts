@@ -113,6 +113,9 @@ const SHARED_WORKERD = process.env.VENYM_SHARED_WORKERD === "1";
 const ENGINES = process.env.VENYM_ENGINES === "1";
 
 export default defineConfig({
+	// Vite's pre-bundle cache beside this checkout, not in node_modules: worktrees that share one
+	// node_modules would otherwise rebuild each other's ("There is a new version of the pre-bundle").
+	cacheDir: ".tmp/vite",
 	test: {
 		// Test files mostly wait (engine timeouts, paced streams), so Vitest's default of one file
 		// per core but one is too few on a small machine: at least two at once. More starves the
