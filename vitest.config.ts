@@ -73,10 +73,10 @@ function workerPlugin(redis: boolean) {
 const REDIS_TESTS = "test/integration/redis/redis.test.ts";
 
 /**
- * Files that need an isolate and Durable Objects of their own, so `npm test` runs them and the
- * shared-workerd inner loop does not: the refused requests' per-isolate, per-minute bound
- * (observability/refusals.ts) is spent by every other file's refusals there, and the console's
- * batch list counts lines in flight on a model's dispatcher that other files also use.
+ * Files that need an isolate and Durable Objects of their own, even in the shared-workerd inner
+ * loop: the refused requests' per-isolate, per-minute bound (observability/refusals.ts) is spent
+ * by every other file's refusals there, and the console's batch list counts lines in flight on a
+ * model's dispatcher that other files also use. Their project (`workers-own`) always isolates.
  */
 const OWN_ISOLATE_TESTS = [
 	"test/integration/routes/admin-trouble.test.ts",
@@ -152,10 +152,15 @@ export default defineConfig({
 				test: {
 					name: "workers",
 					include: ["test/integration/**/*.test.ts"],
-					exclude: [REDIS_TESTS, ...(SHARED_WORKERD ? OWN_ISOLATE_TESTS : [])],
+					exclude: [REDIS_TESTS, ...OWN_ISOLATE_TESTS],
 					isolate: !SHARED_WORKERD,
 					...WORKERD_PROJECT,
 				},
+			},
+			{
+				// The same, one workerd per file in every mode (see OWN_ISOLATE_TESTS).
+				plugins: [workerPlugin(false)],
+				test: { name: "workers-own", include: OWN_ISOLATE_TESTS, isolate: true, ...WORKERD_PROJECT },
 			},
 			{
 				// The Redis path (key cache, failed-auth throttle) against a real redis-server behind dev/redis-bridge.mjs.
