@@ -73,10 +73,13 @@ describe("a long prompt's first token", () => {
 		// Hangs on every request but passes its health checks: only timeouts tell the router about it.
 		await setNode(`${t}hang`, { scenario: "stuck" });
 		const gw = gatewayWith({
-			...fleetConfig([
-				model("fleet", [{ url: nodeUrl(`${t}hang`), weight: 1000, prefill_tokens_per_s: 10_000 }, nodeUrl(`${t}ok`)]),
-				// A health check the hung node passes ends its cooldown (node-state.ts): none during this test.
-			], { health_check_interval_ms: 600_000 }),
+			...fleetConfig(
+				[
+					model("fleet", [{ url: nodeUrl(`${t}hang`), weight: 1000, prefill_tokens_per_s: 10_000 }, nodeUrl(`${t}ok`)]),
+					// A health check the hung node passes ends its cooldown (node-state.ts): none during this test.
+				],
+				{ health_check_interval_ms: 600_000 },
+			),
 			first_byte_timeout_ms: 200,
 		});
 		const long = marker();
