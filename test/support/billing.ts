@@ -18,7 +18,7 @@ import { env, runDurableObjectAlarm, SELF } from "cloudflare:test";
 import { expect } from "vitest";
 import type { LedgerInfo } from "../../src/ledger/durable/key-ledger";
 import { admin, BASE, createKey, type EngineRequest, engineRequestsSince, lastEngineId, waitFor } from "./gateway";
-import { ledger } from "./ledger";
+import { flushUsage, ledger } from "./ledger";
 
 export const IN = 1_000;
 export const OUT = 2_000;
@@ -41,6 +41,7 @@ export interface UsageRow {
 	status: string;
 	estimated: boolean;
 	search_count: number;
+	lane: string | null;
 	created_at: number;
 }
 
@@ -83,6 +84,14 @@ export async function usagePage(query: string): Promise<UsagePage> {
 	const res = await admin(`/usage${query}`);
 	expect(res.status).toBe(200);
 	return (await res.json()) as UsagePage;
+}
+
+/** One request's usage record, once its key's outbox has reached D1. */
+export function usageRecordOf(keyId: string, requestId: string): Promise<UsageRow> {
+	return waitFor(async () => {
+		await flushUsage(ledger(keyId));
+		return (await usagePage(`?key_id=${keyId}`)).data.find((r) => r.request_id === requestId);
+	}, 10_000);
 }
 
 /** All usage records of a key (after settlement), newest first. */

@@ -43,6 +43,7 @@ export function chat(key: string, body: Record<string, unknown>, init: RequestIn
 
 export interface EngineRequest {
 	id: number;
+	method: string;
 	path: string;
 	scenario: string;
 	headers: Record<string, string>;

@@ -78,3 +78,18 @@ export function holdExpiry(keyId: string, requestId: string): Promise<number | n
 				?.e ?? null,
 	);
 }
+
+/** When a request's slot lease ends (its hold_limits row for the key), or null when it holds none. */
+export function slotUntil(keyId: string, requestId: string): Promise<number | null> {
+	return runInDurableObject(
+		ledger(keyId),
+		(_i, state) =>
+			state.storage.sql
+				.exec<{ t: number | null }>(
+					"SELECT slot_until AS t FROM hold_limits WHERE request_id = ? AND scope = ?",
+					requestId,
+					keyId,
+				)
+				.toArray()[0]?.t ?? null,
+	);
+}

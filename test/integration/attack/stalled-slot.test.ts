@@ -5,26 +5,12 @@
  * (stop reading, wait 2 minutes, open N more). A request that is still running keeps its slot
  * while it stalls, up to the longest any of its own timeouts may be (MAX_WAIT_MS).
  */
-import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../../src/app";
 import { SLOT_KEEPALIVE_MS } from "../../../src/settlement/hold-keep-alive";
 import { BASE, createKey, releaseEngine, waitFor } from "../../support/gateway";
-import { ledger } from "../../support/ledger";
-
-function slotUntil(keyId: string, requestId: string): Promise<number | null> {
-	return runInDurableObject(
-		ledger(keyId),
-		(_i, state) =>
-			state.storage.sql
-				.exec<{ t: number | null }>(
-					"SELECT slot_until AS t FROM hold_limits WHERE request_id = ? AND scope = ?",
-					requestId,
-					keyId,
-				)
-				.toArray()[0]?.t ?? null,
-	);
-}
+import { slotUntil } from "../../support/ledger";
 
 afterEach(() => {
 	vi.useRealTimers();

@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from "vitest";
 import cliRequests from "../../fixtures/gemini-cli-requests.json";
-import { admin, type CreatedKey, chat, createKey, type EngineRequest, engineRequests, gw, waitFor } from "../../support/gateway";
-import { flushUsage, ledger } from "../../support/ledger";
+import { usageRecordOf } from "../../support/billing";
+import { chat, createKey, type EngineRequest, engineRequests, gw, waitFor } from "../../support/gateway";
 
 type Json = Record<string, unknown>;
 
@@ -34,24 +34,6 @@ async function engineCall(m: string): Promise<EngineRequest> {
 		return c.length > 0 && c;
 	});
 	return calls.at(-1) as EngineRequest;
-}
-
-interface UsageRow {
-	request_id: string;
-	model: string;
-	prompt_tokens: number;
-	completion_tokens: number;
-	cost_nanos: number;
-	status: string;
-	lane: string | null;
-}
-
-async function usageOf(key: CreatedKey, requestId: string): Promise<UsageRow> {
-	return waitFor(async () => {
-		await flushUsage(ledger(key.id));
-		const page = (await (await admin(`/usage?key_id=${key.id}`)).json()) as { data: UsageRow[] };
-		return page.data.find((r) => r.request_id === requestId);
-	}, 10_000);
 }
 
 async function expectError(res: Response, code: number, status: string): Promise<string> {
@@ -121,7 +103,7 @@ describe("POST /v1beta/models/{model}:generateContent", () => {
 			expect(call.body).not.toHaveProperty(dropped);
 		}
 
-		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		const row = await usageRecordOf(key.id, res.headers.get("x-request-id") as string);
 		expect(row).toMatchObject({ lane: "gemini", status: "completed", model: "test/ok" });
 		expect(body.usageMetadata).toEqual({
 			promptTokenCount: row.prompt_tokens,
@@ -146,8 +128,8 @@ describe("POST /v1beta/models/{model}:generateContent", () => {
 		});
 		expect(viaGemini.status).toBe(200);
 		const viaChat = await chat(key.key, { model: "test/ok", max_tokens: 50, messages: [{ role: "user", content: text }] });
-		const a = await usageOf(key, viaGemini.headers.get("x-request-id") as string);
-		const b = await usageOf(key, viaChat.headers.get("x-request-id") as string);
+		const a = await usageRecordOf(key.id, viaGemini.headers.get("x-request-id") as string);
+		const b = await usageRecordOf(key.id, viaChat.headers.get("x-request-id") as string);
 		expect([a.lane, b.lane]).toEqual(["gemini", "chat"]);
 		expect(a.cost_nanos).toBe(b.cost_nanos);
 		expect(a.prompt_tokens).toBe(b.prompt_tokens);
@@ -326,7 +308,7 @@ describe("POST /v1beta/models/{model}:streamGenerateContent?alt=sse", () => {
 		expect(last.candidates[0]?.finishReason).toBe("STOP");
 		expect(last.modelVersion).toBe("test/ok");
 		expect(new Set(frames.map((f) => f.responseId)).size).toBe(1);
-		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		const row = await usageRecordOf(key.id, res.headers.get("x-request-id") as string);
 		expect(row).toMatchObject({ lane: "gemini", status: "completed" });
 		expect(last.usageMetadata).toMatchObject({
 			promptTokenCount: row.prompt_tokens,
@@ -417,7 +399,7 @@ describe(":countTokens and aliases", () => {
 		expect(res.status, JSON.stringify(body)).toBe(200);
 		expect(body.candidates[0]?.content.parts[0]?.text).toBe(`Echo: alias ${m}`);
 		expect((await engineCall(m)).body?.model).toBe("engine-ok");
-		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		const row = await usageRecordOf(key.id, res.headers.get("x-request-id") as string);
 		expect(row.model).toBe("test/ok");
 		const viaChat = await chat(key.key, { model: "gemini-2.5-flash-lite", messages: [{ role: "user", content: "hi" }] });
 		expect(viaChat.status).toBe(200);
@@ -498,7 +480,7 @@ describe("scopes, browser keys and candidates, as on chat", () => {
 		expect(res.status, JSON.stringify(body)).toBe(200);
 		expect((await engineCall(m)).body?.n).toBe(2);
 		expect(body.candidates.map((c) => c.index)).toEqual([0, 1]);
-		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		const row = await usageRecordOf(key.id, res.headers.get("x-request-id") as string);
 		expect(row.completion_tokens).toBe(body.usageMetadata.candidatesTokenCount);
 		const many = await gemini(key.key, "test/ok", "generateContent", {
 			...ask("hi"),

@@ -5,7 +5,7 @@
  * `concurrency_limit_exceeded` in its lane's shape with nothing held; a client that leaves frees its
  * slot, a lost isolate's slot lapses with its lease, and a token counts inside its parent's cap.
  */
-import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../../src/app";
 import type { ScopeLimits } from "../../../src/ledger/durable/limits";
@@ -13,7 +13,7 @@ import { SLOT_LEASE_MS } from "../../../src/ledger/durable/slots";
 import { keepAliveEvery, SLOT_KEEPALIVE_MS } from "../../../src/settlement/hold-keep-alive";
 import { at } from "../../support/clock";
 import { BASE, chat, createKey, type EngineRequest, engineRequests, gw, releaseEngine, waitFor } from "../../support/gateway";
-import { ledger, record } from "../../support/ledger";
+import { ledger, record, slotUntil } from "../../support/ledger";
 import { created, post, settled } from "../../support/responses";
 
 type ErrorBody = { error: { message: string; type: string; code: string | null } };
@@ -57,21 +57,6 @@ async function expectConcurrencyRefusal(res: Response): Promise<void> {
 	expect(json.error).toMatchObject({ type: "rate_limit_error", code: "concurrency_limit_exceeded" });
 	expect(json.error.message).toMatch(/max_concurrent/);
 	expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
-}
-
-/** When a request's slot lease ends (its hold_limits row for the key), or null when it holds none. */
-function slotUntil(keyId: string, requestId: string): Promise<number | null> {
-	return runInDurableObject(
-		ledger(keyId),
-		(_i, state) =>
-			state.storage.sql
-				.exec<{ t: number | null }>(
-					"SELECT slot_until AS t FROM hold_limits WHERE request_id = ? AND scope = ?",
-					requestId,
-					keyId,
-				)
-				.toArray()[0]?.t ?? null,
-	);
 }
 
 afterEach(() => {

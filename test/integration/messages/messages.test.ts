@@ -5,9 +5,10 @@
  * class in Anthropic's shape.
  */
 import { describe, expect, it } from "vitest";
+import { usageRecordOf } from "../../support/billing";
 import { fleetConfig, gatewayWith, model, ownEngineUrl } from "../../support/fleet";
-import { admin, type CreatedKey, chat, createKey, type EngineRequest, engineRequests, gw, waitFor } from "../../support/gateway";
-import { flushUsage, ledger } from "../../support/ledger";
+import { chat, createKey, type EngineRequest, engineRequests, gw, waitFor } from "../../support/gateway";
+import { ledger } from "../../support/ledger";
 
 type Json = Record<string, unknown>;
 
@@ -30,24 +31,6 @@ async function engineCall(m: string): Promise<EngineRequest> {
 	});
 	expect(calls).toHaveLength(1);
 	return calls[0] as EngineRequest;
-}
-
-interface UsageRow {
-	request_id: string;
-	model: string;
-	prompt_tokens: number;
-	completion_tokens: number;
-	cost_nanos: number;
-	status: string;
-	lane: string | null;
-}
-
-async function usageOf(key: CreatedKey, requestId: string): Promise<UsageRow> {
-	return waitFor(async () => {
-		await flushUsage(ledger(key.id));
-		const page = (await (await admin(`/usage?key_id=${key.id}`)).json()) as { data: UsageRow[] };
-		return page.data.find((r) => r.request_id === requestId);
-	}, 10_000);
 }
 
 interface Event {
@@ -137,7 +120,7 @@ describe("POST /v1/messages", () => {
 		}
 
 		const usage = body.usage as Json;
-		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		const row = await usageRecordOf(key.id, res.headers.get("x-request-id") as string);
 		expect(row).toMatchObject({ lane: "messages", status: "completed", model: "test/ok" });
 		expect(usage).toEqual({
 			input_tokens: row.prompt_tokens,
@@ -158,8 +141,8 @@ describe("POST /v1/messages", () => {
 		expect(viaMessages.status).toBe(200);
 		const viaChat = await chat(key.key, { model: "test/ok", max_tokens: 50, messages: [{ role: "user", content: text }] });
 		expect(viaChat.status).toBe(200);
-		const a = await usageOf(key, viaMessages.headers.get("x-request-id") as string);
-		const b = await usageOf(key, viaChat.headers.get("x-request-id") as string);
+		const a = await usageRecordOf(key.id, viaMessages.headers.get("x-request-id") as string);
+		const b = await usageRecordOf(key.id, viaChat.headers.get("x-request-id") as string);
 		expect(a.lane).toBe("messages");
 		expect(b.lane).toBe("chat");
 		expect(a.prompt_tokens).toBe(b.prompt_tokens);
@@ -196,7 +179,7 @@ describe("POST /v1/messages", () => {
 		expect(text).toBe(`Echo: stream ${m}`);
 		const delta = events.at(-2)?.data as { delta: Json; usage: Json };
 		expect(delta.delta).toEqual({ stop_reason: "end_turn", stop_sequence: null });
-		const row = await usageOf(key, res.headers.get("x-request-id") as string);
+		const row = await usageRecordOf(key.id, res.headers.get("x-request-id") as string);
 		expect(row).toMatchObject({ lane: "messages", status: "completed" });
 		expect(delta.usage).toMatchObject({ input_tokens: row.prompt_tokens, output_tokens: row.completion_tokens });
 	});

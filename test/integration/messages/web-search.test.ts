@@ -46,7 +46,7 @@ function post(key: string, body: Json): Promise<Response> {
 	});
 }
 
-async function onlyRecord(keyId: string): Promise<UsageRow & { lane?: string }> {
+async function onlyRecord(keyId: string): Promise<UsageRow> {
 	const { rows } = await settled(keyId, 1);
 	expect(rows).toHaveLength(1);
 	return rows[0] as UsageRow;
