@@ -12,9 +12,12 @@ export interface EngineMessage {
 	tool_call_id?: string;
 }
 
-/** The engine's searches and chat calls since `since` (lastEngineId). */
-export async function engineCalls(since: number) {
-	const all = await engineRequestsSince(since);
+/**
+ * The engine's searches and chat calls since `since` (lastEngineId); with `mark`, only those whose
+ * body carries it (another file's requests to the shared engine land in the same window).
+ */
+export async function engineCalls(since: number, mark?: string) {
+	const all = (await engineRequestsSince(since)).filter((r) => mark === undefined || JSON.stringify(r.body ?? "").includes(mark));
 	return {
 		searches: all.filter((r) => r.path.endsWith("/search")),
 		chats: all.filter((r) => r.path.endsWith("/chat/completions")).map((r) => r.body as Json & { messages: EngineMessage[] }),

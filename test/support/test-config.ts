@@ -40,6 +40,10 @@ export function testGatewayConfig(engineUrl: string) {
 			model("test/trickle", [node("trickle")]),
 			// Answers once the test releases it (test/support/gateway.ts releaseEngine): a request that lasts as long as a test needs.
 			model("test/gated", [node("gated")]),
+			// Gated too (the test sets the named node's scenario), each on its own node and dispatcher: batch
+			// lines there never wait for room behind other files' gated requests in a shared workerd.
+			model("test/gated-lines-a", [`${engineUrl}/n/gated-lines-a/v1`]),
+			model("test/gated-lines-b", [`${engineUrl}/n/gated-lines-b/v1`]),
 			model("test/bigprompt", [node("bigprompt")]),
 			// Billed at least what was delivered (test/integration/chat/billed-delivered.test.ts): an honest
 			// byte-level count of CJK text and images (a context that takes them), llama.cpp's one-choice

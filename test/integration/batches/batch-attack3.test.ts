@@ -1,7 +1,7 @@
 /** Attack round seven on the batch lane: races and names the lane's own tests did not try. */
 import { env, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
 import OpenAI, { toFile } from "openai";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { dispatcherFor } from "../../../src/batches/create";
 import { batchesStore } from "../../../src/db/batches";
 import { keyStore } from "../../../src/db/keys";
@@ -40,6 +40,10 @@ async function final(openai: OpenAI, id: string) {
 		return ["completed", "failed", "expired", "cancelled"].includes(b.status) ? b : null;
 	}, 15_000);
 }
+
+beforeAll(async () => {
+	await setNode("gated-lines-b", { scenario: "gated" });
+});
 
 describe("batch lane, attack round seven", () => {
 	it("ends a cancelled batch whose running line then fails retryably: it is not queued again in a batch that runs nothing", async () => {
@@ -95,8 +99,8 @@ describe("batch lane, attack round seven", () => {
 		const openai = client(key.key);
 		const marker = `slots-${crypto.randomUUID()}`;
 		const b = await submit(openai, [
-			chatLine("s1", `${marker} one`, "test/gated"),
-			chatLine("s2", `${marker} two`, "test/gated"),
+			chatLine("s1", `${marker} one`, "test/gated-lines-b"),
+			chatLine("s2", `${marker} two`, "test/gated-lines-b"),
 		]);
 		await waitFor(async () => (await callsWith(marker)).length >= 2);
 		const res = await chat(key.key, { model: "test/ok", max_tokens: 5, messages: [{ role: "user", content: "interactive" }] });
@@ -116,13 +120,13 @@ describe("batch lane, attack round seven", () => {
 		const openai = client(key.key);
 		const marker = `restart-cancel-${crypto.randomUUID()}`;
 		const b = await submit(openai, [
-			chatLine("k1", `${marker} one`, "test/gated"),
-			chatLine("k2", `${marker} two`, "test/gated"),
+			chatLine("k1", `${marker} one`, "test/gated-lines-b"),
+			chatLine("k2", `${marker} two`, "test/gated-lines-b"),
 		]);
 		await waitFor(async () => (await engineRequests({ contains: marker })).length === 2);
-		await runInDurableObject(dispatcherFor(env, "test/gated"), (_o, state) => state.abort("restart")).catch(() => {});
+		await runInDurableObject(dispatcherFor(env, "test/gated-lines-b"), (_o, state) => state.abort("restart")).catch(() => {});
 		expect((await openai.batches.cancel(b.id)).status).toBe("cancelling");
-		const alarm = runDurableObjectAlarm(dispatcherFor(env, "test/gated")).catch(() => false);
+		const alarm = runDurableObjectAlarm(dispatcherFor(env, "test/gated-lines-b")).catch(() => false);
 		const done = await waitFor(async () => {
 			await releaseEngine(marker);
 			const x = await openai.batches.retrieve(b.id);

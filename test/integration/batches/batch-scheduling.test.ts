@@ -1,6 +1,6 @@
 import { env, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare:test";
 import OpenAI, { toFile } from "openai";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { dispatcherFor } from "../../../src/batches/create";
 import { loadConfig } from "../../../src/config";
 import { nodeHealth, readSharedView } from "../../../src/routing/shared-view";
@@ -61,6 +61,10 @@ async function nodeQueue(waiting: number): Promise<void> {
 	});
 }
 
+beforeAll(async () => {
+	await setNode("gated-lines-a", { scenario: "gated" });
+});
+
 afterEach(() => {
 	vi.useRealTimers();
 });
@@ -95,16 +99,16 @@ describe("batch scheduling", () => {
 		const openai = client(key.key);
 		const marker = `restart-${crypto.randomUUID()}`;
 		const b = await submit(openai, [
-			chatLine("g1", `${marker} one`, "test/gated"),
-			chatLine("g2", `${marker} two`, "test/gated"),
+			chatLine("g1", `${marker} one`, "test/gated-lines-a"),
+			chatLine("g2", `${marker} two`, "test/gated-lines-a"),
 		]);
-		const stub = dispatcherFor(env, "test/gated");
+		const stub = dispatcherFor(env, "test/gated-lines-a");
 		await waitFor(async () => (await engineRequests({ contains: marker })).length === 2);
 		// The object restarts: its runs are gone, its storage (each line marked running) stays.
 		await runInDurableObject(stub, (_o, state) => state.abort("restart")).catch(() => {});
 		// Its next alarm (a new stub: the old one broke with the object) finds the lines running with no run
 		// and runs them again; the alarm lasts as long as they run, so it is not awaited here.
-		const alarm = runDurableObjectAlarm(dispatcherFor(env, "test/gated")).catch(() => false);
+		const alarm = runDurableObjectAlarm(dispatcherFor(env, "test/gated-lines-a")).catch(() => false);
 		await waitFor(async () => (await engineRequests({ contains: marker })).length >= 4);
 		await waitFor(async () => {
 			await releaseEngine(marker);
