@@ -10,7 +10,7 @@
  *    whose load is under its bound (consistent hashing with bounded loads, Mirrokni, Thorup and
  *    Zadimoghaddam; HAProxy's `hash-balance-factor`): a burst spills to the next nodes in a fixed
  *    order, which warm the same prefix, and returns home when it ends. From 8 requests a node's
- *    fair share on, each key's bound on each node rises by its fixed share of a slack (at most 12
+ *    fair share on, each key's bound on each node rises by its fixed share of a slack (at most 20
  *    requests), so the same keys of a hot node spill every time. Without a key: the better
  *    of two weighted random picks (the lower count of requests on it, in flight here or running in
  *    the engine, plus the engine's queue, per unit of weight).
@@ -81,7 +81,7 @@ export const DEFAULT_AFFINITY_LOAD_FACTOR = ROUTING_DEFAULTS.affinity_load_facto
  * wanders by about √(its mean) under steady load, which the plain bound (25% over a fair share)
  * cannot absorb at tens of requests a node; below AFFINITY_SLACK_FROM the bound is the plain one.
  */
-export const AFFINITY_SLACK = 12;
+export const AFFINITY_SLACK = 20;
 export const AFFINITY_SLACK_FROM = 8;
 
 /** A key's share of a node's slack, in [0, 1): fixed for the pair, independent across nodes. */
