@@ -177,7 +177,8 @@ export function boundedAffinityPick<T extends NodeView>(
 	if (!home) return undefined;
 	for (const n of order) {
 		const fair = ((total + 1) * n.weight) / weights;
-		const bound = Math.ceil(f * fair) + (fair >= AFFINITY_SLACK_FROM ? Math.floor(Math.min(most, fair) * keyShare(key, n.url)) : 0);
+		const slackHere = fair >= AFFINITY_SLACK_FROM ? Math.floor(Math.min(most, fair) * keyShare(key, n.url)) : 0;
+		const bound = Math.ceil(f * fair) + slackHere;
 		if (affinityLoad(n) < bound) return n === home ? { node: n, route: "affinity" } : { node: n, route: "spill", home };
 	}
 	return { node: home, route: "affinity" };

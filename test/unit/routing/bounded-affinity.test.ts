@@ -146,9 +146,11 @@ describe("bounded-load affinity: per-key slack", () => {
 		// Some spill, some stay, and the line between them is the key's share of the slack: 45 ≥ 38 + floor(20 × share).
 		expect(spilled.size).toBeGreaterThan(0);
 		expect(spilled.size).toBeLessThan(homed.length);
-		for (const key of homed) expect(spilled.has(key)).toBe(45 >= plainBound(nodes, hot) + Math.floor(AFFINITY_SLACK * keyShare(key, hot.url)));
+		for (const key of homed)
+			expect(spilled.has(key)).toBe(45 >= plainBound(nodes, hot) + Math.floor(AFFINITY_SLACK * keyShare(key, hot.url)));
 		// Without the slack every key of the hot node spills.
-		for (const key of homed) expect(pickRoute(nodes, { now: 0, random, affinityKey: key, affinitySlack: 0 })?.route).toBe("spill");
+		for (const key of homed)
+			expect(pickRoute(nodes, { now: 0, random, affinityKey: key, affinitySlack: 0 })?.route).toBe("spill");
 	});
 
 	it("gives a key independent shares on different nodes, fixed for each pair", () => {
@@ -175,7 +177,9 @@ describe("bounded-load affinity: per-key slack", () => {
 			const picked = pickRoute(nodes, { now: 0, random, affinityKey: key });
 			if (!picked) throw new Error("no node");
 			const fair = i / nodes.length;
-			const bound = Math.ceil(1.25 * fair) + (fair >= AFFINITY_SLACK_FROM ? Math.floor(Math.min(AFFINITY_SLACK, fair) * keyShare(key, picked.node.url)) : 0);
+			const bound =
+				Math.ceil(1.25 * fair) +
+				(fair >= AFFINITY_SLACK_FROM ? Math.floor(Math.min(AFFINITY_SLACK, fair) * keyShare(key, picked.node.url)) : 0);
 			expect(picked.node.inFlight).toBeLessThan(bound);
 			picked.node.inFlight += 1;
 			if (fair >= past) for (const n of nodes) expect(n.inFlight).toBeLessThanOrEqual(1.3 * fair);
