@@ -5,7 +5,8 @@
  * - gateway: the gateway's shipped code, unchanged: `pickRoute` (src/routing/picker.ts) with the
  *   affinity key it computes (`prompt_cache_key`, else `prefixAffinityKey` of the body), seeing what
  *   it sees in production: its own in-flight counts, and the engines' gauges (waiting, running,
- *   kv_cache_usage_perc) as last scraped, every `metricsS`.
+ *   kv_cache_usage_perc) as last scraped, every `metricsS`; `factor` and `slack` set its
+ *   affinity_load_factor and the most requests of per-key slack over its bound (`gateway@F:S`).
  * - round-robin, random: no knowledge at all.
  * - oracle: knows every node's cache contents and queue exactly, now (what llm-d's precise scorer
  *   and Dynamo's KV router approximate with engine KV events): sends each request to the node
@@ -71,6 +72,7 @@ export function makePolicies(routing, o) {
 						random,
 						affinityKey: req.cacheKey ?? routing.prefixAffinityKey(req.body),
 						loadFactor: o.factor,
+						affinitySlack: o.slack,
 					}).node.index,
 			};
 		},

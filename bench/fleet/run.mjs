@@ -23,8 +23,8 @@ import { LLMD, SGLANG, WORKLOADS } from "./workloads.mjs";
 
 const DEFAULTS = {
 	workload: "llmd,sglang,ours",
-	// `gateway@F`: the gateway with affinity_load_factor F.
-	policies: "gateway,gateway@1.5,oracle,round-robin,random",
+	// `gateway@F`: the gateway with affinity_load_factor F; `gateway@F:S` also with at most S requests of per-key slack.
+	policies: "gateway,gateway@1.25:0,gateway@1.5,oracle,round-robin,random",
 	// Offered loads of the table, as shares of the gateway's measured saturation point.
 	loads: "0.5,0.8,1",
 	seed: 39,
@@ -120,10 +120,17 @@ function setup(name) {
 	};
 }
 
-/** A policy by name; `gateway@1.5` is the gateway with affinity_load_factor 1.5. */
+/**
+ * A policy by name; `gateway@1.5` is the gateway with affinity_load_factor 1.5, `gateway@1.25:0`
+ * the gateway with no per-key slack over its bound (the rule before issue 39's fix).
+ */
 function policyOf(name, opts) {
-	const [base, factor] = name.split("@");
-	const make = makePolicies(routing, factor ? { ...opts, factor: Number(factor) } : opts)[base];
+	const [base, tuning] = name.split("@");
+	const [factor, slack] = (tuning ?? "").split(":");
+	const tuned = { ...opts };
+	if (factor) tuned.factor = Number(factor);
+	if (slack !== undefined) tuned.slack = Number(slack);
+	const make = makePolicies(routing, tuned)[base];
 	if (!make) throw new Error(`unknown policy ${name}`);
 	return make();
 }

@@ -9,14 +9,16 @@
  * 3. Among available nodes, with an affinity key: the first node in the key's rendezvous order
  *    whose load is under its bound (consistent hashing with bounded loads, Mirrokni, Thorup and
  *    Zadimoghaddam; HAProxy's `hash-balance-factor`): a burst spills to the next nodes in a fixed
- *    order, which warm the same prefix, and returns home when it ends. Without a key: the better
+ *    order, which warm the same prefix, and returns home when it ends. From 8 requests a node's
+ *    fair share on, each key's bound on each node rises by its fixed share of a slack (at most 20
+ *    requests), so the same keys of a hot node spill every time. Without a key: the better
  *    of two weighted random picks (the lower count of requests on it, in flight here or running in
  *    the engine, plus the engine's queue, per unit of weight).
  * 4. No available node: the overloaded ones the same way. None either: the cooling node that
  *    failed least recently, so a request is never refused without trying.
  */
 import { ROUTING_DEFAULTS } from "../config-schema";
-import { rendezvousOrder } from "./rendezvous";
+import { hash53, rendezvousOrder } from "./rendezvous";
 
 export interface NodeView {
 	url: string;
@@ -54,6 +56,8 @@ export interface PickOptions {
 	tried?: ReadonlySet<string>;
 	/** Bounded load: an affinity pick skips a node whose load reaches this × its fair share (the config's default when absent, ≥ 1). */
 	loadFactor?: number;
+	/** The most requests a key's slack adds to the bound (AFFINITY_SLACK when absent; 0: the plain bound; tests and the simulator vary it). */
+	affinitySlack?: number;
 }
 
 /** How a node was chosen: the affinity key's own node, a later one of its order (the own was full), or by load. */
@@ -67,6 +71,23 @@ export interface Picked<T> {
 }
 
 export const DEFAULT_AFFINITY_LOAD_FACTOR = ROUTING_DEFAULTS.affinity_load_factor;
+
+/**
+ * Per-key slack over the bounded-load bound. From AFFINITY_SLACK_FROM requests a node's fair
+ * share on, a key may stay on a node until `floor(min(AFFINITY_SLACK, fair share) ×
+ * keyShare(key, node))` requests past the plain bound. Which keys spill from a hot node is then
+ * the same every time (those of lowest share), so the next node of their order stays warm for
+ * them, instead of whichever key arrives while the node's count sits on its bound. A node's count
+ * wanders by about √(its mean) under steady load, which the plain bound (25% over a fair share)
+ * cannot absorb at tens of requests a node; below AFFINITY_SLACK_FROM the bound is the plain one.
+ */
+export const AFFINITY_SLACK = 20;
+export const AFFINITY_SLACK_FROM = 8;
+
+/** A key's share of a node's slack, in [0, 1): fixed for the pair, independent across nodes. */
+export function keyShare(key: string, node: string): number {
+	return hash53(`${key}\u0001${node}`) / 2 ** 53;
+}
 
 export type NodeClass = "drained" | "cooling" | "overloaded" | "available";
 
@@ -131,12 +152,20 @@ export function affinityLoad(n: NodeView): number {
 }
 
 /**
- * The first node of the key's rendezvous order whose load is under
- * `ceil(factor × (total load + 1) × weight / total weight)` (with equal weights,
- * `ceil(factor × (total + 1) / nodes)`). Some node always is: the loads sum to less than total + 1.
+ * The first node of the key's rendezvous order whose load is under its bound for the key:
+ * `ceil(factor × fair)`, fair = (total load + 1) × weight / total weight (with equal weights,
+ * `ceil(factor × (total + 1) / nodes)`), plus, once fair ≥ AFFINITY_SLACK_FROM, the key's slack
+ * `floor(min(slack, fair) × keyShare(key, node))`. Some node always is: the loads sum to less
+ * than total + 1.
  */
-export function boundedAffinityPick<T extends NodeView>(key: string, pool: readonly T[], factor: number): Picked<T> | undefined {
+export function boundedAffinityPick<T extends NodeView>(
+	key: string,
+	pool: readonly T[],
+	factor: number,
+	slack = AFFINITY_SLACK,
+): Picked<T> | undefined {
 	const f = Number.isFinite(factor) && factor >= 1 ? factor : DEFAULT_AFFINITY_LOAD_FACTOR;
+	const most = Number.isFinite(slack) && slack >= 0 ? slack : AFFINITY_SLACK;
 	let total = 0;
 	let weights = 0;
 	for (const n of pool) {
@@ -147,7 +176,9 @@ export function boundedAffinityPick<T extends NodeView>(key: string, pool: reado
 	const home = order[0];
 	if (!home) return undefined;
 	for (const n of order) {
-		const bound = Math.ceil((f * (total + 1) * n.weight) / weights);
+		const fair = ((total + 1) * n.weight) / weights;
+		const slackHere = fair >= AFFINITY_SLACK_FROM ? Math.floor(Math.min(most, fair) * keyShare(key, n.url)) : 0;
+		const bound = Math.ceil(f * fair) + slackHere;
 		if (affinityLoad(n) < bound) return n === home ? { node: n, route: "affinity" } : { node: n, route: "spill", home };
 	}
 	return { node: home, route: "affinity" };
@@ -180,7 +211,12 @@ export function pickRoute<T extends NodeView>(nodes: readonly T[], opts: PickOpt
 	}
 	if (available.length) {
 		if (opts.affinityKey) {
-			const picked = boundedAffinityPick(opts.affinityKey, available, opts.loadFactor ?? DEFAULT_AFFINITY_LOAD_FACTOR);
+			const picked = boundedAffinityPick(
+				opts.affinityKey,
+				available,
+				opts.loadFactor ?? DEFAULT_AFFINITY_LOAD_FACTOR,
+				opts.affinitySlack ?? AFFINITY_SLACK,
+			);
 			if (picked) return picked;
 		}
 		return balanced(powerOfTwo(available, opts.random));
