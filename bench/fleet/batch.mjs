@@ -110,13 +110,21 @@ function batchLane(routing, o, chains) {
 		};
 	};
 	let sim;
+	// The dispatcher's own reads of each engine's gauges (src/batches/schedule.ts `LoadRead`), when
+	// `freshLoad`; else it places lines on the health check's gauges (`metricsS` old at most).
+	const reads = new Array(o.nodes).fill(undefined);
 	const fill = (now) => {
 		if (now >= o.durationS) return;
 		const fleet = sim.fleet;
+		const ms = now * 1000;
 		for (let i = 0; i < o.nodes; i++) {
-			const g = fleet.engines[i].reported;
-			const view = { url: `node-${i}`, weight: 1, inFlight: onNode[i], coolingUntil: 0, failedAt: 0, healthy: true, ...g };
-			let room = routing.roomOn(view, onNode[i], o.maxInFlight, now * 1000);
+			if (onNode[i] >= o.maxInFlight) continue;
+			const e = fleet.engines[i];
+			if (o.freshLoad && routing.loadIsStale(reads[i], ms)) {
+				reads[i] = { at: ms, waiting: e.queue.length, running: e.running.length, kvCacheUsage: e.usage, lines: onNode[i] };
+			}
+			const view = { url: `node-${i}`, weight: 1, inFlight: onNode[i], coolingUntil: 0, failedAt: 0, healthy: true, ...e.reported };
+			let room = routing.roomOn(view, onNode[i], o.maxInFlight, ms, o.freshLoad ? reads[i] : undefined);
 			for (; room > 0; room--) {
 				const line = next(i);
 				line.onFinish = (t) => {
@@ -145,7 +153,7 @@ function batchLane(routing, o, chains) {
 
 /** One run: `maxInFlight` 0 = no batch lane. */
 export function runDay(routing, policy, base, maxInFlight, extra = {}) {
-	const o = { ...base, durationS: base.dayS, warmupS: 0, maxInFlight, ...extra };
+	const o = { ...base, durationS: base.dayS, warmupS: 0, maxInFlight, freshLoad: true, ...extra };
 	const chains = new Chains();
 	const lane = maxInFlight ? batchLane(routing, o, chains) : undefined;
 	o.lane = lane;
