@@ -2,7 +2,7 @@
  * Where the next batch lines go (pure): only to a node with room, and each to the node that has
  * its prefix. A node has room when it is routable (not drained, cooling or failing its probe),
  * its engine reports no request waiting (nor a full KV cache or every slot busy: the next
- * request would queue), and it runs fewer lines than its limit. Interactive requests never wait
+ * request would queue), and its lines and interactive requests together are fewer than its limit. Interactive requests never wait
  * behind a line: a line never makes an engine queue, and an engine with `priority: true` runs an
  * interactive request first anyway.
  *
@@ -61,16 +61,27 @@ function withRead(n: NodeView, read: LoadRead | undefined): NodeView {
 }
 
 /**
+ * Interactive requests the engine runs: its `running` gauge less the dispatcher's lines it counted
+ * (those on the node when the gauge was read).
+ */
+export function interactiveOn(n: NodeView, lines: number, read?: LoadRead): number {
+	return Math.max(0, (read ? read.running : (n.running ?? 0)) - (read ? read.lines : lines));
+}
+
+/**
  * Free line slots on a node now (0: none). `lines` are the dispatcher's lines on it, `limit` its
  * lineLimit, `read` the dispatcher's own read of its gauges when it has one (else the health
- * check's, in `n`).
+ * check's, in `n`). The limit counts the node's interactive requests too: lines and interactive
+ * requests together stay under it, so a node busy with interactive traffic takes fewer lines
+ * (every sequence in a step makes the step, and so every interactive first token, longer) and an
+ * idle one up to `limit`.
  */
 export function roomOn(n: NodeView, lines: number, limit: number, now: number, read?: LoadRead): number {
 	const v = withRead(n, read);
 	if (classify(v, now) !== "available") return 0;
 	const full = v.kvCacheUsage >= FULL_KV_CACHE || (v.slots !== undefined && v.slots > 0 && (v.running ?? 0) >= v.slots);
 	if (v.waiting > 0 || full) return 0;
-	return Math.max(0, limit - Math.max(lines, n.inFlight));
+	return Math.max(0, limit - Math.max(lines, n.inFlight) - interactiveOn(v, lines, read));
 }
 
 /**
