@@ -124,7 +124,15 @@ function batchLane(routing, o, chains) {
 			if (o.freshLoad && routing.loadIsStale(reads[i], ms)) {
 				reads[i] = { at: ms, waiting: e.queue.length, running: e.running.length, kvCacheUsage: e.usage, lines: onNode[i] };
 			}
-			const view = { url: `node-${i}`, weight: 1, inFlight: onNode[i], coolingUntil: 0, failedAt: 0, healthy: true, ...e.reported };
+			const view = {
+				url: `node-${i}`,
+				weight: 1,
+				inFlight: onNode[i],
+				coolingUntil: 0,
+				failedAt: 0,
+				healthy: true,
+				...e.reported,
+			};
 			// The capacity run has no interactive traffic: whatever the engine runs is lines.
 			if (!o.peakRate) view.running = 0;
 			let room = routing.roomOn(view, onNode[i], o.maxInFlight, ms, o.freshLoad ? reads[i] : undefined);

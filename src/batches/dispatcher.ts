@@ -225,7 +225,12 @@ export class BatchDispatcher extends DurableObject<Env> {
 	async #readLoads(config: ReturnType<typeof loadConfig>, urls: string[]): Promise<void> {
 		const now = Date.now();
 		const targets = probeTargets(config);
-		const deps = { fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init), secrets: this.env, timeoutMs: LOAD_READ_TIMEOUT_MS, now: Date.now };
+		const deps = {
+			fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
+			secrets: this.env,
+			timeoutMs: LOAD_READ_TIMEOUT_MS,
+			now: Date.now,
+		};
 		await Promise.all(
 			urls.map(async (url) => {
 				let entry = this.#loads.get(url);

@@ -10,8 +10,7 @@ import {
 	loadIsStale,
 	roomOn,
 } from "../../../src/batches/schedule";
-import { parseConfig } from "../../../src/config";
-import { modelNodes } from "../../../src/config";
+import { modelNodes, parseConfig } from "../../../src/config";
 import type { NodeView } from "../../../src/routing/picker";
 
 const node = (over: Partial<NodeView> = {}): NodeView => ({
@@ -26,7 +25,14 @@ const node = (over: Partial<NodeView> = {}): NodeView => ({
 	...over,
 });
 
-const read = (over: Partial<LoadRead> = {}): LoadRead => ({ at: 1000, waiting: 0, running: 0, kvCacheUsage: 0, lines: 0, ...over });
+const read = (over: Partial<LoadRead> = {}): LoadRead => ({
+	at: 1000,
+	waiting: 0,
+	running: 0,
+	kvCacheUsage: 0,
+	lines: 0,
+	...over,
+});
 
 describe("lineLimit", () => {
 	it("is the configured limit whatever the engine's capacity", () => {
@@ -63,9 +69,9 @@ describe("lineLimit", () => {
 		const [a, b] = modelNodes(config.models[0] as never);
 		expect(lineLimit(config.batches.max_in_flight_per_node, a?.maxNumSeqs)).toBe(64);
 		expect(lineLimit(config.batches.max_in_flight_per_node, b?.maxNumSeqs)).toBe(4);
-		expect(() =>
-			parseConfig({ ...config, batches: { max_in_flight_per_node: 0 }, models: config.models }),
-		).toThrow(/max_in_flight_per_node/);
+		expect(() => parseConfig({ ...config, batches: { max_in_flight_per_node: 0 }, models: config.models })).toThrow(
+			/max_in_flight_per_node/,
+		);
 	});
 });
 
