@@ -21,7 +21,7 @@ import { type BatchEndpoint, BatchInputCheck } from "./input";
 import { jsonlLines } from "./jsonl";
 import { type LineAnswer, runLine } from "./line-runner";
 import { LineStore, type QueuedLine, unrunResult } from "./line-store";
-import { homeNode, type LoadRead, lineLimit, loadIsStale, prefixGroup, roomOn } from "./schedule";
+import { homeNode, LOAD_READ_MS, type LoadRead, lineLimit, loadIsStale, prefixGroup, roomOn } from "./schedule";
 
 /** How often a dispatcher whose nodes are all busy looks again. */
 export const IDLE_POLL_MS = 1000;
@@ -51,7 +51,7 @@ export class BatchDispatcher extends DurableObject<Env> {
 	readonly #running = new Map<string, { node: string; done: Promise<void> }>();
 	readonly #abort = new AbortController();
 	/** Each node's gauges as this object last read them (schedule.ts `LoadRead`), and what its load endpoint is. */
-	readonly #loads = new Map<string, { memo: ProbeMemo; read?: LoadRead }>();
+	readonly #loads = new Map<string, { memo: ProbeMemo; read?: LoadRead; triedAt: number }>();
 	#pumping = false;
 
 	constructor(ctx: DurableObjectState, env: Env) {
@@ -235,10 +235,12 @@ export class BatchDispatcher extends DurableObject<Env> {
 			urls.map(async (url) => {
 				let entry = this.#loads.get(url);
 				if (!entry) {
-					entry = { memo: newMemo() };
+					entry = { memo: newMemo(), triedAt: Number.NEGATIVE_INFINITY };
 					this.#loads.set(url, entry);
 				}
-				if (!loadIsStale(entry.read, now)) return;
+				// A node whose last read failed is asked again no sooner than one that answered.
+				if (!loadIsStale(entry.read, now) || now - entry.triedAt < LOAD_READ_MS) return;
+				entry.triedAt = now;
 				const lines = this.#linesOn(url);
 				const target = targets.find((t) => t.url === url) ?? { url };
 				try {
