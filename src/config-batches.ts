@@ -24,8 +24,12 @@ export const BatchesSchema = z.strictObject({
 	enabled: z.boolean().default(true),
 	/** A batch line's price as a share of the model's, unless the model sets `pricing.batch_multiplier`. */
 	price_multiplier: BatchMultiplier.default(0.5),
-	/** Lines running at once on one node; a node gets lines only while its engine reports no waiting requests. */
-	max_in_flight_per_node: z.number().int().min(1).max(1024).default(4),
+	/**
+	 * Lines running at once on one node; a node gets lines only while its engine reports no waiting
+	 * requests. Unset: a quarter of the node's `max_num_seqs` (or of the slots llama.cpp reports),
+	 * else 4 (batches/schedule.ts `lineLimit`). Set, it is the limit whatever the engine.
+	 */
+	max_in_flight_per_node: z.number().int().min(1).max(1024).optional(),
 	/** Largest input file (bytes). */
 	max_file_bytes: z
 		.number()

@@ -25,5 +25,11 @@ export const NodeSchema = z.union([
 		tokenize: z.boolean().optional(),
 		/** The engine schedules by request `priority` (vLLM `--scheduling-policy priority`): batch lines carry a lower one. */
 		priority: z.boolean().optional(),
+		/**
+		 * How many requests the engine runs at once (vLLM `--max-num-seqs`, SGLang
+		 * `--max-running-requests`, llama.cpp `--parallel`): the batch lane runs a quarter of it on
+		 * the node unless `batches.max_in_flight_per_node` is set.
+		 */
+		max_num_seqs: z.number().int().min(1).max(1_000_000).optional(),
 	}),
 ]);

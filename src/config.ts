@@ -22,8 +22,10 @@ export interface EngineNode {
 	prefillTokensPerS?: number;
 	/** Serves `POST {server root}/tokenize`: asked for exact token counts (chat/count-tokens.ts). */
 	tokenize?: true;
-	/** Schedules by request `priority`: batch lines carry a lower one (batches/placement.ts). */
+	/** Schedules by request `priority`: batch lines carry a lower one (batches/schedule.ts). */
 	priority?: true;
+	/** How many requests the engine runs at once, when configured (batches/schedule.ts `lineLimit`). */
+	maxNumSeqs?: number;
 }
 
 // Normalised once per model object: every request of a model reads the same array.
@@ -43,6 +45,7 @@ export function modelNodes(model: ModelConfig): EngineNode[] {
 			if (n.prefill_tokens_per_s) node.prefillTokensPerS = n.prefill_tokens_per_s;
 			if (n.tokenize) node.tokenize = true;
 			if (n.priority) node.priority = true;
+			if (n.max_num_seqs) node.maxNumSeqs = n.max_num_seqs;
 			return node;
 		});
 		nodesOf.set(model, nodes);

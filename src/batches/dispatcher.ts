@@ -14,16 +14,19 @@ import { batchLineBytes } from "../config-batches";
 import { batchesStore } from "../db/batches";
 import { errorText, logEvent } from "../observability/log-event";
 import { isolateFleet } from "../routing/fleet";
-import { readSharedView } from "../routing/shared-view";
+import { newMemo, type ProbeMemo, readLoad } from "../routing/probe";
+import { probeTargets, readSharedView } from "../routing/shared-view";
 import { fileKey, finalizeBatch } from "./finalize";
 import { type BatchEndpoint, BatchInputCheck } from "./input";
 import { jsonlLines } from "./jsonl";
 import { type LineAnswer, runLine } from "./line-runner";
 import { LineStore, type QueuedLine, unrunResult } from "./line-store";
-import { homeNode, prefixGroup, roomOn } from "./schedule";
+import { homeNode, LOAD_READ_MS, type LoadRead, lineLimit, loadIsStale, prefixGroup, roomOn } from "./schedule";
 
 /** How often a dispatcher whose nodes are all busy looks again. */
 export const IDLE_POLL_MS = 1000;
+/** A read of a node's gauges that takes longer than this is given up (the health check's copy is used). */
+const LOAD_READ_TIMEOUT_MS = 1000;
 /** Lines inserted per storage transaction while a file is read. */
 const INSERT_CHUNK = 500;
 
@@ -47,6 +50,8 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Lines this instance runs, by `batch:idx`, with the node each runs on. */
 	readonly #running = new Map<string, { node: string; done: Promise<void> }>();
 	readonly #abort = new AbortController();
+	/** Each node's gauges as this object last read them (schedule.ts `LoadRead`), and what its load endpoint is. */
+	readonly #loads = new Map<string, { memo: ProbeMemo; read?: LoadRead; triedAt: number }>();
 	#pumping = false;
 
 	constructor(ctx: DurableObjectState, env: Env) {
@@ -184,13 +189,18 @@ export class BatchDispatcher extends DurableObject<Env> {
 		const model = config.models.find((m) => m.id === modelId);
 		if (!model || !this.#lines.hasQueued()) return;
 		await this.#refreshView(config);
-		const nodes = modelNodes(model);
-		const now = Date.now();
-		for (const node of nodes) {
+		const nodes = modelNodes(model).map((node) => {
 			const view = isolateFleet.nodeView(model.id, node);
-			let onNode = 0;
-			for (const r of this.#running.values()) if (r.node === node.url) onNode++;
-			let room = roomOn(view, onNode, config.batches.max_in_flight_per_node, now);
+			const limit = lineLimit(config.batches.max_in_flight_per_node, node.maxNumSeqs ?? view.slots);
+			return { node, view, limit, lines: this.#linesOn(node.url) };
+		});
+		await this.#readLoads(
+			config,
+			nodes.filter((n) => n.lines < n.limit && n.view.weight > 0).map((n) => n.node.url),
+		);
+		const now = Date.now();
+		for (const { node, view, limit, lines } of nodes) {
+			let room = roomOn(view, lines, limit, now, this.#loads.get(node.url)?.read);
 			while (room > 0) {
 				const line = this.#next(model, node.url);
 				if (!line) break;
@@ -198,6 +208,58 @@ export class BatchDispatcher extends DurableObject<Env> {
 				room--;
 			}
 		}
+	}
+
+	#linesOn(url: string): number {
+		let n = 0;
+		for (const r of this.#running.values()) if (r.node === url) n++;
+		return n;
+	}
+
+	/**
+	 * Reads the engine gauges of the nodes that may get lines, when this object's last read of a node
+	 * is LOAD_READ_MS old (schedule.ts): the health check's copy may be `health_check_interval_ms`
+	 * old, and a line placed on a stale "nothing waiting" makes interactive requests queue. A node
+	 * whose read fails is placed on the health check's copy.
+	 */
+	async #readLoads(config: ReturnType<typeof loadConfig>, urls: string[]): Promise<void> {
+		const now = Date.now();
+		const targets = probeTargets(config);
+		const deps = {
+			fetch: (input: RequestInfo | URL, init?: RequestInit) => fetch(input, init),
+			secrets: this.env,
+			timeoutMs: LOAD_READ_TIMEOUT_MS,
+			now: Date.now,
+		};
+		await Promise.all(
+			urls.map(async (url) => {
+				let entry = this.#loads.get(url);
+				if (!entry) {
+					entry = { memo: newMemo(), triedAt: Number.NEGATIVE_INFINITY };
+					this.#loads.set(url, entry);
+				}
+				// A node whose last read failed is asked again no sooner than one that answered.
+				if (!loadIsStale(entry.read, now) || now - entry.triedAt < LOAD_READ_MS) return;
+				entry.triedAt = now;
+				const lines = this.#linesOn(url);
+				const target = targets.find((t) => t.url === url) ?? { url };
+				try {
+					const load = await readLoad(target, entry.memo, deps);
+					entry.read = load
+						? {
+								at: Date.now(),
+								waiting: load.waiting ?? 0,
+								running: load.running ?? 0,
+								kvCacheUsage: load.kv_cache_usage ?? 0,
+								lines,
+							}
+						: undefined;
+				} catch (err) {
+					entry.read = undefined;
+					logEvent("warn", "batch dispatcher: reading a node's load failed", { error: errorText(err) });
+				}
+			}),
+		);
 	}
 
 	/**

@@ -131,7 +131,12 @@ async function withLlamaSlots(load: EngineLoad, target: ProbeTarget, memo: Probe
 	return memo.slotCount ? { ...load, slots: memo.slotCount } : load;
 }
 
-async function readLoad(target: ProbeTarget, memo: ProbeMemo, deps: ProbeDeps): Promise<EngineLoad | null> {
+/**
+ * The engine's load alone (no health check): what a node's `/metrics` (else `/slots`, `/api/ps`)
+ * says now, null when it exposes none or did not answer. The batch dispatcher reads it itself
+ * before placing lines, fresher than the last probe round.
+ */
+export async function readLoad(target: ProbeTarget, memo: ProbeMemo, deps: ProbeDeps): Promise<EngineLoad | null> {
 	if (memo.load === "none" && deps.now() < memo.loadRetryAt) return null;
 	const kinds: readonly LoadKind[] =
 		memo.load && memo.load !== "none" ? [memo.load] : target.metrics_url ? ["metrics"] : LOAD_KINDS;

@@ -6,12 +6,22 @@ import { BLOCK, ENGINES, Engine } from "../../bench/fleet/engine.mjs";
 import { makePolicies } from "../../bench/fleet/policies.mjs";
 import { simulate, summarize } from "../../bench/fleet/sim.mjs";
 import { WORKLOADS } from "../../bench/fleet/workloads.mjs";
-import { homeNode, prefixGroup, roomOn } from "../../src/batches/schedule";
+import { homeNode, lineLimit, loadIsStale, prefixGroup, roomOn } from "../../src/batches/schedule";
 import { pickRoute, powerOfTwo } from "../../src/routing/picker";
 import { prefixAffinityKey } from "../../src/routing/prefix-affinity";
 import { rendezvousPick } from "../../src/routing/rendezvous";
 
-const routing = { pickRoute, powerOfTwo, prefixAffinityKey, rendezvousPick, homeNode, prefixGroup, roomOn };
+const routing = {
+	pickRoute,
+	powerOfTwo,
+	prefixAffinityKey,
+	rendezvousPick,
+	homeNode,
+	prefixGroup,
+	roomOn,
+	lineLimit,
+	loadIsStale,
+};
 
 interface Req {
 	prompt: number;
@@ -129,26 +139,37 @@ describe("fleet simulator: the batch lane (--batch)", () => {
 		nodes: 2,
 		dayS: 96,
 		peakRate: 12,
-		spec: ENGINES[DAY.engine as keyof typeof ENGINES],
+		// The engine's line prefill capped (vLLM's long_prefill_token_threshold), as the README's table row.
+		spec: { ...ENGINES[DAY.engine as keyof typeof ENGINES], lowPrefill: 256 },
 		seed: 36,
 		drainS: 30,
-		metricsS: 1,
+		metricsS: 10,
 		factor: 1.25,
 	};
-	const run = (maxInFlight: number) => runDay(routing, makePolicies(routing, base).gateway(), base, maxInFlight);
+	const run = (maxInFlight: number, extra = {}) =>
+		runDay(routing, makePolicies(routing, base).gateway(), base, maxInFlight, extra);
+	const limit = lineLimit(undefined, base.spec.maxSeqs);
 
 	it("finishes lines in the idle capacity and keeps interactive TTFT bounded", () => {
 		const off = run(0);
-		const on = run(4);
-		expect(on).toEqual(run(4));
+		const on = run(limit);
+		expect(limit).toBe(64);
+		expect(on).toEqual(run(limit));
 		expect(off.lines).toBe(0);
 		expect(on.requests).toBe(off.requests);
-		expect(on.lines).toBeGreaterThan(100);
-		expect(on.batchTps).toBeGreaterThan(0);
-		// Lines take no interactive tokens away, and interactive TTFT stays within a step or two.
+		expect(on.lines).toBeGreaterThan(1000);
+		expect(on.preempted).toBe(0);
+		// Lines take no interactive tokens away, and interactive TTFT stays within a few steps.
 		expect(on.interactiveTps).toBeCloseTo(off.interactiveTps, -2);
 		expect(on.p99).toBeLessThan(2 * (off.p99 ?? 0));
 		expect(on.p99).toBeLessThan(0.5);
+	});
+
+	it("fills more on the dispatcher's own gauge reads than on the health check's", () => {
+		const fresh = run(limit);
+		const stale = run(limit, { freshLoad: false });
+		expect(fresh.lines).toBeGreaterThan(1.2 * stale.lines);
+		expect(fresh.p99).toBeLessThan(1.1 * (stale.p99 ?? 0));
 	});
 
 	it("runs an interactive request ahead of queued lines and preempts a line for it", () => {

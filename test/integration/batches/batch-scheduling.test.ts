@@ -2,6 +2,7 @@ import { env, runDurableObjectAlarm, runInDurableObject, SELF } from "cloudflare
 import OpenAI, { toFile } from "openai";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { dispatcherFor } from "../../../src/batches/create";
+import { IDLE_POLL_MS } from "../../../src/batches/dispatcher";
 import { loadConfig } from "../../../src/config";
 import { nodeHealth, readSharedView } from "../../../src/routing/shared-view";
 import { callsWith, setNode } from "../../support/fleet";
@@ -92,6 +93,41 @@ describe("batch scheduling", () => {
 		const interactive = await engineRequests({ contains: `warm ${marker}` });
 		expect(interactive).toHaveLength(1);
 		expect(interactive[0]?.body).not.toHaveProperty("priority");
+	});
+
+	it("reads the engine's gauges itself: a queue the health check has not seen yet keeps lines off the node", async () => {
+		const key = await createKey({ balance_usd: 10 });
+		const openai = client(key.key);
+		const marker = `fresh-${crypto.randomUUID()}`;
+		// The shared view (the health check's) says nothing waits; then the engine starts queueing,
+		// and no probe round runs to tell the view.
+		await nodeQueue(0);
+		await setNode("batch-idle", { queue: { waiting: 2, running: 0 } });
+		const config = loadConfig(env.GATEWAY_CONFIG);
+		expect((await readSharedView(env, config)).nodes[BUSY_NODE]?.load?.waiting ?? 0).toBe(0);
+		const b = await submit(openai, [chatLine("f1", `${marker} a`, "test/batch-idle")]);
+		// One round of the dispatcher: its line started (the round then waits on it, its alarm the
+		// 60 s watchdog), or not (it looks again within IDLE_POLL_MS).
+		const stub = dispatcherFor(env, "test/batch-idle");
+		await runDurableObjectAlarm(stub);
+		const round = await waitFor(() =>
+			runInDurableObject(stub, async (_o, state) => {
+				const running = state.storage.sql
+					.exec<{ n: number }>("SELECT count(*) AS n FROM lines WHERE batch_id = ? AND state = 'running'", b.id)
+					.one().n;
+				if (running > 0) return "line started";
+				const alarm = await state.storage.getAlarm();
+				return alarm !== null && alarm <= Date.now() + IDLE_POLL_MS ? "no line, looks again" : null;
+			}),
+		);
+		expect(round).toBe("no line, looks again");
+		expect(await engineRequests({ contains: marker })).toHaveLength(0);
+		expect((await openai.batches.retrieve(b.id)).status).toBe("in_progress");
+		// The queue empties: the dispatcher's next read (a second later at most) lets the line go.
+		await setNode("batch-idle", { queue: null });
+		const done = await final(openai, b.id);
+		expect(done.request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+		expect(await engineRequests({ contains: marker })).toHaveLength(1);
 	});
 
 	it("resumes after the dispatcher restarts mid-batch: every line once in the output, each billed once", async () => {

@@ -122,7 +122,6 @@ describe("batchPricedConfig", () => {
 		expect(config.batches).toEqual({
 			enabled: true,
 			price_multiplier: 0.5,
-			max_in_flight_per_node: 4,
 			max_file_bytes: 100 * 1024 * 1024,
 			retention_days: 30,
 		});
