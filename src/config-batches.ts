@@ -14,6 +14,18 @@ export const MAX_BATCH_LINES = 50_000;
  */
 export const MAX_BATCH_LINE_BYTES = 1024 * 1024;
 
+/**
+ * A line's result kept in its dispatcher's SQLite row: the row holds at most 2 MB, so a larger one
+ * goes to R2 (finalize.ts `resultKey`), the row keeping where it is.
+ */
+export const MAX_INLINE_RESULT_BYTES = 1024 * 1024;
+
+/**
+ * The largest result a line may have (its `response` part as written to the output file): over it
+ * the line is an error line `result_too_large`. It bounds what one line adds to a finalize's page.
+ */
+export const MAX_BATCH_RESULT_BYTES = 16 * 1024 * 1024;
+
 /** A batch line's bound: the gateway's `max_body_bytes`, at most MAX_BATCH_LINE_BYTES. */
 export function batchLineBytes(maxBodyBytes: number): number {
 	return Math.min(maxBodyBytes, MAX_BATCH_LINE_BYTES);

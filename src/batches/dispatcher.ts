@@ -10,13 +10,13 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Principal } from "../app-env";
 import { loadConfig, type ModelConfig, modelNodes } from "../config";
-import { batchLineBytes } from "../config-batches";
+import { batchLineBytes, MAX_BATCH_RESULT_BYTES, MAX_INLINE_RESULT_BYTES } from "../config-batches";
 import { batchesStore } from "../db/batches";
 import { errorText, logEvent } from "../observability/log-event";
 import { isolateFleet } from "../routing/fleet";
 import { newMemo, type ProbeMemo, readLoad } from "../routing/probe";
 import { probeTargets, readSharedView } from "../routing/shared-view";
-import { fileKey, finalizeBatch } from "./finalize";
+import { type FinalizeOptions, fileKey, finalizeBatch, resultKey } from "./finalize";
 import { type BatchEndpoint, BatchInputCheck } from "./input";
 import { jsonlLines } from "./jsonl";
 import { type LineAnswer, runLine } from "./line-runner";
@@ -53,6 +53,10 @@ export class BatchDispatcher extends DurableObject<Env> {
 	/** Each node's gauges as this object last read them (schedule.ts `LoadRead`), and what its load endpoint is. */
 	readonly #loads = new Map<string, { memo: ProbeMemo; read?: LoadRead; triedAt: number }>();
 	#pumping = false;
+	/** Finalizes under way, by batch: a second caller waits for the first. */
+	readonly #finalizing = new Map<string, Promise<void>>();
+	/** What a test sets to page a finalize in small steps (finalize.ts). */
+	finalizeOptions: FinalizeOptions = {};
 
 	constructor(ctx: DurableObjectState, env: Env) {
 		super(ctx, env);
@@ -179,7 +183,15 @@ export class BatchDispatcher extends DurableObject<Env> {
 		const c = this.#lines.counts(batchId);
 		if (c.running > 0 || c.pending > 0) return;
 		const status = b.state === "cancelling" ? "cancelled" : b.state === "expiring" ? "expired" : "completed";
-		await finalizeBatch(this.env, this.#lines, { id: batchId, keyId }, status);
+		const running = this.#finalizing.get(batchId);
+		if (running) return running;
+		// The watchdog: a finalize cut short by a restart is resumed by the next alarm.
+		if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + 60_000);
+		const run = finalizeBatch(this.env, this.#lines, { id: batchId, keyId }, status, this.finalizeOptions).finally(() =>
+			this.#finalizing.delete(batchId),
+		);
+		this.#finalizing.set(batchId, run);
+		return run;
 	}
 
 	/** Places queued lines on nodes with room. */
@@ -321,6 +333,28 @@ export class BatchDispatcher extends DurableObject<Env> {
 		this.#running.set(key, { node, done });
 	}
 
+	/**
+	 * Stores a line's result: in its SQLite row up to MAX_INLINE_RESULT_BYTES (a row holds 2 MB),
+	 * in R2 (the row keeping its key) up to MAX_BATCH_RESULT_BYTES; a larger one is an error line
+	 * `result_too_large`, its cost what the run settled: never a row that fails to store and a line that runs again.
+	 */
+	async #finish(line: QueuedLine, state: "ok" | "error", result: string, cost: number): Promise<void> {
+		const bytes = new TextEncoder().encode(result);
+		if (bytes.length <= MAX_INLINE_RESULT_BYTES) {
+			this.#lines.finish(line.batch_id, line.idx, state, result, cost);
+		} else if (bytes.length <= MAX_BATCH_RESULT_BYTES) {
+			const key = resultKey(line.batch_id, line.idx);
+			await this.env.BATCH_FILES.put(key, bytes);
+			this.#lines.finishStored(line.batch_id, line.idx, state, key, bytes.length, cost);
+		} else {
+			const error = {
+				code: "result_too_large",
+				message: `This request's result was ${bytes.length} bytes, over the batch lane's ${MAX_BATCH_RESULT_BYTES}; it is not kept.`,
+			};
+			this.#lines.finish(line.batch_id, line.idx, "error", `"response":null,"error":${JSON.stringify(error)}`, cost);
+		}
+	}
+
 	/** Stores the line's result (after its settlement), or queues another attempt; updates the batch's progress in D1. */
 	async #record(line: QueuedLine, node: string, a: LineAnswer, maxAttempts: number, keyId: string): Promise<void> {
 		const requestId = `${line.batch_id}-${line.idx}-${line.attempt}`;
@@ -330,13 +364,13 @@ export class BatchDispatcher extends DurableObject<Env> {
 			this.#lines.retry(line.batch_id, line.idx, node, a.costNanos);
 		} else if (a.status === 200) {
 			const result = `"response":{"status_code":200,"request_id":${JSON.stringify(requestId)},"body":${JSON.stringify(a.body)}},"error":null`;
-			this.#lines.finish(line.batch_id, line.idx, "ok", result, a.costNanos);
+			await this.#finish(line, "ok", result, a.costNanos);
 		} else if (a.code === "insufficient_balance") {
 			const error = { code: "insufficient_quota", message: "The key's balance could not cover this request; it was not run." };
 			this.#lines.finish(line.batch_id, line.idx, "error", `"response":null,"error":${JSON.stringify(error)}`, a.costNanos);
 		} else {
 			const response = { status_code: a.status, request_id: requestId, body: a.body };
-			this.#lines.finish(line.batch_id, line.idx, "error", `"response":${JSON.stringify(response)},"error":null`, a.costNanos);
+			await this.#finish(line, "error", `"response":${JSON.stringify(response)},"error":null`, a.costNanos);
 		}
 		const c = this.#lines.counts(line.batch_id);
 		await batchesStore(this.env.DB).progress(line.batch_id, { completed: c.completed, failed: c.failed, costNanos: c.cost });

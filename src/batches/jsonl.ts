@@ -56,3 +56,65 @@ export async function* jsonlLines(
 		yield { text: take(), n };
 	}
 }
+
+/** ASCII whitespace, as `String.prototype.trim` drops it (a byte past ASCII counts as text). */
+function isSpace(b: number): boolean {
+	return b === 32 || (b >= 9 && b <= 13);
+}
+
+/**
+ * The same bounds as `jsonlLines`, checked on bytes as they pass without holding a line: each
+ * line at most `maxLineBytes` (LineTooLong), at most `maxLines` lines that are not blank
+ * (TooManyLines). For an upload streamed to storage as it arrives.
+ */
+export class JsonlLimits {
+	/** Lines that are not blank so far. */
+	lines = 0;
+	#n = 0;
+	#size = 0;
+	#blank = true;
+
+	constructor(
+		private readonly maxLineBytes: number,
+		private readonly maxLines: number,
+	) {}
+
+	push(chunk: Uint8Array): void {
+		let from = 0;
+		for (;;) {
+			const nl = chunk.indexOf(10, from);
+			const end = nl === -1 ? chunk.length : nl;
+			this.#size += end - from;
+			if (this.#size > this.maxLineBytes + 1) throw new LineTooLong(this.#n + 1, this.maxLineBytes);
+			if (this.#blank) {
+				for (let i = from; i < end; i++) {
+					if (!isSpace(chunk[i] as number)) {
+						this.#blank = false;
+						break;
+					}
+				}
+			}
+			if (nl === -1) return;
+			this.#endLine();
+			from = nl + 1;
+		}
+	}
+
+	/** The last line, which needs no newline. */
+	end(): void {
+		if (this.#size > 0) this.#endLine();
+	}
+
+	#endLine(): void {
+		this.#n += 1;
+		if (!this.#blank && ++this.lines > this.maxLines) throw new TooManyLines(this.maxLines);
+		this.#size = 0;
+		this.#blank = true;
+	}
+}
+
+export class TooManyLines extends Error {
+	constructor(readonly maxLines: number) {
+		super(`A batch input file may hold at most ${maxLines} lines.`);
+	}
+}

@@ -42,7 +42,27 @@ const MIGRATIONS: Migration[] = [
 			sql.exec("CREATE INDEX IF NOT EXISTS lines_state ON lines (state, grp)");
 		},
 	},
+	{
+		name: "results in R2, and a finalize's progress",
+		up(sql: SqlExec) {
+			// A result too large for a row is in BATCH_FILES at `result_key` (its size `result_bytes`), `result` then null.
+			sql.exec("ALTER TABLE lines ADD COLUMN result_key TEXT");
+			sql.exec("ALTER TABLE lines ADD COLUMN result_bytes INTEGER");
+			// Each result file a finalize writes: how far it got (finalize.ts), so a restart resumes it.
+			sql.exec(`CREATE TABLE IF NOT EXISTS finalize_file (batch_id TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
+				PRIMARY KEY (batch_id, kind))`);
+		},
+	},
 ];
+
+/** A line's stored result as a finalize reads it: inline, or the R2 key of a large one. */
+export type StoredResult = {
+	idx: number;
+	custom_id: string;
+	result: string | null;
+	result_key: string | null;
+	result_bytes: number | null;
+};
 
 /** The result of a line that did not run (expired, cancelled), as OpenAI writes it: the part of its line after `custom_id`. */
 export function unrunResult(code: string, message: string): string {
@@ -155,6 +175,19 @@ export class LineStore {
 		);
 	}
 
+	/** As `finish`, for a result stored in R2 at `key` (`bytes` long): the row keeps only where it is. */
+	finishStored(batchId: string, idx: number, state: "ok" | "error", key: string, bytes: number, cost: number): void {
+		this.sql.exec(
+			"UPDATE lines SET state = ?, result = NULL, result_key = ?, result_bytes = ?, cost = cost + ?, body = '' WHERE batch_id = ? AND idx = ?",
+			state,
+			key,
+			bytes,
+			cost,
+			batchId,
+			idx,
+		);
+	}
+
 	/** The line goes back in the queue for another attempt (a new request id), the node it failed on noted in `tried`, what the failed attempt debited kept in its cost. */
 	retry(batchId: string, idx: number, node: string, cost: number): void {
 		this.sql.exec(
@@ -202,19 +235,89 @@ export class LineStore {
 		return c;
 	}
 
-	/** A batch's ended lines in input order, for its output and error files. */
-	results(batchId: string): Array<{ idx: number; custom_id: string; state: LineState; result: string; attempt: number }> {
-		return this.sql
-			.exec<{ idx: number; custom_id: string; state: LineState; result: string; attempt: number }>(
-				"SELECT idx, custom_id, state, result, attempt FROM lines WHERE batch_id = ? ORDER BY idx",
+	/**
+	 * One page of a batch's ended lines in `state`, from line `fromIdx` on, in input order: at most
+	 * `maxRows` lines and, past the first, at most `maxBytes` of inline results (a finalize holds one
+	 * page). The sizes are read first (small), then the page's rows.
+	 */
+	resultsPage(batchId: string, state: "ok" | "error", fromIdx: number, maxRows: number, maxBytes: number): StoredResult[] {
+		const sizes = this.sql
+			.exec<{ idx: number; n: number }>(
+				"SELECT idx, COALESCE(length(CAST(result AS BLOB)), 0) AS n FROM lines WHERE batch_id = ? AND state = ? AND idx >= ? ORDER BY idx LIMIT ?",
 				batchId,
+				state,
+				fromIdx,
+				maxRows,
+			)
+			.toArray();
+		if (sizes.length === 0) return [];
+		let last = (sizes[0] as { idx: number }).idx;
+		let total = 0;
+		for (const s of sizes) {
+			total += s.n;
+			if (total > maxBytes && s.idx !== last) break;
+			last = s.idx;
+		}
+		return this.sql
+			.exec<StoredResult>(
+				"SELECT idx, custom_id, result, result_key, result_bytes FROM lines WHERE batch_id = ? AND state = ? AND idx >= ? AND idx <= ? ORDER BY idx",
+				batchId,
+				state,
+				fromIdx,
+				last,
 			)
 			.toArray();
 	}
 
+	/** An upper bound on the bytes of a batch's results in `state` (finalize.ts sizes its parts by it). */
+	resultBytes(batchId: string, state: "ok" | "error"): number {
+		return (
+			this.sql
+				.exec<{ n: number | null }>(
+					`SELECT SUM(COALESCE(result_bytes, length(CAST(result AS BLOB)), 0) + 6 * length(CAST(custom_id AS BLOB)) + 128) AS n
+				FROM lines WHERE batch_id = ? AND state = ?`,
+					batchId,
+					state,
+				)
+				.one().n ?? 0
+		);
+	}
+
+	/** R2 keys of a batch's large results, after line `afterIdx`, at most `limit`. */
+	resultKeys(batchId: string, afterIdx: number, limit: number): Array<{ idx: number; key: string }> {
+		return this.sql
+			.exec<{ idx: number; key: string }>(
+				"SELECT idx, result_key AS key FROM lines WHERE batch_id = ? AND idx > ? AND result_key IS NOT NULL ORDER BY idx LIMIT ?",
+				batchId,
+				afterIdx,
+				limit,
+			)
+			.toArray();
+	}
+
+	/** How far a finalize got with one of a batch's files (finalize.ts), or null. */
+	finalizeState<T>(batchId: string, kind: string): T | null {
+		const row = this.sql
+			.exec<{ state: string }>("SELECT state FROM finalize_file WHERE batch_id = ? AND kind = ?", batchId, kind)
+			.toArray()[0];
+		return row ? (JSON.parse(row.state) as T) : null;
+	}
+
+	setFinalizeState(batchId: string, kind: string, state: unknown): void {
+		this.sql.exec(
+			"INSERT INTO finalize_file (batch_id, kind, state) VALUES (?, ?, ?) ON CONFLICT(batch_id, kind) DO UPDATE SET state = excluded.state",
+			batchId,
+			kind,
+			JSON.stringify(state),
+		);
+	}
+
 	drop(batchId: string): void {
-		this.sql.exec("DELETE FROM lines WHERE batch_id = ?", batchId);
-		this.sql.exec("DELETE FROM batch WHERE id = ?", batchId);
+		this.storage.transactionSync(() => {
+			this.sql.exec("DELETE FROM lines WHERE batch_id = ?", batchId);
+			this.sql.exec("DELETE FROM finalize_file WHERE batch_id = ?", batchId);
+			this.sql.exec("DELETE FROM batch WHERE id = ?", batchId);
+		});
 	}
 
 	hasQueued(): boolean {

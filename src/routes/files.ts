@@ -1,10 +1,15 @@
-/** `/v1/files` for the batch lane (OpenAI's Files API, purpose `batch`): the bytes in R2, the row in D1, each file its key's alone. */
-import { Hono } from "hono";
+/**
+ * `/v1/files` for the batch lane (OpenAI's Files API, purpose `batch`): the bytes in R2, the row in
+ * D1, each file its key's alone. An upload is streamed into R2 as it arrives, never held whole.
+ */
+import { type Context, Hono } from "hono";
 import type { AppEnv } from "../app-env";
 import { callerKeyId } from "../auth/scopes";
 import { fileKey } from "../batches/finalize";
-import { jsonlLines, LineTooLong } from "../batches/jsonl";
+import { JsonlLimits, LineTooLong, TooManyLines } from "../batches/jsonl";
+import { MultipartError, multipartBoundary, readMultipart } from "../batches/multipart";
 import { fileObject } from "../batches/objects";
+import { R2PartWriter } from "../batches/r2-writer";
 import { batchLineBytes, MAX_BATCH_LINES } from "../config-batches";
 import { batchFilesStore } from "../db/batches";
 import { GatewayError } from "../errors";
@@ -15,19 +20,67 @@ function notFound(id: string): GatewayError {
 	return new GatewayError("not_found", `No such File object: ${id}`, { param: "file_id" });
 }
 
-/** Every limit is checked before anything is stored: the size, the lines, each line's size. */
-async function checkBatchFile(file: File, maxLineBytes: number): Promise<void> {
-	let lines = 0;
+/** The part size an upload is written to R2 in: what one upload holds in memory. */
+const UPLOAD_PART_BYTES = 5 * 1024 * 1024;
+/** The most bytes of a form field other than the file (`purpose`). */
+const MAX_FIELD_BYTES = 1024;
+
+function tooLarge(max: number): GatewayError {
+	return new GatewayError("request_too_large", `A file may be at most ${max} bytes.`, { param: "file" });
+}
+
+/**
+ * Reads the multipart body as it arrives, the file part straight into R2 (one part of it in
+ * memory), every limit checked on the way: the size, the lines, each line's size. A refusal
+ * drops what was uploaded: nothing is stored until the body has been read whole and found good.
+ */
+async function receiveFile(c: Context<AppEnv>, maxBytes: number, maxLineBytes: number, key: string) {
+	const boundary = multipartBoundary(c.req.header("content-type"));
+	const body = c.req.raw.body;
+	if (!boundary || !body)
+		throw new GatewayError("invalid_request", "The body must be multipart/form-data with 'file' and 'purpose'.");
+	const writer = new R2PartWriter(c.env.BATCH_FILES, key, UPLOAD_PART_BYTES);
+	const limits = new JsonlLimits(maxLineBytes, MAX_BATCH_LINES);
+	let purpose = "";
+	let filename: string | null = null;
+	let size = 0;
 	try {
-		for await (const { text } of jsonlLines(file.stream(), maxLineBytes)) {
-			if (text.trim() !== "" && ++lines > MAX_BATCH_LINES) {
-				throw new GatewayError("invalid_request", `A batch input file may hold at most ${MAX_BATCH_LINES} lines.`, {
-					param: "file",
-				});
+		await readMultipart(body, boundary, (part) => {
+			if (part.name === "file" && filename === null) {
+				filename = part.filename ?? "";
+				return {
+					data: async (chunk) => {
+						size += chunk.length;
+						if (size > maxBytes) throw tooLarge(maxBytes);
+						limits.push(chunk);
+						await writer.write(chunk);
+					},
+					end: () => limits.end(),
+				};
 			}
-		}
+			const field = part.name === "purpose";
+			return {
+				data: (chunk) => {
+					if (!field) return;
+					if (purpose.length + chunk.length > MAX_FIELD_BYTES)
+						throw new GatewayError("invalid_request", "'purpose' must be 'batch'.", { param: "purpose" });
+					purpose += new TextDecoder().decode(chunk);
+				},
+				end: () => {},
+			};
+		});
+		if (purpose !== "batch") throw new GatewayError("invalid_request", "'purpose' must be 'batch'.", { param: "purpose" });
+		if (filename === null) throw new GatewayError("invalid_request", "'file' is required.", { param: "file" });
+		return { filename: filename as string, bytes: await writer.finish() };
 	} catch (err) {
+		await writer.abort();
 		if (err instanceof LineTooLong) throw new GatewayError("request_too_large", err.message, { param: "file" });
+		if (err instanceof TooManyLines) throw new GatewayError("invalid_request", err.message, { param: "file" });
+		if (err instanceof MultipartError)
+			throw new GatewayError(
+				"invalid_request",
+				`The body must be multipart/form-data with 'file' and 'purpose' (${err.message}).`,
+			);
 		throw err;
 	}
 }
@@ -42,28 +95,16 @@ export const filesRoutes = new Hono<AppEnv>()
 				param: "file",
 			});
 		}
-		const form = await c.req.raw.formData().catch(() => {
-			throw new GatewayError("invalid_request", "The body must be multipart/form-data with 'file' and 'purpose'.");
-		});
-		const purpose = form.get("purpose");
-		const file = form.get("file");
-		if (purpose !== "batch") throw new GatewayError("invalid_request", "'purpose' must be 'batch'.", { param: "purpose" });
-		if (!(file instanceof File)) throw new GatewayError("invalid_request", "'file' is required.", { param: "file" });
-		if (file.size > config.batches.max_file_bytes) {
-			throw new GatewayError("request_too_large", `A file may be at most ${config.batches.max_file_bytes} bytes.`, {
-				param: "file",
-			});
-		}
-		await checkBatchFile(file, batchLineBytes(config.max_body_bytes));
+		const id = randomId("file-", 12);
+		const file = await receiveFile(c, config.batches.max_file_bytes, batchLineBytes(config.max_body_bytes), fileKey(id));
 		const row = {
-			id: randomId("file-", 12),
+			id,
 			keyId: callerKeyId(c.get("principal")),
-			purpose,
-			filename: file.name || "input.jsonl",
-			bytes: file.size,
+			purpose: "batch",
+			filename: file.filename || "input.jsonl",
+			bytes: file.bytes,
 			createdAt: Date.now(),
 		};
-		await c.env.BATCH_FILES.put(fileKey(row.id), file);
 		await batchFilesStore(c.env.DB).put(row);
 		return c.json(fileObject(row));
 	})
