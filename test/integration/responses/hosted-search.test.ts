@@ -744,14 +744,10 @@ describe("a streamed round starts before its search ran", () => {
 		const res = await answer;
 		const reader = (res.body as ReadableStream<Uint8Array>).getReader();
 		await eventsUntil(reader, "response.web_search_call.searching");
-		await waitFor(async () => (await engineCalls(since, input)).searches.length === 1);
+		await waitFor(async () => (await engineCalls(since)).searches.length >= 1);
 		await reader.cancel();
 		await waitOnExecutionContext(ctx);
-		await waitFor(
-			async () =>
-				(await engineRequestsSince(since)).find((r) => r.path.endsWith("/search") && JSON.stringify(r.body).includes(input))
-					?.aborted === true,
-		);
+		await waitFor(async () => (await engineRequestsSince(since)).find((r) => r.path.endsWith("/search"))?.aborted === true);
 		const { chats } = await engineCalls(since, input);
 		expect(chats).toHaveLength(1);
 		const prompt = devPrompt((chats[0] as { messages: Message[] }).messages);
