@@ -6,9 +6,23 @@ import type { RecordedRequest } from "../../dev/engine.mjs";
 export const gatewayUrl = (): string => inject("gatewayUrl");
 export const engineUrl = (): string => inject("engineUrl");
 
+/**
+ * `fetch`, sent again once when a pooled keep-alive connection turns out closed before any answer
+ * (ECONNRESET, "other side closed"): the local server may close an idle connection the pool reuses.
+ */
+async function fetchOnce(url: string, init: RequestInit): Promise<Response> {
+	try {
+		return await fetch(url, init);
+	} catch (e) {
+		const code = (e as { cause?: { code?: string } }).cause?.code;
+		if (code !== "ECONNRESET" && code !== "UND_ERR_SOCKET") throw e;
+		return fetch(url, init);
+	}
+}
+
 /** Calls the admin API with the admin bearer token; throws unless the status is `expect`. */
 export async function admin<T>(path: string, init: RequestInit = {}, expect = 200): Promise<T> {
-	const res = await fetch(`${gatewayUrl()}/admin${path}`, {
+	const res = await fetchOnce(`${gatewayUrl()}/admin${path}`, {
 		...init,
 		headers: {
 			authorization: `Bearer ${inject("adminToken")}`,
